@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(ojrunner::stage::judge_exec::main());
+}

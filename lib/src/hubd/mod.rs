@@ -1,0 +1,1 @@
+//! The reference hub (to be written).

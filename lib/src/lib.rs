@@ -1,0 +1,40 @@
+//! ojrunner: a judge runner for online judges, wire-compatible with
+//! Normal-OJ's pull-based dispatch protocol.
+//!
+//! The runner is a handful of cooperating processes (`claimd`, `judge-exec`,
+//! `reportd`, `leased`, under the supervisor `runnerd`) sharing one SQLite
+//! [`spool::Spool`]; `hubd` is the reference hub. Each binary is a thin
+//! `main` calling into [`stage`]; everything else is here.
+
+pub mod protocol;
+
+// The runner's shared machinery.
+pub mod archive;
+pub mod config;
+pub mod control;
+pub mod hub;
+pub mod logger;
+pub mod patience;
+pub mod signals;
+pub mod spool;
+pub mod testdata;
+
+// Judging.
+pub mod checker;
+pub mod judge;
+pub mod language;
+pub mod sandbox;
+pub mod verdict;
+
+// The reference hub.
+pub mod hubd;
+
+/// One module per executable: each holds that program's `main`.
+pub mod stage {
+    pub mod claimd;
+    pub mod hubd;
+    pub mod judge_exec;
+    pub mod leased;
+    pub mod reportd;
+    pub mod runnerd;
+}

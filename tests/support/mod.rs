@@ -1,0 +1,276 @@
+//! Support for the end-to-end suite: real binaries, real processes, a real
+//! `hubd` over loopback, and waits on conditions with deadlines (never a
+//! sleep-and-hope).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The directory holding the workspace's built binaries (`target/debug`).
+/// `make test` builds them first; the suite never builds on its own.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/debug/deps/<test> -> target/debug
+    let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
+    assert!(
+        dir.join("hubd").exists(),
+        "{} has no hubd: build the workspace first (make test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// The path of one built binary.
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// The repository's top directory.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A scratch directory removed on drop (unless `OJ_KEEP_TMP` is set).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let base = std::env::var_os("OJ_TEST_TMP").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let p = base.join(format!(
+            "ojt-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        // Judged programs run as unprivileged users and must reach their
+        // work directories below this one.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("OJ_KEEP_TMP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Waits until `cond` returns `Some`, polling every 50 ms, or panics with
+/// `what` once `limit` has passed. Limits are generous: they bound liveness,
+/// they do not measure speed.
+pub fn wait_for<T>(what: &str, limit: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = cond() {
+            return v;
+        }
+        if Instant::now() > end {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig);
+    }
+
+    /// Waits for the process to exit, at most `limit`; its exit code, or
+    /// 128+signal.
+    pub fn wait_exit(&mut self, limit: Duration) -> i32 {
+        let name = self.name.clone();
+        let st = wait_for(&format!("{name} to exit"), limit, || self.child.try_wait().unwrap());
+        use std::os::unix::process::ExitStatusExt;
+        st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.running() {
+            // Kill the whole process group a runnerd leads, then it.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Tokens the suite's hubs and runners share.
+pub const REGISTRATION_TOKEN: &str = "test-registration-token";
+pub const TESTDATA_TOKEN: &str = "test-testdata-token";
+
+/// A reference hub (`hubd serve`) on a loopback port, with its database.
+pub struct Hub {
+    pub proc: Proc,
+    pub url: String,
+    pub db: PathBuf,
+    pub listen: String,
+    pub extra: Vec<String>,
+}
+
+impl Hub {
+    /// Starts `hubd serve` on a fresh port with a 3 s lease and a 1 s
+    /// heartbeat (so lease expiry fits in a test), plus `extra` flags.
+    pub fn start(dir: &Path, extra: &[&str]) -> Hub {
+        let db = dir.join("hub.db");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Hub::start_on(db, "127.0.0.1:0".into(), extra)
+    }
+
+    fn start_on(db: PathBuf, listen: String, extra: Vec<String>) -> Hub {
+        let mut cmd = Command::new(bin("hubd"));
+        cmd.arg("--db")
+            .arg(&db)
+            .arg("serve")
+            .args(["--listen", &listen])
+            .args(["--registration-token", REGISTRATION_TOKEN])
+            .args(["--testdata-token", TESTDATA_TOKEN])
+            .args(["--lease-ttl", "3", "--heartbeat-interval", "1", "--poll-interval", "1"])
+            .args(&extra)
+            .stdout(Stdio::piped())
+            .stderr(if std::env::var_os("OJ_TEST_QUIET").is_some() { Stdio::null() } else { Stdio::inherit() });
+        let mut child = cmd.spawn().expect("spawn hubd");
+        // hubd prints its base URL as the first line of stdout once it listens.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read hubd's address");
+        let url = line.trim().to_string();
+        assert!(url.starts_with("http://"), "hubd printed {line:?}, not its URL");
+        std::thread::spawn(move || for _ in out.lines() {});
+        let listen = url.trim_start_matches("http://").to_string();
+        Hub { proc: Proc { child, name: "hubd".into() }, url, db, listen, extra }
+    }
+
+    /// Stops the hub (SIGKILL: an outage, not a goodbye) and starts it again
+    /// on the same port and database.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+
+    /// Kills the hub; `start_again` brings it back on the same port.
+    pub fn stop(&mut self) {
+        self.proc.signal(nix::sys::signal::Signal::SIGKILL);
+        self.proc.wait_exit(Duration::from_secs(10));
+    }
+
+    pub fn start_again(&mut self) {
+        let again = wait_for("the hub's port to be free again", Duration::from_secs(20), || {
+            std::net::TcpListener::bind(&self.listen).ok().map(drop)
+        });
+        let _ = again;
+        let h = Hub::start_on(self.db.clone(), self.listen.clone(), self.extra.clone());
+        let old = std::mem::replace(self, h);
+        drop(old);
+    }
+
+    /// Runs a `hubd --db DB …` command and returns its stdout; panics on failure.
+    pub fn cli(&self, args: &[&str]) -> String {
+        hub_cli(&self.db, args)
+    }
+
+    /// Adds a problem from a directory (meta.json + TTCC.in/out).
+    pub fn add_problem(&self, id: i64, dir: &Path) {
+        self.cli(&["problem", "add", "--id", &id.to_string(), dir.to_str().unwrap()]);
+    }
+
+    /// Submits a source file; the new submission's id.
+    pub fn submit(&self, problem: i64, language: &str, file: &Path) -> String {
+        self.cli(&["submit", "--problem", &problem.to_string(), "--language", language, file.to_str().unwrap()])
+            .trim()
+            .to_string()
+    }
+
+    /// `hubd status`, one JSON value per submission.
+    pub fn status(&self) -> Vec<serde_json::Value> {
+        self.cli(&["status"])
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("hubd status line {l:?}: {e}")))
+            .collect()
+    }
+
+    /// The status of one submission.
+    pub fn submission(&self, id: &str) -> serde_json::Value {
+        self.status()
+            .into_iter()
+            .find(|s| s["submission_id"] == id)
+            .unwrap_or_else(|| panic!("no submission {id} in hubd status"))
+    }
+
+    /// Waits until every submission is finished (has a verdict).
+    pub fn wait_all_judged(&self, limit: Duration) -> Vec<serde_json::Value> {
+        wait_for("every submission to be judged", limit, || {
+            let s = self.status();
+            s.iter().all(|x| x["state"] == "done").then_some(s)
+        })
+    }
+}
+
+/// Runs `hubd --db DB args…`, returning stdout; panics with stderr on failure.
+pub fn hub_cli(db: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin("hubd")).arg("--db").arg(db).args(args).output().expect("run hubd");
+    assert!(
+        out.status.success(),
+        "hubd {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The environment a runner needs to talk to `hub`, spooling in `spool`.
+pub fn runner_env(hub: &Hub, spool: &Path) -> Vec<(String, String)> {
+    vec![
+        ("BACKEND_URL".into(), hub.url.clone()),
+        ("RUNNER_REGISTRATION_TOKEN".into(), REGISTRATION_TOKEN.into()),
+        ("SANDBOX_TOKEN".into(), TESTDATA_TOKEN.into()),
+        ("RUNNER_NAME".into(), "test-runner".into()),
+        ("OJ_SPOOL".into(), spool.to_str().unwrap().into()),
+        // Retry delays and deadlines in tenths, so faults resolve in seconds.
+        ("OJ_TIME_SCALE".into(), "0.1".into()),
+        ("RUST_LOG".into(), std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())),
+    ]
+}
+
+/// Starts `runnerd` (a whole runner) against `hub`.
+pub fn start_runner(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)]) -> Proc {
+    let mut cmd = Command::new(bin("runnerd"));
+    cmd.envs(runner_env(hub, spool)).envs(extra_env.iter().map(|(a, b)| (a.to_string(), b.to_string())));
+    if std::env::var_os("OJ_TEST_QUIET").is_some() {
+        cmd.stderr(Stdio::null());
+    }
+    Proc { child: cmd.spawn().expect("spawn runnerd"), name: "runnerd".into() }
+}
+
+/// The example problems and submissions shipped in `examples/`.
+pub fn examples() -> PathBuf {
+    repo().join("examples")
+}
