@@ -1,1 +1,173 @@
-//! (to be written)
+//! The runner's configuration: flags with environment fallbacks, under
+//! Normal-OJ's names, so ojrunner drops in where its Python runner ran.
+//! Every stage takes the same set, so `runnerd` passes its environment on
+//! and each stage can also be run alone.
+
+use clap::Args;
+use std::path::PathBuf;
+
+/// Exit codes with fixed meanings, shared by every program (listed in each
+/// man page).
+pub mod exit {
+    /// Clean exit (a drain completed, or a command succeeded).
+    pub const OK: i32 = 0;
+    /// Failure: the hub refused the runner's identity, or a drain had to be cut.
+    pub const FAILURE: i32 = 1;
+    /// Usage error (bad flags).
+    pub const USAGE: i32 = 2;
+    /// Bad configuration: do not restart until it is fixed.
+    pub const CONFIG: i32 = 100;
+    /// Temporary failure (spool unavailable, …): restarting may help.
+    pub const TEMPORARY: i32 = 111;
+}
+
+/// What every stage of the runner is told.
+#[derive(Args, Clone, Debug)]
+pub struct Common {
+    /// The hub's base URL (the runner API).
+    #[arg(long, env = "BACKEND_URL", value_name = "URL")]
+    pub backend_url: Option<String>,
+
+    /// The base URL of the testdata channel (/problem/*), if not BACKEND_URL.
+    #[arg(long, env = "BACKEND_API", value_name = "URL")]
+    pub backend_api: Option<String>,
+
+    /// The shared secret that registers a runner.
+    #[arg(long, env = "RUNNER_REGISTRATION_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub registration_token: Option<String>,
+
+    /// Read the registration token from the first line of FILE instead.
+    #[arg(long, env = "RUNNER_REGISTRATION_TOKEN_FILE", value_name = "FILE")]
+    pub registration_token_file: Option<PathBuf>,
+
+    /// The runner's name at the hub (default: the host name).
+    #[arg(long = "name", env = "RUNNER_NAME", value_name = "NAME")]
+    pub runner_name: Option<String>,
+
+    /// The testdata token (Normal-OJ's SANDBOX_TOKEN).
+    #[arg(long, env = "SANDBOX_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub sandbox_token: Option<String>,
+
+    /// Read the testdata token from the first line of FILE instead.
+    #[arg(long, env = "SANDBOX_TOKEN_FILE", value_name = "FILE")]
+    pub sandbox_token_file: Option<PathBuf>,
+
+    /// The spool directory shared by the runner's stages.
+    #[arg(long, env = "OJ_SPOOL", default_value = "/var/lib/ojrunner", value_name = "DIR")]
+    pub spool: PathBuf,
+
+    /// The drain's deadline, in seconds, shared by all its steps.
+    #[arg(long, env = "DRAIN_TIMEOUT_SEC", default_value_t = 540, value_name = "SEC")]
+    pub drain_timeout: u64,
+
+    /// Write a newline to FD and close it once ready (s6's notification-fd).
+    #[arg(long, value_name = "FD")]
+    pub notify_fd: Option<i32>,
+}
+
+/// A configuration error: the program exits [`exit::CONFIG`].
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Common {
+    /// The runner API's base URL, without a trailing slash.
+    pub fn backend_url(&self) -> Result<String, ConfigError> {
+        let url = self
+            .backend_url
+            .as_deref()
+            .ok_or_else(|| ConfigError("no hub: set BACKEND_URL (or --backend-url)".into()))?;
+        check_url(url, "BACKEND_URL")
+    }
+
+    /// The testdata channel's base URL: BACKEND_API, else BACKEND_URL.
+    pub fn testdata_url(&self) -> Result<String, ConfigError> {
+        match &self.backend_api {
+            Some(u) if !u.is_empty() => check_url(u, "BACKEND_API"),
+            _ => self.backend_url(),
+        }
+    }
+
+    pub fn registration_token(&self) -> Result<String, ConfigError> {
+        secret(&self.registration_token, &self.registration_token_file, "RUNNER_REGISTRATION_TOKEN")?.ok_or_else(|| {
+            ConfigError("no registration token: set RUNNER_REGISTRATION_TOKEN or --registration-token-file".into())
+        })
+    }
+
+    /// The testdata token; Normal-OJ's default when none is set.
+    pub fn sandbox_token(&self) -> Result<String, ConfigError> {
+        Ok(secret(&self.sandbox_token, &self.sandbox_token_file, "SANDBOX_TOKEN")?
+            .unwrap_or_else(|| "KoNoSandboxDa".to_string()))
+    }
+
+    pub fn runner_name(&self) -> String {
+        match &self.runner_name {
+            Some(n) if !n.is_empty() => n.clone(),
+            _ => nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "ojrunner".to_string()),
+        }
+    }
+}
+
+fn check_url(url: &str, what: &str) -> Result<String, ConfigError> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(ConfigError(format!("{what}={url:?} is not an http:// or https:// URL")));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// A secret from a flag or a file (first line). Never logged.
+fn secret(value: &Option<String>, file: &Option<PathBuf>, what: &str) -> Result<Option<String>, ConfigError> {
+    if let Some(f) = file {
+        let text = std::fs::read_to_string(f).map_err(|e| ConfigError(format!("{what} file {}: {e}", f.display())))?;
+        let line = text.lines().next().unwrap_or("").trim().to_string();
+        if line.is_empty() {
+            return Err(ConfigError(format!("{what} file {} is empty", f.display())));
+        }
+        return Ok(Some(line));
+    }
+    Ok(value.clone().filter(|v| !v.is_empty()))
+}
+
+/// Tells a supervisor the program is ready: a newline on the notification
+/// fd (s6), and `READY=1` to `$NOTIFY_SOCKET` (systemd).
+pub fn notify_ready(fd: Option<i32>) {
+    if let Some(fd) = fd {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        // SAFETY: the supervisor handed us this fd for exactly this; we own it from here.
+        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+        if let Err(e) = f.write_all(b"\n") {
+            log::warn!("readiness on fd {fd}: {e}");
+        }
+    }
+    sd_notify("READY=1");
+}
+
+/// Sends a state line to systemd's `$NOTIFY_SOCKET`, if set.
+pub fn sd_notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let sock = match std::os::unix::net::UnixDatagram::unbound() {
+        Ok(s) => s,
+        Err(e) => return log::warn!("sd_notify: {e}"),
+    };
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
+    let r = if bytes.first() == Some(&b'@') {
+        // An abstract socket.
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(&bytes[1..])
+            .and_then(|a| sock.send_to_addr(state.as_bytes(), &a))
+    } else {
+        sock.send_to(state.as_bytes(), std::path::Path::new(&path))
+    };
+    if let Err(e) = r {
+        log::warn!("sd_notify {state}: {e}");
+    }
+}

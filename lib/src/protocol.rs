@@ -135,10 +135,8 @@ impl Job {
     /// Parses a `next-job` body (bare or wrapped) and checks what Normal-OJ's
     /// `Meta` checks: at least one task, scores summing to 100, sane limits.
     pub fn parse(body: &str) -> Result<Job, BadJob> {
-        let v: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| BadJob(format!("not JSON: {e}")))?;
-        let job: Job = serde_json::from_value(unwrap_envelope(v))
-            .map_err(|e| BadJob(e.to_string()))?;
+        let v: serde_json::Value = serde_json::from_str(body).map_err(|e| BadJob(format!("not JSON: {e}")))?;
+        let job: Job = serde_json::from_value(unwrap_envelope(v)).map_err(|e| BadJob(e.to_string()))?;
         job.validate()?;
         Ok(job)
     }
@@ -147,11 +145,7 @@ impl Job {
     /// hand the job back with `abort(prep_failed)`.
     pub fn id_of(body: &str) -> Option<String> {
         let v: serde_json::Value = serde_json::from_str(body).ok()?;
-        unwrap_envelope(v)
-            .get("job_id")?
-            .as_str()
-            .filter(|s| !s.is_empty())
-            .map(String::from)
+        unwrap_envelope(v).get("job_id")?.as_str().filter(|s| !s.is_empty()).map(String::from)
     }
 
     pub fn validate(&self) -> Result<(), BadJob> {

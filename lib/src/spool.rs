@@ -1,1 +1,943 @@
-//! (to be written)
+//! The spool: one SQLite database shared by every stage of a runner, and
+//! the durable truth of what the runner holds.
+//!
+//! Every claim is its own row keyed by a local claim id, never by `job_id`
+//! alone: the hub may hand the same job again (after an abort or a lost
+//! lease), and that is a new claim with its own directory, case results and
+//! outcome. A claim moves
+//!
+//! ```text
+//! claimed -> prepped -> started -> judged --\
+//!    \          \                           +--> reported
+//!     \----------\-----------> aborted ----/
+//! (any live state) -> discarded   (superseded, lease lost, identity gone)
+//! ```
+//!
+//! each step one `BEGIN IMMEDIATE` transaction whose `WHERE state = …`
+//! guard is the fence: a stage acting on a claim that moved under it
+//! changes nothing. The outcome of a claim (`complete` or `abort` body) is
+//! written in the same transaction that moves it to `judged`/`aborted`, so
+//! an outcome is never lost and never written twice.
+//!
+//! The drain latch lives here too: once set, [`Spool::start`] refuses, in
+//! the same transaction that would have started a claim, so no stage and no
+//! restarted stage can start judging after a drain began.
+
+use crate::protocol::{AbortReason, CaseResult, Job, Outcome, Registration, RunnerConfig};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema this code reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Event lines kept per claim while the hub cannot take them.
+pub const MAX_EVENTS_PER_CLAIM: i64 = 50_000;
+
+/// The name of the database file inside the spool directory.
+pub const DB_FILE: &str = "spool.db";
+
+/// A spool error, with what was being done.
+#[derive(Debug)]
+pub struct SpoolError(pub String);
+
+impl fmt::Display for SpoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SpoolError {}
+
+pub type Result<T> = std::result::Result<T, SpoolError>;
+
+trait Context<T> {
+    fn ctx(self, what: &str) -> Result<T>;
+}
+
+impl<T, E: fmt::Display> Context<T> for std::result::Result<T, E> {
+    fn ctx(self, what: &str) -> Result<T> {
+        self.map_err(|e| SpoolError(format!("spool: {what}: {e}")))
+    }
+}
+
+/// Where a claim is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClaimState {
+    Claimed,
+    Prepped,
+    Started,
+    Judged,
+    Aborted,
+    Reported,
+    Discarded,
+}
+
+impl ClaimState {
+    pub const ALL: [ClaimState; 7] = [
+        ClaimState::Claimed,
+        ClaimState::Prepped,
+        ClaimState::Started,
+        ClaimState::Judged,
+        ClaimState::Aborted,
+        ClaimState::Reported,
+        ClaimState::Discarded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Claimed => "claimed",
+            ClaimState::Prepped => "prepped",
+            ClaimState::Started => "started",
+            ClaimState::Judged => "judged",
+            ClaimState::Aborted => "aborted",
+            ClaimState::Reported => "reported",
+            ClaimState::Discarded => "discarded",
+        }
+    }
+
+    fn parse(s: &str) -> Result<ClaimState> {
+        ClaimState::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| SpoolError(format!("spool: unknown claim state {s:?} (corrupt row?)")))
+    }
+
+    /// States in which the runner still holds the job at the hub: its lease
+    /// must be kept, and it counts against capacity.
+    pub fn holds_lease(self) -> bool {
+        matches!(
+            self,
+            ClaimState::Claimed | ClaimState::Prepped | ClaimState::Started | ClaimState::Judged | ClaimState::Aborted
+        )
+    }
+}
+
+/// The SQL list of the states that hold a lease.
+const HELD: &str = "('claimed','prepped','started','judged','aborted')";
+
+/// One claim, as the spool keeps it.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub id: i64,
+    pub job_id: String,
+    pub runner_id: String,
+    pub state: ClaimState,
+    /// The payload as the hub sent it.
+    pub payload: String,
+    pub claimed_at: i64,
+    pub testdata: Option<PathBuf>,
+    pub note: String,
+}
+
+impl Claim {
+    /// The parsed job; a claim is only ever prepped with a payload that parsed.
+    pub fn job(&self) -> std::result::Result<Job, crate::protocol::BadJob> {
+        Job::parse(&self.payload)
+    }
+}
+
+/// What the runner knows of itself at the hub.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub runner_id: String,
+    pub token: String,
+    pub config: RunnerConfig,
+}
+
+/// What an outbox row asks the hub.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutboxKind {
+    Complete,
+    Abort(AbortReason),
+}
+
+/// An outcome waiting to be delivered.
+#[derive(Clone, Debug)]
+pub struct OutboxItem {
+    pub claim_id: i64,
+    pub job_id: String,
+    pub runner_id: String,
+    pub kind: OutboxKind,
+    pub body: String,
+    pub created_at: i64,
+    pub tries: i64,
+}
+
+/// One progress event waiting to be sent.
+#[derive(Clone, Debug)]
+pub struct EventRow {
+    pub id: i64,
+    pub claim_id: i64,
+    pub body: String,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A connection to the spool of one runner.
+pub struct Spool {
+    conn: Connection,
+    dir: PathBuf,
+}
+
+impl Spool {
+    /// Opens (creating if needed) the spool in `dir`, migrating its schema.
+    /// The directory is 0711 (sandboxed programs traverse it to reach their
+    /// work directories, never list it) and the database 0600: it holds the
+    /// runner's token.
+    pub fn open(dir: &Path) -> Result<Spool> {
+        std::fs::create_dir_all(dir).ctx(&format!("create {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+            .ctx(&format!("chmod {}", dir.display()))?;
+        let db = dir.join(DB_FILE);
+        let conn = Connection::open(&db).ctx(&format!("open {}", db.display()))?;
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600))
+            .ctx(&format!("chmod {}", db.display()))?;
+        conn.busy_timeout(Duration::from_secs(30)).ctx("busy_timeout")?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)).ctx("journal_mode")?;
+        // Rows here acknowledge the hub (a claim taken, a result owed): a
+        // power cut must not forget them.
+        conn.pragma_update(None, "synchronous", "FULL").ctx("synchronous")?;
+        conn.pragma_update(None, "foreign_keys", "ON").ctx("foreign_keys")?;
+        let mut s = Spool { conn, dir: dir.to_path_buf() };
+        s.migrate()?;
+        Ok(s)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The work directory of a claim: its own, so two claims of one job
+    /// never share a file.
+    pub fn claim_dir(&self, claim_id: i64) -> PathBuf {
+        self.dir.join("claims").join(claim_id.to_string())
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx("begin migration")?;
+        let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
+        if v > SCHEMA_VERSION {
+            return Err(SpoolError(format!(
+                "spool: schema version {v} is newer than this program's {SCHEMA_VERSION}: refusing to touch it"
+            )));
+        }
+        if v < 1 {
+            tx.execute_batch(
+                "CREATE TABLE identity (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    runner_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    config TEXT NOT NULL,
+                    registered_at INTEGER NOT NULL
+                 );
+                 CREATE TABLE control (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 CREATE TABLE claims (
+                    claim_id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    job_id TEXT NOT NULL,
+                    runner_id TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    claimed_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    testdata TEXT,
+                    note TEXT NOT NULL DEFAULT '',
+                    events_lost INTEGER NOT NULL DEFAULT 0
+                 );
+                 CREATE INDEX claims_state ON claims(state);
+                 CREATE INDEX claims_job ON claims(job_id);
+                 CREATE TABLE case_results (
+                    claim_id INTEGER NOT NULL REFERENCES claims(claim_id),
+                    task INTEGER NOT NULL,
+                    case_no INTEGER NOT NULL,
+                    result TEXT NOT NULL,
+                    PRIMARY KEY (claim_id, task, case_no)
+                 );
+                 CREATE TABLE outbox (
+                    claim_id INTEGER PRIMARY KEY REFERENCES claims(claim_id),
+                    kind TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    next_try_at INTEGER NOT NULL,
+                    tries INTEGER NOT NULL DEFAULT 0,
+                    last_error TEXT NOT NULL DEFAULT ''
+                 );
+                 CREATE TABLE dead_outcomes (
+                    claim_id INTEGER PRIMARY KEY,
+                    job_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    died_at INTEGER NOT NULL,
+                    last_error TEXT NOT NULL
+                 );
+                 CREATE TABLE events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    claim_id INTEGER NOT NULL REFERENCES claims(claim_id),
+                    body TEXT NOT NULL
+                 );
+                 CREATE INDEX events_claim ON events(claim_id, id);",
+            )
+            .ctx("create schema v1")?;
+        }
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION).ctx("write schema version")?;
+        tx.commit().ctx("commit migration")
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken
+    /// up front, so a read-then-write never fails half way with BUSY.
+    fn write<T>(&mut self, what: &str, f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>) -> Result<T> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(what)?;
+        let v = f(&tx).ctx(what)?;
+        tx.commit().ctx(what)?;
+        Ok(v)
+    }
+
+    // ---- identity ----------------------------------------------------------
+
+    pub fn identity(&self) -> Result<Option<Identity>> {
+        let row: Option<(String, String, String)> = self
+            .conn
+            .query_row("SELECT runner_id, token, config FROM identity WHERE id = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+            .ctx("read identity")?;
+        match row {
+            None => Ok(None),
+            Some((runner_id, token, config)) => {
+                let config = serde_json::from_str(&config).ctx("identity config (corrupt row)")?;
+                Ok(Some(Identity { runner_id, token, config }))
+            }
+        }
+    }
+
+    /// Records a fresh registration. Claims held under another identity can
+    /// no longer be reported (the hub would refuse them): they are discarded.
+    pub fn set_identity(&mut self, reg: &Registration) -> Result<Vec<i64>> {
+        let config = serde_json::to_string(&reg.config).unwrap();
+        self.write("record identity", |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO identity (id, runner_id, token, config, registered_at) VALUES (1, ?, ?, ?, ?)",
+                params![reg.runner_id, reg.token, config, now_ms()],
+            )?;
+            let gone: Vec<i64> = tx
+                .prepare(&format!("SELECT claim_id FROM claims WHERE state IN {HELD} AND runner_id != ?"))?
+                .query_map([&reg.runner_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for id in &gone {
+                discard_in(tx, *id, "held under a previous identity")?;
+            }
+            Ok(gone)
+        })
+    }
+
+    /// Forgets the identity (the hub no longer knows it): the next `claimd`
+    /// registers again.
+    pub fn forget_identity(&mut self, runner_id: &str) -> Result<()> {
+        self.write("forget identity", |tx| tx.execute("DELETE FROM identity WHERE runner_id = ?", [runner_id]))?;
+        Ok(())
+    }
+
+    // ---- control values (the drain latch, heartbeat times) ------------------
+
+    pub fn control(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM control WHERE key = ?", [key], |r| r.get(0))
+            .optional()
+            .ctx(&format!("read control {key}"))
+    }
+
+    pub fn set_control(&mut self, key: &str, value: Option<&str>) -> Result<()> {
+        self.write(&format!("write control {key}"), |tx| match value {
+            Some(v) => tx.execute("INSERT OR REPLACE INTO control (key, value) VALUES (?, ?)", [key, v]),
+            None => tx.execute("DELETE FROM control WHERE key = ?", [key]),
+        })?;
+        Ok(())
+    }
+
+    /// Whether a drain has begun: from then on no claim starts judging.
+    pub fn draining(&self) -> Result<bool> {
+        Ok(self.control("draining")?.is_some())
+    }
+
+    /// Sets the drain latch (the drain's first act) or lifts it (a new run
+    /// of the runner).
+    pub fn set_draining(&mut self, on: bool) -> Result<()> {
+        let stamp = now_ms().to_string();
+        self.set_control("draining", on.then_some(stamp.as_str()))
+    }
+
+    // ---- claims ------------------------------------------------------------
+
+    /// Records a claim the hub just handed out. Any older claim of the same
+    /// job still held here is superseded in the same transaction: the hub
+    /// handed the job again, so the old claim's work must never be reported.
+    /// Returns the new claim id and the ids superseded.
+    pub fn insert_claim(&mut self, runner_id: &str, job_id: &str, payload: &str) -> Result<(i64, Vec<i64>)> {
+        self.write("record claim", |tx| {
+            let old: Vec<i64> = tx
+                .prepare(&format!("SELECT claim_id FROM claims WHERE job_id = ? AND state IN {HELD}"))?
+                .query_map([job_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for id in &old {
+                discard_in(tx, *id, "superseded: the hub handed the job again")?;
+            }
+            let now = now_ms();
+            tx.execute(
+                "INSERT INTO claims (job_id, runner_id, state, payload, claimed_at, updated_at) VALUES (?, ?, 'claimed', ?, ?, ?)",
+                params![job_id, runner_id, payload, now, now],
+            )?;
+            Ok((tx.last_insert_rowid(), old))
+        })
+    }
+
+    pub fn claim(&self, claim_id: i64) -> Result<Option<Claim>> {
+        self.conn
+            .query_row(&format!("{CLAIM_SELECT} WHERE claim_id = ?"), [claim_id], claim_row)
+            .optional()
+            .ctx("read claim")?
+            .transpose()
+    }
+
+    /// Claims in `states`, oldest first.
+    pub fn claims_in(&self, states: &[ClaimState]) -> Result<Vec<Claim>> {
+        let list = states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
+        let mut st = self
+            .conn
+            .prepare(&format!("{CLAIM_SELECT} WHERE state IN ({list}) ORDER BY claim_id"))
+            .ctx("list claims")?;
+        let rows = st.query_map([], claim_row).ctx("list claims")?;
+        rows.map(|r| r.ctx("read claim row")?).collect()
+    }
+
+    /// How many claims hold a lease: what capacity counts.
+    pub fn held_count(&self) -> Result<i64> {
+        self.conn
+            .query_row(&format!("SELECT count(*) FROM claims WHERE state IN {HELD}"), [], |r| r.get(0))
+            .ctx("count held claims")
+    }
+
+    /// The jobs whose leases the runner keeps, each once however many claims
+    /// it has.
+    pub fn held_jobs(&self) -> Result<Vec<String>> {
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT DISTINCT job_id FROM claims WHERE state IN {HELD} ORDER BY job_id"))
+            .ctx("list held jobs")?;
+        let rows = st.query_map([], |r| r.get(0)).ctx("list held jobs")?;
+        rows.collect::<rusqlite::Result<_>>().ctx("list held jobs")
+    }
+
+    /// Counts of claims by state.
+    pub fn counts(&self) -> Result<BTreeMap<String, i64>> {
+        let mut st = self.conn.prepare("SELECT state, count(*) FROM claims GROUP BY state").ctx("count claims")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).ctx("count claims")?;
+        rows.collect::<rusqlite::Result<_>>().ctx("count claims")
+    }
+
+    /// claimed -> prepped, with where its testdata is. False if the claim
+    /// moved meanwhile (aborted by a drain, superseded).
+    pub fn mark_prepped(&mut self, claim_id: i64, testdata: &Path) -> Result<bool> {
+        let td = testdata.to_string_lossy().into_owned();
+        self.write("mark prepped", |tx| {
+            Ok(tx.execute(
+                "UPDATE claims SET state = 'prepped', testdata = ?, updated_at = ? WHERE claim_id = ? AND state = 'claimed'",
+                params![td, now_ms(), claim_id],
+            )? == 1)
+        })
+    }
+
+    /// Hands a claim that has not started back to the hub: claimed or
+    /// prepped -> aborted, with its `abort` queued in the same transaction.
+    pub fn abort(&mut self, claim_id: i64, reason: AbortReason, note: &str) -> Result<bool> {
+        self.write("abort claim", |tx| abort_in(tx, claim_id, reason, note))
+    }
+
+    /// The drain's scan: every claim not started goes back as
+    /// `abort(drain)`. Returns the claims aborted.
+    pub fn abort_unstarted(&mut self) -> Result<Vec<i64>> {
+        self.write("abort unstarted claims", |tx| {
+            let ids: Vec<i64> = tx
+                .prepare("SELECT claim_id FROM claims WHERE state IN ('claimed','prepped') ORDER BY claim_id")?
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for id in &ids {
+                abort_in(tx, *id, AbortReason::Drain, "drain: not started")?;
+            }
+            Ok(ids)
+        })
+    }
+
+    /// prepped -> started, unless a drain has begun: the latch is read in
+    /// the same transaction, so nothing starts after the drain's first act.
+    pub fn start(&mut self, claim_id: i64) -> Result<bool> {
+        self.write("start claim", |tx| {
+            let draining: bool =
+                tx.query_row("SELECT count(*) FROM control WHERE key = 'draining'", [], |r| r.get::<_, i64>(0))? > 0;
+            if draining {
+                return Ok(false);
+            }
+            Ok(tx.execute(
+                "UPDATE claims SET state = 'started', updated_at = ? WHERE claim_id = ? AND state = 'prepped'",
+                params![now_ms(), claim_id],
+            )? == 1)
+        })
+    }
+
+    /// Stores one finished case (and its progress event), if the claim is
+    /// still being judged. False means the claim moved (superseded): drop
+    /// the work.
+    pub fn record_case(
+        &mut self,
+        claim_id: i64,
+        task: usize,
+        case: usize,
+        r: &CaseResult,
+        event: &str,
+    ) -> Result<bool> {
+        let result = serde_json::to_string(r).unwrap();
+        self.write("record case", |tx| {
+            if !is_in(tx, claim_id, "started")? {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO case_results (claim_id, task, case_no, result) VALUES (?, ?, ?, ?)",
+                params![claim_id, task as i64, case as i64, result],
+            )?;
+            push_event(tx, claim_id, event)?;
+            Ok(true)
+        })
+    }
+
+    /// The cases of a claim judged so far: a restarted judge runs only the
+    /// others.
+    pub fn case_results(&self, claim_id: i64) -> Result<BTreeMap<(usize, usize), CaseResult>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT task, case_no, result FROM case_results WHERE claim_id = ?")
+            .ctx("read case results")?;
+        let rows = st
+            .query_map([claim_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))
+            .ctx("read case results")?;
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let (t, c, body) = row.ctx("read case result")?;
+            match serde_json::from_str(&body) {
+                Ok(r) => {
+                    out.insert((t as usize, c as usize), r);
+                }
+                // A corrupt row costs that case a rerun, not the job.
+                Err(e) => {
+                    log::warn!("claim {claim_id}: case {t:02}{c:02}: unreadable stored result ({e}); judging it again")
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// started -> judged, queueing the `complete` in the same transaction.
+    pub fn finish(&mut self, claim_id: i64, outcome: &Outcome) -> Result<bool> {
+        let body = serde_json::to_string(outcome).unwrap();
+        self.write("finish claim", |tx| {
+            let now = now_ms();
+            if tx.execute(
+                "UPDATE claims SET state = 'judged', updated_at = ? WHERE claim_id = ? AND state = 'started'",
+                params![now, claim_id],
+            )? != 1
+            {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, 'complete', ?, ?, ?)",
+                params![claim_id, body, now, now],
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Ends a claim without reporting it (superseded, lease lost): its
+    /// outbox row and events go with it.
+    pub fn discard(&mut self, claim_id: i64, why: &str) -> Result<bool> {
+        self.write("discard claim", |tx| discard_in(tx, claim_id, why))
+    }
+
+    // ---- the outbox ----------------------------------------------------------
+
+    /// Outcomes due for a (re)try, oldest first.
+    pub fn outbox_due(&self, now: i64) -> Result<Vec<OutboxItem>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT o.claim_id, c.job_id, c.runner_id, o.kind, o.body, o.created_at, o.tries
+                 FROM outbox o JOIN claims c USING (claim_id)
+                 WHERE o.next_try_at <= ? ORDER BY o.next_try_at, o.claim_id",
+            )
+            .ctx("read outbox")?;
+        let rows = st
+            .query_map([now], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            })
+            .ctx("read outbox")?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (claim_id, job_id, runner_id, kind, body, created_at, tries) = row.ctx("read outbox row")?;
+            let kind = match kind.as_str() {
+                "complete" => OutboxKind::Complete,
+                k => match k.strip_prefix("abort:").and_then(AbortReason::parse) {
+                    Some(r) => OutboxKind::Abort(r),
+                    None => {
+                        log::error!("claim {claim_id}: outbox row of unknown kind {k:?} (corrupt row); skipped");
+                        continue;
+                    }
+                },
+            };
+            out.push(OutboxItem { claim_id, job_id, runner_id, kind, body, created_at, tries });
+        }
+        Ok(out)
+    }
+
+    /// How many outcomes wait, and when the next one is due.
+    pub fn outbox_len(&self) -> Result<(i64, Option<i64>)> {
+        self.conn
+            .query_row("SELECT count(*), min(next_try_at) FROM outbox", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .ctx("count outbox")
+    }
+
+    /// The hub answered finally: the outcome leaves the spool and the claim
+    /// is reported.
+    pub fn outbox_settle(&mut self, claim_id: i64, note: &str) -> Result<()> {
+        self.write("settle outcome", |tx| {
+            tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
+            tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
+            tx.execute(
+                &format!("UPDATE claims SET state = 'reported', note = ?, updated_at = ? WHERE claim_id = ? AND state IN {HELD}"),
+                params![note, now_ms(), claim_id],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The hub refused a `complete` (400): the claim goes back as
+    /// `abort(rejected)` instead, in one transaction.
+    pub fn outbox_reject(&mut self, claim_id: i64, note: &str) -> Result<()> {
+        let body = abort_body(AbortReason::Rejected);
+        self.write("reject outcome", |tx| {
+            let now = now_ms();
+            tx.execute(
+                "UPDATE outbox SET kind = 'abort:rejected', body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
+                params![body, now, note, claim_id],
+            )?;
+            tx.execute("UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?", params![note, now, claim_id])?;
+            Ok(())
+        })
+    }
+
+    /// Not delivered this time: try again at `next_try_at`.
+    pub fn outbox_later(&mut self, claim_id: i64, next_try_at: i64, error: &str) -> Result<()> {
+        self.write("postpone outcome", |tx| {
+            tx.execute(
+                "UPDATE outbox SET next_try_at = ?, tries = tries + 1, last_error = ? WHERE claim_id = ?",
+                params![next_try_at, error, claim_id],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Undeliverable for too long: moved aside (kept for an operator), and
+    /// the claim ends.
+    pub fn outbox_bury(&mut self, claim_id: i64, error: &str) -> Result<()> {
+        self.write("bury outcome", |tx| {
+            let now = now_ms();
+            tx.execute(
+                "INSERT OR REPLACE INTO dead_outcomes (claim_id, job_id, kind, body, created_at, died_at, last_error)
+                 SELECT o.claim_id, c.job_id, o.kind, o.body, o.created_at, ?, ? FROM outbox o JOIN claims c USING (claim_id)
+                 WHERE o.claim_id = ?",
+                params![now, error, claim_id],
+            )?;
+            tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
+            discard_in(tx, claim_id, &format!("outcome undeliverable: {error}"))?;
+            Ok(())
+        })
+    }
+
+    pub fn dead_count(&self) -> Result<i64> {
+        self.conn.query_row("SELECT count(*) FROM dead_outcomes", [], |r| r.get(0)).ctx("count dead outcomes")
+    }
+
+    // ---- events ------------------------------------------------------------
+
+    /// Queues a progress event for a claim still held.
+    pub fn add_event(&mut self, claim_id: i64, body: &str) -> Result<()> {
+        self.write("queue event", |tx| push_event(tx, claim_id, body))
+    }
+
+    /// Claims with events waiting.
+    pub fn event_claims(&self) -> Result<Vec<(i64, String, String)>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT DISTINCT e.claim_id, c.job_id, c.runner_id FROM events e JOIN claims c USING (claim_id) ORDER BY e.claim_id",
+            )
+            .ctx("list event claims")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).ctx("list event claims")?;
+        rows.collect::<rusqlite::Result<_>>().ctx("list event claims")
+    }
+
+    /// The next batch of a claim's events (oldest first) and how many were
+    /// dropped for lack of room since the last batch went.
+    pub fn events(&self, claim_id: i64, limit: usize) -> Result<(Vec<EventRow>, i64)> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, claim_id, body FROM events WHERE claim_id = ? ORDER BY id LIMIT ?")
+            .ctx("read events")?;
+        let rows = st
+            .query_map(params![claim_id, limit as i64], |r| {
+                Ok(EventRow { id: r.get(0)?, claim_id: r.get(1)?, body: r.get(2)? })
+            })
+            .ctx("read events")?;
+        let rows = rows.collect::<rusqlite::Result<Vec<_>>>().ctx("read events")?;
+        let lost: i64 = self
+            .conn
+            .query_row("SELECT events_lost FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0))
+            .optional()
+            .ctx("read events lost")?
+            .unwrap_or(0);
+        Ok((rows, lost))
+    }
+
+    /// The hub took events up to `last_id` (and the lost-count line).
+    pub fn events_sent(&mut self, claim_id: i64, last_id: i64) -> Result<()> {
+        self.write("delete sent events", |tx| {
+            tx.execute("DELETE FROM events WHERE claim_id = ? AND id <= ?", params![claim_id, last_id])?;
+            tx.execute("UPDATE claims SET events_lost = 0 WHERE claim_id = ?", [claim_id])?;
+            Ok(())
+        })
+    }
+
+    /// The hub has no events channel for this job: drop its events.
+    pub fn events_drop(&mut self, claim_id: i64) -> Result<()> {
+        self.write("drop events", |tx| tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id]))?;
+        Ok(())
+    }
+
+    /// Removes work directories of claims that have ended. Best effort.
+    pub fn sweep_dirs(&self) -> Result<usize> {
+        let root = self.dir.join("claims");
+        let Ok(entries) = std::fs::read_dir(&root) else { return Ok(0) };
+        let mut n = 0;
+        for e in entries.flatten() {
+            let Some(id) = e.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
+            let ended = match self.claim(id)? {
+                None => true,
+                Some(c) => !c.state.holds_lease(),
+            };
+            if ended && std::fs::remove_dir_all(e.path()).is_ok() {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+const CLAIM_SELECT: &str = "SELECT claim_id, job_id, runner_id, state, payload, claimed_at, testdata, note FROM claims";
+
+fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<Claim>> {
+    let state: String = r.get(3)?;
+    let testdata: Option<String> = r.get(6)?;
+    Ok(ClaimState::parse(&state).map(|state| Claim {
+        id: r.get(0).unwrap_or_default(),
+        job_id: r.get(1).unwrap_or_default(),
+        runner_id: r.get(2).unwrap_or_default(),
+        state,
+        payload: r.get(4).unwrap_or_default(),
+        claimed_at: r.get(5).unwrap_or_default(),
+        testdata: testdata.map(PathBuf::from),
+        note: r.get(7).unwrap_or_default(),
+    }))
+}
+
+fn is_in(tx: &rusqlite::Transaction, claim_id: i64, state: &str) -> rusqlite::Result<bool> {
+    let s: Option<String> =
+        tx.query_row("SELECT state FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0)).optional()?;
+    Ok(s.as_deref() == Some(state))
+}
+
+/// The body of an `abort` call.
+pub fn abort_body(reason: AbortReason) -> String {
+    serde_json::json!({ "reason": reason.as_str() }).to_string()
+}
+
+fn abort_in(tx: &rusqlite::Transaction, claim_id: i64, reason: AbortReason, note: &str) -> rusqlite::Result<bool> {
+    let now = now_ms();
+    if tx.execute(
+        "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ? AND state IN ('claimed','prepped')",
+        params![note, now, claim_id],
+    )? != 1
+    {
+        return Ok(false);
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
+        params![claim_id, format!("abort:{}", reason.as_str()), abort_body(reason), now, now],
+    )?;
+    Ok(true)
+}
+
+fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str) -> rusqlite::Result<bool> {
+    let n = tx.execute(
+        &format!(
+            "UPDATE claims SET state = 'discarded', note = ?, updated_at = ? WHERE claim_id = ? AND state IN {HELD}"
+        ),
+        params![why, now_ms(), claim_id],
+    )?;
+    tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
+    tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
+    Ok(n == 1)
+}
+
+fn push_event(tx: &rusqlite::Transaction, claim_id: i64, body: &str) -> rusqlite::Result<()> {
+    tx.execute("INSERT INTO events (claim_id, body) VALUES (?, ?)", params![claim_id, body])?;
+    let n: i64 = tx.query_row("SELECT count(*) FROM events WHERE claim_id = ?", [claim_id], |r| r.get(0))?;
+    if n > MAX_EVENTS_PER_CLAIM {
+        // The oldest go first; a line in the next batch says how many.
+        let over = n - MAX_EVENTS_PER_CLAIM;
+        tx.execute(
+            "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE claim_id = ? ORDER BY id LIMIT ?)",
+            params![claim_id, over],
+        )?;
+        tx.execute("UPDATE claims SET events_lost = events_lost + ? WHERE claim_id = ?", params![over, claim_id])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Status;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("ojspool-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        p
+    }
+
+    const PAYLOAD: &str = r#"{"job_id":"jb_1","submission_id":"s","problem_id":1,"language":0,"code_url":"http://x/c.zip",
+        "tasks":[{"taskScore":100,"memoryLimit":65536,"timeLimit":1000,"caseCount":1}]}"#;
+
+    fn ok() -> CaseResult {
+        CaseResult {
+            status: Status::AC,
+            exec_time: 1,
+            memory_usage: 1,
+            exit_code: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_claim_walks_its_states_and_its_outcome_is_written_once() {
+        let d = tmp("walk");
+        let mut s = Spool::open(&d).unwrap();
+        let (id, old) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        assert!(old.is_empty());
+        assert_eq!(s.held_count().unwrap(), 1);
+        assert!(!s.start(id).unwrap(), "a claim not prepped does not start");
+        assert!(s.mark_prepped(id, Path::new("/td")).unwrap());
+        assert!(s.start(id).unwrap());
+        assert!(!s.start(id).unwrap(), "started once");
+        assert!(s.record_case(id, 0, 0, &ok(), "{}").unwrap());
+        let outcome = Outcome { tasks: vec![vec![ok()]] };
+        assert!(s.finish(id, &outcome).unwrap());
+        assert!(!s.finish(id, &outcome).unwrap(), "finished once");
+        let due = s.outbox_due(now_ms()).unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].kind, OutboxKind::Complete);
+        s.outbox_settle(id, "204").unwrap();
+        assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Reported);
+        assert_eq!(s.outbox_len().unwrap().0, 0);
+        assert_eq!(s.held_count().unwrap(), 0);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn the_latch_stops_starts_and_the_scan_aborts_unstarted_claims_as_drain() {
+        let d = tmp("latch");
+        let mut s = Spool::open(&d).unwrap();
+        let (a, _) = s.insert_claim("rn_1", "jb_a", PAYLOAD).unwrap();
+        let (b, _) = s.insert_claim("rn_1", "jb_b", PAYLOAD).unwrap();
+        let (c, _) = s.insert_claim("rn_1", "jb_c", PAYLOAD).unwrap();
+        s.mark_prepped(b, Path::new("/td")).unwrap();
+        s.mark_prepped(c, Path::new("/td")).unwrap();
+        assert!(s.start(c).unwrap());
+        s.set_draining(true).unwrap();
+        assert!(!s.start(b).unwrap(), "nothing starts once the latch is set");
+        assert_eq!(s.abort_unstarted().unwrap(), vec![a, b]);
+        assert!(!s.mark_prepped(a, Path::new("/td")).unwrap(), "a prep finishing late changes nothing");
+        let kinds: Vec<_> = s.outbox_due(now_ms()).unwrap().into_iter().map(|o| (o.claim_id, o.kind)).collect();
+        assert_eq!(kinds, vec![(a, OutboxKind::Abort(AbortReason::Drain)), (b, OutboxKind::Abort(AbortReason::Drain))]);
+        assert_eq!(s.claim(c).unwrap().unwrap().state, ClaimState::Started, "in flight goes on");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_job_claimed_again_supersedes_the_old_claim_and_its_late_work() {
+        let d = tmp("gen");
+        let mut s = Spool::open(&d).unwrap();
+        let (g1, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        s.mark_prepped(g1, Path::new("/td")).unwrap();
+        s.start(g1).unwrap();
+        let (g2, old) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        assert_eq!(old, vec![g1]);
+        assert_ne!(s.claim_dir(g1), s.claim_dir(g2));
+        assert!(!s.record_case(g1, 0, 0, &ok(), "{}").unwrap(), "the old claim's late case is dropped");
+        assert!(!s.finish(g1, &Outcome { tasks: vec![vec![ok()]] }).unwrap(), "and its late outcome");
+        assert_eq!(s.held_jobs().unwrap(), vec!["jb_1".to_string()], "the job is held once");
+        assert_eq!(s.held_count().unwrap(), 1, "capacity counts claims");
+        assert!(s.outbox_due(now_ms()).unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn events_are_bounded_per_claim_and_count_what_was_lost() {
+        let d = tmp("events");
+        let mut s = Spool::open(&d).unwrap();
+        let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        // Bound checked with the real constant would take long; check the arithmetic on a few.
+        for i in 0..5 {
+            s.add_event(id, &format!("{{\"i\":{i}}}")).unwrap();
+        }
+        let (rows, lost) = s.events(id, 200).unwrap();
+        assert_eq!((rows.len(), lost), (5, 0));
+        s.events_sent(id, rows[2].id).unwrap();
+        assert_eq!(s.events(id, 200).unwrap().0.len(), 2);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let d = tmp("schema");
+        drop(Spool::open(&d).unwrap());
+        let c = Connection::open(d.join(DB_FILE)).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+        drop(c);
+        let e = Spool::open(&d).err().expect("refused");
+        assert!(e.0.contains("newer"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -1,1 +1,143 @@
-//! (to be written)
+//! Testdata, cached per host: one directory per problem and checksum under
+//! `$OJ_SPOOL/testdata/<pid>/<checksum>/`, filled once under a per-problem
+//! lock and never changed after, so a claim judging against one version is
+//! never pulled from under by a download of the next.
+//!
+//! The checksum is the hub's and opaque: the cache asks for it on every
+//! claim (rejudges usually follow testdata edits) and downloads only when it
+//! names a version not here. Normal-OJ kept this key in the backend's shared
+//! Redis while the files lived on each host's disk, so a second host could
+//! find the key and no files; here key and files live together.
+
+use crate::archive;
+use crate::hub::{FetchError, Hub};
+use crate::protocol::Task;
+use nix::fcntl::{Flock, FlockArg};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Marks a version directory as complete (written last, before the rename).
+const COMPLETE: &str = ".complete";
+
+/// How long a prep waits for another to finish downloading the same problem.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// The per-host testdata cache.
+pub struct Cache {
+    root: PathBuf,
+}
+
+impl Cache {
+    pub fn new(spool: &Path) -> Cache {
+        Cache { root: spool.join("testdata") }
+    }
+
+    /// The directory holding problem `pid`'s current testdata, downloading it
+    /// if this host does not have that version yet.
+    pub fn ensure(&self, hub: &Hub, pid: i64) -> Result<PathBuf, FetchError> {
+        let checksum = hub.checksum(pid)?;
+        let dir = self.root.join(pid.to_string());
+        let version = dir.join(version_key(&checksum));
+        if version.join(COMPLETE).exists() {
+            return Ok(version);
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| FetchError(format!("{}: {e}", dir.display())))?;
+        let _lock = lock(&self.root.join(format!("{pid}.lock")))?;
+        // Another prep may have filled it while this one waited.
+        if version.join(COMPLETE).exists() {
+            return Ok(version);
+        }
+        let tag = format!("{}-{}", std::process::id(), crate::spool::now_ms());
+        let zip = dir.join(format!(".download-{tag}.zip"));
+        let tmp = dir.join(format!(".unpack-{tag}"));
+        let result = (|| {
+            hub.testdata(pid, &zip, archive::TESTDATA.max_bytes)?;
+            archive::extract(&zip, &tmp, archive::TESTDATA)
+                .map_err(|e| FetchError(format!("problem {pid} testdata: {e}")))?;
+            // The hub's meta, kept beside the files for whoever debugs them.
+            if let Ok(meta) = hub.meta(pid) {
+                let _ = std::fs::write(tmp.join(".meta.json"), meta.to_string());
+            }
+            std::fs::write(tmp.join(COMPLETE), checksum.as_bytes()).map_err(|e| FetchError(format!("{e}")))?;
+            let _ = std::fs::remove_dir_all(&version);
+            std::fs::rename(&tmp, &version).map_err(|e| FetchError(format!("{}: {e}", version.display())))
+        })();
+        let _ = std::fs::remove_file(&zip);
+        let _ = std::fs::remove_dir_all(&tmp);
+        result.map(|_| {
+            log::info!("problem {pid}: testdata version {checksum} cached");
+            version
+        })
+    }
+}
+
+/// Checks that `dir` has every `TTCC.in`/`TTCC.out` the tasks name.
+pub fn check_cases(dir: &Path, tasks: &[Task]) -> Result<(), String> {
+    for (t, task) in tasks.iter().enumerate() {
+        for c in 0..task.case_count as usize {
+            for ext in ["in", "out"] {
+                let p = case_file(dir, t, c, ext);
+                if !p.is_file() {
+                    return Err(format!("testdata has no {}", p.file_name().unwrap().to_string_lossy()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The path of case `c` of task `t`: `TTCC.in` or `TTCC.out`.
+pub fn case_file(dir: &Path, t: usize, c: usize, ext: &str) -> PathBuf {
+    dir.join(format!("{t:02}{c:02}.{ext}"))
+}
+
+/// A directory name for a checksum: the checksum itself when it is a tame
+/// token (an md5 hex is), else a hash of it.
+fn version_key(checksum: &str) -> String {
+    let tame = !checksum.is_empty()
+        && checksum.len() <= 64
+        && checksum.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if tame {
+        return checksum.to_string();
+    }
+    // FNV-1a: only needs to be stable and spread, not secret.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in checksum.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    format!("h{h:016x}")
+}
+
+/// Takes the per-problem lock, waiting at most [`LOCK_WAIT`].
+fn lock(path: &Path) -> Result<Flock<std::fs::File>, FetchError> {
+    let end = Instant::now() + LOCK_WAIT;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| FetchError(format!("{}: {e}", path.display())))?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => return Ok(l),
+            Err((f, _)) if Instant::now() < end => {
+                file = f;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err((_, e)) => {
+                return Err(FetchError(format!("{}: still locked after {LOCK_WAIT:?}: {e}", path.display())))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn checksums_become_safe_directory_names() {
+        assert_eq!(super::version_key("d41d8cd98f00b204e9800998ecf8427e"), "d41d8cd98f00b204e9800998ecf8427e");
+        let k = super::version_key("../../etc");
+        assert!(k.starts_with('h') && !k.contains('/'), "{k}");
+        assert_ne!(super::version_key("a/b"), super::version_key("a/c"));
+    }
+}

@@ -13,11 +13,7 @@ pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/debug/deps/<test> -> target/debug
     let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
-    assert!(
-        dir.join("hubd").exists(),
-        "{} has no hubd: build the workspace first (make test does)",
-        dir.display()
-    );
+    assert!(dir.join("hubd").exists(), "{} has no hubd: build the workspace first (make test does)", dir.display());
     dir
 }
 
@@ -39,11 +35,7 @@ impl TempDir {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
         let base = std::env::var_os("OJ_TEST_TMP").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
-        let p = base.join(format!(
-            "ojt-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
+        let p = base.join(format!("ojt-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         // Judged programs run as unprivileged users and must reach their
@@ -182,10 +174,9 @@ impl Hub {
     }
 
     pub fn start_again(&mut self) {
-        let again = wait_for("the hub's port to be free again", Duration::from_secs(20), || {
-            std::net::TcpListener::bind(&self.listen).ok().map(drop)
+        wait_for("the hub's port to be free again", Duration::from_secs(20), || {
+            std::net::TcpListener::bind(&self.listen).ok().map(|_| true)
         });
-        let _ = again;
         let h = Hub::start_on(self.db.clone(), self.listen.clone(), self.extra.clone());
         let old = std::mem::replace(self, h);
         drop(old);
@@ -237,12 +228,7 @@ impl Hub {
 /// Runs `hubd --db DB args…`, returning stdout; panics with stderr on failure.
 pub fn hub_cli(db: &Path, args: &[&str]) -> String {
     let out = Command::new(bin("hubd")).arg("--db").arg(db).args(args).output().expect("run hubd");
-    assert!(
-        out.status.success(),
-        "hubd {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "hubd {args:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -273,4 +259,62 @@ pub fn start_runner(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)]) -> Proc
 /// The example problems and submissions shipped in `examples/`.
 pub fn examples() -> PathBuf {
     repo().join("examples")
+}
+
+/// Starts `runnerd` with its stderr (every stage's log) in `log`.
+pub fn start_runner_logged(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)], log: &Path) -> Proc {
+    let mut cmd = Command::new(bin("runnerd"));
+    cmd.envs(runner_env(hub, spool)).envs(extra_env.iter().map(|(a, b)| (a.to_string(), b.to_string())));
+    cmd.stderr(std::fs::File::create(log).expect("runner log"));
+    Proc { child: cmd.spawn().expect("spawn runnerd"), name: "runnerd".into() }
+}
+
+/// One row of a runner's spool, as a test sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpoolClaim {
+    pub claim_id: i64,
+    pub job_id: String,
+    pub state: String,
+    pub note: String,
+}
+
+/// The claims in a runner's spool (read-only; empty if there is no spool yet).
+pub fn spool_claims(spool: &Path) -> Vec<SpoolClaim> {
+    let db = spool.join("spool.db");
+    if !db.exists() {
+        return Vec::new();
+    }
+    let Ok(c) = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        return Vec::new();
+    };
+    let _ = c.busy_timeout(Duration::from_secs(10));
+    let Ok(mut st) = c.prepare("SELECT claim_id, job_id, state, note FROM claims ORDER BY claim_id") else {
+        return Vec::new();
+    };
+    st.query_map([], |r| Ok(SpoolClaim { claim_id: r.get(0)?, job_id: r.get(1)?, state: r.get(2)?, note: r.get(3)? }))
+        .map(|rows| rows.flatten().collect())
+        .unwrap_or_default()
+}
+
+/// The pid of `parent`'s child whose command name is `name`.
+pub fn child_pid(parent: i32, name: &str) -> Option<i32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // comm is in parentheses and may hold spaces; ppid is the 2nd field after it.
+        let Some(close) = stat.rfind(')') else { continue };
+        let comm = &stat[stat.find('(').unwrap_or(0) + 1..close];
+        let ppid = stat[close + 2..].split(' ').nth(1).and_then(|p| p.parse::<i32>().ok());
+        if comm == name && ppid == Some(parent) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
 }

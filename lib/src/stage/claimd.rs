@@ -1,1 +1,367 @@
-pub fn main() -> i32 { eprintln!("not yet"); 1 }
+//! `claimd`: registers the runner, claims jobs while it holds fewer than the
+//! hub allows, and prepares each claim (code, testdata) for `judge-exec`.
+//!
+//! A claim is recorded in the spool the moment the hub hands it out, before
+//! any download, so the heartbeat keeps its lease and a crash here loses
+//! nothing: a restarted `claimd` prepares again whatever is still `claimed`.
+//! Once a drain begins (the spool's latch, or TERM) it claims nothing more,
+//! and every claim not started goes back as `abort(drain)`, never as
+//! `prep_failed`: a drain must not spend a job's attempts.
+
+use crate::archive;
+use crate::config::{self, exit, Common};
+use crate::control::{self, Event, Inbox};
+use crate::hub::{self, Answer, Hub};
+use crate::language::Languages;
+use crate::patience;
+use crate::protocol::{AbortReason, Job};
+use crate::signals::{self, Stops};
+use crate::spool::{Claim, ClaimState, Identity, Spool};
+use crate::testdata::{self, Cache};
+use clap::Parser;
+use log::{error, info, warn};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// claimd: claims jobs from the hub and prepares them for judging.
+#[derive(Parser, Debug)]
+#[command(name = "claimd", version, about = "Claim jobs from the hub and prepare them for judging")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Long-poll the hub this many seconds per claim request (0: plain polls).
+    #[arg(long, env = "OJ_CLAIM_WAIT", default_value_t = 5, value_name = "SEC")]
+    pub claim_wait: u64,
+
+    /// The language table (default: the built-in copy of etc/languages.json).
+    #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
+    pub languages: Option<PathBuf>,
+}
+
+/// Why `claimd` stops before its loop ends.
+struct Exit(i32, String);
+
+pub fn main() -> i32 {
+    crate::logger::init("claimd");
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => exit::OK,
+        Err(Exit(code, msg)) => {
+            error!("{msg}");
+            code
+        }
+    }
+}
+
+struct Claimd {
+    spool: Spool,
+    hub: Hub,
+    cache: Cache,
+    languages: Languages,
+    stops: Stops,
+    inbox: Inbox,
+    registration_token: String,
+    name: String,
+    claim_wait: u64,
+    last_contact: Option<i64>,
+}
+
+fn run(cli: Cli) -> Result<(), Exit> {
+    let c = &cli.common;
+    let cfg = |e: config::ConfigError| Exit(exit::CONFIG, e.0);
+    let hub =
+        Hub::new(&c.backend_url().map_err(cfg)?, &c.testdata_url().map_err(cfg)?, &c.sandbox_token().map_err(cfg)?);
+    let registration_token = c.registration_token().map_err(cfg)?;
+    let languages = match &cli.languages {
+        Some(p) => Languages::load(p).map_err(|e| Exit(exit::CONFIG, format!("languages {}: {e}", p.display())))?,
+        None => Languages::builtin(),
+    };
+    let spool = Spool::open(&c.spool).map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+    let inbox = Inbox::new();
+    let stops = signals::forward(inbox.tx.clone()).map_err(|e| Exit(exit::TEMPORARY, format!("signals: {e}")))?;
+    control::listen(&c.spool, "claimd", inbox.tx.clone())
+        .map_err(|e| Exit(exit::TEMPORARY, format!("control socket: {e}")))?;
+    let mut d = Claimd {
+        cache: Cache::new(&c.spool),
+        spool,
+        hub,
+        languages,
+        stops,
+        inbox,
+        registration_token,
+        name: c.runner_name(),
+        claim_wait: cli.claim_wait.min(30),
+        last_contact: None,
+    };
+    let Some(_) = d.identity()? else { return Ok(()) };
+    config::notify_ready(c.notify_fd);
+    d.run()
+}
+
+impl Claimd {
+    /// The identity in the spool, registering first if there is none. None
+    /// if told to stop while registering.
+    fn identity(&mut self) -> Result<Option<Identity>, Exit> {
+        if let Some(id) = self.spool.identity().map_err(|e| Exit(exit::TEMPORARY, e.0))? {
+            return Ok(Some(id));
+        }
+        let mut tries = 0;
+        loop {
+            if self.stops.requested() {
+                return Ok(None);
+            }
+            tries += 1;
+            let why = match self.hub.register(&self.registration_token, &self.name) {
+                Answer::Status(201, body) => match hub::parse_registration(&body) {
+                    Ok(reg) => {
+                        let gone = self.spool.set_identity(&reg).map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+                        info!(
+                            "registered as {} ({} s heartbeat, {} jobs at most){}",
+                            reg.runner_id,
+                            reg.config.heartbeat_interval_sec,
+                            reg.config.max_concurrent_jobs,
+                            if gone.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; {} claims of the old identity dropped", gone.len())
+                            }
+                        );
+                        control::poke(self.spool.dir(), "leased");
+                        return self.spool.identity().map_err(|e| Exit(exit::TEMPORARY, e.0));
+                    }
+                    Err(e) => format!("unreadable registration ({e})"),
+                },
+                Answer::Status(401, _) => {
+                    return Err(Exit(exit::FAILURE, "the hub refused the registration token (401)".into()));
+                }
+                a => a.describe(),
+            };
+            let delay = patience::REGISTER.delay(tries).unwrap_or(Duration::from_secs(30));
+            warn!("register: {why}; trying again in {delay:?}");
+            if self.stops.sleep(delay) {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn run(&mut self) -> Result<(), Exit> {
+        let mut said_draining = false;
+        loop {
+            let draining = self.stops.requested() || self.spool.draining().unwrap_or(false);
+            if draining {
+                if !said_draining {
+                    info!("draining: claiming nothing more; claims not started go back as abort(drain)");
+                    said_draining = true;
+                }
+                self.abort_unstarted();
+                if self.stops.requested() {
+                    info!("stopped");
+                    return Ok(());
+                }
+            } else {
+                // A claim left `claimed` by a crash is prepared again.
+                for c in self.claims(&[ClaimState::Claimed]) {
+                    self.prep(&c);
+                }
+                if let Some(claimed) = self.claim_once()? {
+                    self.prep(&claimed);
+                    continue;
+                }
+            }
+            let idle = if draining { patience::spool_poll() } else { self.poll_interval() };
+            self.wait(idle);
+        }
+    }
+
+    /// Serves the inbox for up to `d` (or until something happens).
+    fn wait(&mut self, d: Duration) {
+        match self.inbox.next(d) {
+            Some(Event::Command { cmd, reply, .. }) => {
+                let _ = reply.send(if cmd == "status" {
+                    self.status()
+                } else {
+                    json!({"error": format!("unknown command {cmd:?}")})
+                });
+            }
+            Some(Event::Signal(sig)) => info!("{}", signals::name(sig)),
+            _ => {}
+        }
+    }
+
+    fn status(&self) -> serde_json::Value {
+        json!({
+            "stage": "claimd",
+            "runner_id": self.spool.identity().ok().flatten().map(|i| i.runner_id),
+            "held": self.spool.held_count().ok(),
+            "draining": self.stops.requested() || self.spool.draining().unwrap_or(false),
+            "last_contact_ms": self.last_contact,
+        })
+    }
+
+    fn poll_interval(&self) -> Duration {
+        let secs = self.spool.identity().ok().flatten().map(|i| i.config.poll_interval_sec).unwrap_or(3);
+        Duration::from_secs(secs.clamp(1, 60) as u64)
+    }
+
+    fn claims(&self, states: &[ClaimState]) -> Vec<Claim> {
+        self.spool.claims_in(states).unwrap_or_else(|e| {
+            error!("{e}");
+            Vec::new()
+        })
+    }
+
+    fn abort_unstarted(&mut self) {
+        match self.spool.abort_unstarted() {
+            Ok(ids) if !ids.is_empty() => {
+                info!("handed back {} claim(s) not started as abort(drain): {ids:?}", ids.len());
+                control::poke(self.spool.dir(), "reportd");
+            }
+            Ok(_) => {}
+            Err(e) => error!("{e}"),
+        }
+    }
+
+    /// Asks the hub for one job if there is room; the new claim, if any.
+    fn claim_once(&mut self) -> Result<Option<Claim>, Exit> {
+        let Some(id) = self.identity()? else { return Ok(None) };
+        let held = self.spool.held_count().map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+        if held >= id.config.max_concurrent_jobs.max(1) {
+            return Ok(None);
+        }
+        // A request already sent is read to the end, even if a stop arrives:
+        // an assignment in flight is recorded (and, draining, handed back).
+        let answer = self.hub.next_job(&id.runner_id, &id.token, self.claim_wait);
+        match answer {
+            Answer::Status(200, body) => {
+                self.last_contact = Some(crate::spool::now_ms());
+                let Some(job_id) = Job::id_of(&body) else {
+                    error!(
+                        "the hub handed out a job without a job_id; cannot hand it back (its lease will expire): {}",
+                        body.chars().take(200).collect::<String>()
+                    );
+                    return Ok(None);
+                };
+                let (claim_id, old) =
+                    self.spool.insert_claim(&id.runner_id, &job_id, &body).map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+                if !old.is_empty() {
+                    info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
+                    for o in old {
+                        let _ = std::fs::remove_dir_all(self.spool.claim_dir(o));
+                    }
+                } else {
+                    info!("job {job_id}: claimed as claim {claim_id}");
+                }
+                control::poke(self.spool.dir(), "leased");
+                self.spool.claim(claim_id).map_err(|e| Exit(exit::TEMPORARY, e.0))
+            }
+            Answer::Status(204, _) => {
+                self.last_contact = Some(crate::spool::now_ms());
+                Ok(None)
+            }
+            Answer::Status(401, _) => {
+                // The heartbeat owns fail-fast; here we only idle and ask again.
+                warn!("next-job: 401 (the heartbeat decides whether the identity is gone)");
+                Ok(None)
+            }
+            a => {
+                // Never retried through a lost connection: we simply ask again later.
+                warn!("next-job: {}", a.describe());
+                Ok(None)
+            }
+        }
+    }
+
+    /// Prepares one claim: 3 tries spaced 1 and 2 s, then
+    /// `abort(prep_failed)`; a stop at any point hands it back as
+    /// `abort(drain)` instead.
+    fn prep(&mut self, claim: &Claim) {
+        let tag = format!("job {} claim {}", claim.job_id, claim.id);
+        let mut tries = 0;
+        loop {
+            if self.stops.requested() || self.spool.draining().unwrap_or(false) {
+                return self.abort(claim, AbortReason::Drain, "drain: stopped during prep");
+            }
+            tries += 1;
+            match self.prep_once(claim) {
+                Ok(td) => {
+                    match self.spool.mark_prepped(claim.id, &td) {
+                        Ok(true) => {
+                            info!("{tag}: prepped");
+                            control::poke(self.spool.dir(), "judge-exec");
+                        }
+                        Ok(false) => info!("{tag}: moved during prep (drained or superseded); left as it is"),
+                        Err(e) => error!("{tag}: {e}"),
+                    }
+                    return;
+                }
+                Err(Prep::Bad(why)) => {
+                    warn!("{tag}: cannot be judged: {why}");
+                    return self.abort(claim, AbortReason::PrepFailed, &why);
+                }
+                Err(Prep::Again(why)) => match patience::PREP.delay(tries) {
+                    Some(d) => {
+                        warn!("{tag}: prep try {tries} failed: {why}; again in {d:?}");
+                        self.stops.sleep(d);
+                    }
+                    None => {
+                        // A stop that landed during the last try still
+                        // makes this a drain, not a failure.
+                        if self.stops.requested() || self.spool.draining().unwrap_or(false) {
+                            return self.abort(claim, AbortReason::Drain, "drain: stopped during prep");
+                        }
+                        warn!("{tag}: prep failed {tries} times: {why}");
+                        return self.abort(claim, AbortReason::PrepFailed, &why);
+                    }
+                },
+            }
+        }
+    }
+
+    fn abort(&mut self, claim: &Claim, reason: AbortReason, why: &str) {
+        match self.spool.abort(claim.id, reason, why) {
+            Ok(true) => {
+                info!("job {} claim {}: handed back as abort({})", claim.job_id, claim.id, reason.as_str());
+                let _ = std::fs::remove_dir_all(self.spool.claim_dir(claim.id));
+                control::poke(self.spool.dir(), "reportd");
+            }
+            Ok(false) => {}
+            Err(e) => error!("job {} claim {}: {e}", claim.job_id, claim.id),
+        }
+    }
+
+    fn prep_once(&self, claim: &Claim) -> Result<PathBuf, Prep> {
+        let job = claim.job().map_err(|e| Prep::Bad(e.to_string()))?;
+        let lang = self
+            .languages
+            .by_id(job.language)
+            .ok_or_else(|| Prep::Bad(format!("language {} is not in this runner's table", job.language)))?;
+        let dir = self.spool.claim_dir(claim.id);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| Prep::Again(format!("{}: {e}", dir.display())))?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
+        let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
+        // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
+        let zip = dir.join("code.zip");
+        self.hub
+            .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
+            .map_err(|e| if e.0.contains("larger than") { Prep::Bad(e.0) } else { Prep::Again(e.0) })?;
+        let files =
+            archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| Prep::Bad(format!("code zip: {e}")))?;
+        let _ = std::fs::remove_file(&zip);
+        if files.len() != 1 || files[0].to_str() != Some(lang.source.as_str()) {
+            return Err(Prep::Bad(format!("code zip holds {files:?}, not exactly {}", lang.source)));
+        }
+        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(|e| Prep::Again(e.0))?;
+        testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;
+        Ok(td)
+    }
+}
+
+/// A failed prep: worth another try, or never judgeable.
+enum Prep {
+    Again(String),
+    Bad(String),
+}

@@ -1,1 +1,151 @@
-pub fn main() -> i32 { eprintln!("not yet"); 1 }
+//! `leased`: keeps the lease of every job the runner still holds, by
+//! heartbeats: one at start, then every `heartbeat_interval_sec` less the
+//! time the last one took, so a slow beat never pushes the next past the
+//! lease.
+//!
+//! It is also where a lease is given up for lost. The hub says nothing per
+//! job, so the rule is the runner's own: a claim is lost when no heartbeat
+//! was even attempted for it for longer than the lease (the runner was
+//! down). A hub that is away does not make a lease lost here: the beats are
+//! attempted, and a hub coming back honours them. Two 401 in a row mean the
+//! identity is gone: `leased` forgets it and exits 1 at once, without a
+//! drain; a restarted runner registers again.
+
+use crate::config::{self, exit, Common};
+use crate::control::{self, Event, Inbox};
+use crate::hub::{Answer, Hub};
+use crate::patience;
+use crate::signals;
+use crate::spool::{now_ms, ClaimState, Spool};
+use clap::Parser;
+use log::{error, info, warn};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// leased: heartbeats for every job the runner holds.
+#[derive(Parser, Debug)]
+#[command(name = "leased", version, about = "Keep the leases of the jobs the runner holds")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub fn main() -> i32 {
+    crate::logger::init("leased");
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err((code, msg)) => {
+            error!("{msg}");
+            code
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, (i32, String)> {
+    let c = &cli.common;
+    let cfg = |e: config::ConfigError| (exit::CONFIG, e.0);
+    let hub = Hub::new(&c.backend_url().map_err(cfg)?, &c.testdata_url().map_err(cfg)?, "");
+    let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
+    let inbox = Inbox::new();
+    let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
+    control::listen(&c.spool, "leased", inbox.tx.clone())
+        .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+    config::notify_ready(c.notify_fd);
+    let drain_deadline = Duration::from_secs(c.drain_timeout);
+    let mut stopping_since: Option<Instant> = None;
+    let mut unauthorized = 0;
+    let mut last = Beat::default();
+    loop {
+        if stops.count() >= 2 {
+            info!("stopped at once");
+            return Ok(exit::OK);
+        }
+        if stops.requested() && stopping_since.is_none() {
+            stopping_since = Some(Instant::now());
+            info!("stopping once no job is held (leases stay renewed until the final sends)");
+        }
+        let id = spool.identity().map_err(|e| (exit::TEMPORARY, e.0))?;
+        let mut wait = patience::spool_poll();
+        if let Some(id) = id {
+            let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
+            drop_lost_claims(&mut spool, &id.runner_id, patience::assumed_lease(id.config.heartbeat_interval_sec));
+            let jobs = spool.held_jobs().map_err(|e| (exit::TEMPORARY, e.0))?;
+            if let Some(since) = stopping_since {
+                if jobs.is_empty() || since.elapsed() > drain_deadline {
+                    info!("stopped ({} job(s) still held)", jobs.len());
+                    return Ok(exit::OK);
+                }
+            }
+            let due = last.at.is_none_or(|t| t.elapsed() + last.took >= interval);
+            if due {
+                let t0 = Instant::now();
+                let answer = hub.heartbeat(&id.runner_id, &id.token, &jobs);
+                // The attempt, not its answer, is what keeps a claim ours.
+                let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
+                last = Beat { at: Some(t0), took: t0.elapsed(), jobs: jobs.len(), answer: answer.describe() };
+                match answer {
+                    Answer::Status(204, _) => unauthorized = 0,
+                    Answer::Status(401, _) => {
+                        unauthorized += 1;
+                        warn!("heartbeat: 401 ({unauthorized} in a row)");
+                        if unauthorized >= 2 {
+                            let _ = spool.forget_identity(&id.runner_id);
+                            error!("the hub no longer knows runner {}: exiting at once, without a drain", id.runner_id);
+                            return Ok(exit::FAILURE);
+                        }
+                    }
+                    a => {
+                        unauthorized = 0;
+                        warn!("heartbeat for {} job(s): {}", jobs.len(), a.describe());
+                    }
+                }
+            }
+            // The next beat is due `interval` after this one began.
+            wait = last.at.map(|t| (t + interval).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
+        }
+        match inbox.next(wait) {
+            Some(Event::Command { cmd, reply, .. }) => {
+                let _ = reply.send(if cmd == "status" {
+                    json!({"stage": "leased", "jobs": last.jobs, "last_beat": last.answer,
+                           "last_beat_ago_ms": last.at.map(|t| t.elapsed().as_millis() as u64),
+                           "stopping": stopping_since.is_some()})
+                } else {
+                    json!({"error": format!("unknown command {cmd:?}")})
+                });
+            }
+            Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
+                info!("SIGQUIT: stopped at once");
+                return Ok(exit::OK);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Default)]
+struct Beat {
+    at: Option<Instant>,
+    took: Duration,
+    jobs: usize,
+    answer: String,
+}
+
+/// Discards the claims whose lease ran out while nobody beat for them: the
+/// hub has reclaimed them, and their results would be stale.
+fn drop_lost_claims(spool: &mut Spool, runner_id: &str, lease: Duration) {
+    let last_beat: i64 = spool.control("last_beat_at").ok().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let now = now_ms();
+    let held: Vec<_> = ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect();
+    let Ok(claims) = spool.claims_in(&held) else { return };
+    for c in claims.into_iter().filter(|c| c.runner_id == runner_id) {
+        let covered_until = c.claimed_at.max(last_beat) + lease.as_millis() as i64;
+        if covered_until < now {
+            let why = format!("lease lost: no heartbeat for {} s", (now - c.claimed_at.max(last_beat)) / 1000);
+            if let Ok(true) = spool.discard(c.id, &why) {
+                warn!("job {} claim {}: {why}; dropped without reporting (the hub has reclaimed it)", c.job_id, c.id);
+                let _ = std::fs::remove_dir_all(spool.claim_dir(c.id));
+            }
+        }
+    }
+}

@@ -1,1 +1,263 @@
-pub fn main() -> i32 { eprintln!("not yet"); 1 }
+//! `reportd`: delivers outcomes (`complete`, `abort`) and progress events to
+//! the hub, patiently.
+//!
+//! An outcome leaves the spool only when the hub has answered finally (2xx,
+//! 404, 409, or another 4xx but 401), in the same transaction that marks its
+//! claim reported; a crash between the answer and that commit sends it once
+//! more, which the hub answers as a duplicate. Through refused connections,
+//! timeouts, 401 and 5xx it waits 1, 2, 4, 8, then 15 s, and keeps offering
+//! the outcome for two hours before moving it aside (`dead_outcomes`).
+//! On TERM it keeps sending until the outbox is empty, then exits.
+
+use crate::config::{self, exit, Common};
+use crate::control::{self, Event, Inbox};
+use crate::hub::{Answer, Hub};
+use crate::patience;
+use crate::signals;
+use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
+use clap::Parser;
+use log::{error, info, warn};
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Event lines sent in one batch.
+pub const EVENT_BATCH: usize = 200;
+
+/// reportd: delivers outcomes and events to the hub.
+#[derive(Parser, Debug)]
+#[command(name = "reportd", version, about = "Deliver outcomes and progress events to the hub")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub fn main() -> i32 {
+    crate::logger::init("reportd");
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err((code, msg)) => {
+            error!("{msg}");
+            code
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, (i32, String)> {
+    let c = &cli.common;
+    let cfg = |e: config::ConfigError| (exit::CONFIG, e.0);
+    let hub = Hub::new(&c.backend_url().map_err(cfg)?, &c.testdata_url().map_err(cfg)?, "");
+    let spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
+    let inbox = Inbox::new();
+    let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
+    control::listen(&c.spool, "reportd", inbox.tx.clone())
+        .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+    config::notify_ready(c.notify_fd);
+    let mut r = Reporter { spool, hub, event_retry: HashMap::new(), sent: 0, last_answer: String::new() };
+    let mut said = false;
+    loop {
+        if stops.count() >= 2 {
+            let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
+            info!("stopped at once; {left} outcome(s) stay in the spool for the next run");
+            return Ok(exit::OK);
+        }
+        let next_due = r.deliver();
+        let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
+        if stops.requested() {
+            if left == 0 {
+                info!("outbox empty: stopped");
+                return Ok(exit::OK);
+            }
+            if !said {
+                info!("stopping once the {left} queued outcome(s) are delivered");
+                said = true;
+            }
+        }
+        let wait = next_due
+            .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
+            .unwrap_or(patience::spool_poll())
+            .min(patience::spool_poll());
+        match inbox.next(wait) {
+            Some(Event::Command { cmd, reply, .. }) => {
+                let (depth, next) = r.spool.outbox_len().unwrap_or((-1, None));
+                let _ = reply.send(if cmd == "status" {
+                    json!({"stage": "reportd", "outbox": depth, "next_try_at_ms": next, "dead": r.spool.dead_count().ok(),
+                           "sent": r.sent, "last_answer": r.last_answer})
+                } else {
+                    json!({"error": format!("unknown command {cmd:?}")})
+                });
+            }
+            Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
+                info!("SIGQUIT: stopped at once; {left} outcome(s) stay in the spool");
+                return Ok(exit::OK);
+            }
+            _ => {}
+        }
+    }
+}
+
+struct Reporter {
+    spool: Spool,
+    hub: Hub,
+    /// Claims whose events the hub could not take, and when to try again.
+    event_retry: HashMap<i64, (usize, i64)>,
+    sent: u64,
+    last_answer: String,
+}
+
+impl Reporter {
+    /// Sends what is due; returns when the next try is due, if any.
+    fn deliver(&mut self) -> Option<i64> {
+        let Ok(Some(id)) = self.spool.identity() else {
+            return None;
+        };
+        self.send_events(&id.runner_id, &id.token);
+        let due = match self.spool.outbox_due(now_ms()) {
+            Ok(d) => d,
+            Err(e) => {
+                error!("{e}");
+                return None;
+            }
+        };
+        for item in due {
+            if item.runner_id != id.runner_id {
+                // Claimed under an identity the hub no longer knows: it
+                // cannot be delivered, and the hub has reclaimed the job.
+                let _ = self.spool.outbox_bury(item.claim_id, "claimed under a previous identity");
+                continue;
+            }
+            // A job's progress goes before its outcome.
+            self.send_events_of(item.claim_id, &item.job_id, &id.runner_id, &id.token);
+            self.send(&item, &id.token);
+        }
+        self.spool.outbox_len().ok().and_then(|(_, next)| next)
+    }
+
+    fn send(&mut self, item: &OutboxItem, token: &str) {
+        let tag = format!("job {} claim {}", item.job_id, item.claim_id);
+        let (verb, what) = match &item.kind {
+            OutboxKind::Complete => ("complete", "complete".to_string()),
+            OutboxKind::Abort(r) => ("abort", format!("abort({})", r.as_str())),
+        };
+        let answer = self.hub.outcome(&item.runner_id, token, &item.job_id, verb, &item.body);
+        self.last_answer = format!("{tag} {what}: {}", answer.describe());
+        let r = match (&item.kind, &answer) {
+            (OutboxKind::Complete, Answer::Status(204, _)) | (OutboxKind::Abort(_), Answer::Status(202, _)) => {
+                info!("{tag}: {what} delivered");
+                self.sent += 1;
+                self.settle(item, "delivered")
+            }
+            (_, Answer::Status(code @ (404 | 409), _)) => {
+                info!("{tag}: {what}: HTTP {code}: the hub no longer holds it for us; dropped");
+                self.settle(item, &format!("hub answered {code}"))
+            }
+            (OutboxKind::Complete, Answer::Status(400, body)) => {
+                let body: String = body.chars().take(300).collect();
+                warn!("{tag}: the hub rejected the result (400: {body}); evidence kept, sending abort(rejected)");
+                self.keep_evidence(item);
+                self.spool.outbox_reject(item.claim_id, &format!("complete rejected: {body}"))
+            }
+            (_, Answer::Status(code, body))
+                if (200..300).contains(code) || ((400..500).contains(code) && *code != 401) =>
+            {
+                // Any other 2xx, or a 4xx but 401: final for this call.
+                let body: String = body.chars().take(200).collect();
+                warn!("{tag}: {what}: HTTP {code} {body}: final; dropped");
+                self.settle(item, &format!("hub answered {code}"))
+            }
+            _ => return self.postpone(item, &answer.describe()),
+        };
+        if let Err(e) = r {
+            error!("{tag}: {e}");
+        }
+    }
+
+    fn settle(&mut self, item: &OutboxItem, note: &str) -> crate::spool::Result<()> {
+        self.spool.outbox_settle(item.claim_id, note)?;
+        self.event_retry.remove(&item.claim_id);
+        let _ = std::fs::remove_dir_all(self.spool.claim_dir(item.claim_id));
+        Ok(())
+    }
+
+    fn postpone(&mut self, item: &OutboxItem, why: &str) {
+        let tag = format!("job {} claim {}", item.job_id, item.claim_id);
+        let age = Duration::from_millis((now_ms() - item.created_at).max(0) as u64);
+        if age > patience::outcome_kept() {
+            error!("{tag}: undeliverable for {age:?} ({why}); moved aside to dead_outcomes");
+            if let Err(e) = self.spool.outbox_bury(item.claim_id, why) {
+                error!("{tag}: {e}");
+            }
+            return;
+        }
+        let delay = patience::PATIENT.delay(item.tries as usize + 1).unwrap_or(Duration::from_secs(15));
+        warn!("{tag}: not delivered ({why}); again in {delay:?}");
+        if let Err(e) = self.spool.outbox_later(item.claim_id, now_ms() + delay.as_millis() as i64, why) {
+            error!("{tag}: {e}");
+        }
+    }
+
+    /// The claim's directory, kept aside when the hub refuses its result.
+    fn keep_evidence(&self, item: &OutboxItem) {
+        let from = self.spool.claim_dir(item.claim_id);
+        let to = self.spool.dir().join("evidence").join(format!("{}-{}", item.job_id, item.claim_id));
+        let _ = std::fs::create_dir_all(to.parent().unwrap());
+        let _ = std::fs::rename(&from, &to);
+        let _ = std::fs::write(to.with_extension("json"), &item.body);
+    }
+
+    fn send_events(&mut self, runner_id: &str, token: &str) {
+        let Ok(claims) = self.spool.event_claims() else { return };
+        for (claim_id, job_id, owner) in claims {
+            if owner == runner_id {
+                self.send_events_of(claim_id, &job_id, runner_id, token);
+            }
+        }
+    }
+
+    /// Sends a claim's queued events, 200 at a time, until none are left or
+    /// the hub cannot take them (they stay for the next batch).
+    fn send_events_of(&mut self, claim_id: i64, job_id: &str, runner_id: &str, token: &str) {
+        if let Some((_, at)) = self.event_retry.get(&claim_id) {
+            if *at > now_ms() {
+                return;
+            }
+        }
+        loop {
+            let Ok((rows, lost)) = self.spool.events(claim_id, EVENT_BATCH) else { return };
+            if rows.is_empty() {
+                self.event_retry.remove(&claim_id);
+                return;
+            }
+            let mut events: Vec<serde_json::Value> = Vec::with_capacity(rows.len() + 1);
+            if lost > 0 {
+                events.push(json!({"t": 0, "kind": "lost", "count": lost,
+                                   "message": format!("{lost} event lines lost while the hub could not take them")}));
+            }
+            let take = if lost > 0 { rows.len().min(EVENT_BATCH - 1) } else { rows.len() };
+            events.extend(
+                rows[..take].iter().map(|r| serde_json::from_str(&r.body).unwrap_or(json!({"kind": "unreadable"}))),
+            );
+            let body = json!({ "events": events }).to_string();
+            let last_id = rows[take - 1].id;
+            match self.hub.events(runner_id, token, job_id, &body) {
+                Answer::Status(204, _) | Answer::Status(200, _) | Answer::Status(202, _) => {
+                    let _ = self.spool.events_sent(claim_id, last_id);
+                    self.event_retry.remove(&claim_id);
+                }
+                Answer::Status(404, _) => {
+                    info!("job {job_id} claim {claim_id}: the hub has no events channel for it; events dropped");
+                    let _ = self.spool.events_drop(claim_id);
+                    return;
+                }
+                a => {
+                    let tries = self.event_retry.get(&claim_id).map(|t| t.0).unwrap_or(0) + 1;
+                    let delay = patience::PATIENT.delay(tries).unwrap_or(Duration::from_secs(15));
+                    warn!("job {job_id} claim {claim_id}: events: {}; kept for the next batch", a.describe());
+                    self.event_retry.insert(claim_id, (tries, now_ms() + delay.as_millis() as i64));
+                    return;
+                }
+            }
+        }
+    }
+}

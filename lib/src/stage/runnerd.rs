@@ -1,1 +1,521 @@
-pub fn main() -> i32 { eprintln!("not yet"); 1 }
+//! `runnerd`: the runner's small supervisor. It starts the four stages,
+//! restarts one that dies (with backoff), and on the first TERM or INT
+//! drains them in order:
+//!
+//! 1. latch: set the spool's drain flag; from now on no claim starts;
+//! 2. `claimd` (TERM): claims nothing more; a claim request in flight is read
+//!    to the end; claims not started go back as `abort(drain)` (a capped
+//!    share of the deadline; past it `claimd` is killed and `runnerd` hands
+//!    the claims back itself);
+//! 3. `judge-exec` (TERM): judges every remaining case of the claims in
+//!    flight, starts none, and exits when idle;
+//! 4. scan again: anything dispatched late goes back as `abort(drain)`;
+//! 5. `reportd` (TERM): delivers everything queued, exits when the outbox is
+//!    empty;
+//! 6. `leased` (TERM) last: leases stay renewed until the final sends.
+//!
+//! One deadline (`DRAIN_TIMEOUT_SEC`) spans every step, and the in-flight
+//! wait leaves a reserve for reporting. Past it, what is left is logged and
+//! left to lease expiry, and `runnerd` exits 1. A second TERM or INT, or a
+//! QUIT, kills every stage at once (exit 1). A stage that dies during a
+//! drain before its step is done is started again, so a crash never strands
+//! a job.
+
+use crate::config::{self, exit, Common};
+use crate::control::{self, Event, Inbox};
+use crate::patience;
+use crate::signals::{self, Stops};
+use crate::spool::{ClaimState, Spool};
+use clap::{Parser, Subcommand};
+use log::{error, info, warn};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// The stages, in start order; the drain goes through them in reverse.
+pub const STAGES: [&str; 4] = ["leased", "reportd", "judge-exec", "claimd"];
+
+/// runnerd: the runner's supervisor.
+#[derive(Parser, Debug)]
+#[command(name = "runnerd", version, about = "Run and supervise the runner's stages; drain them in order on TERM")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Where the stage programs are (default: beside runnerd, else PATH).
+    #[arg(long, env = "OJ_LIBEXEC", value_name = "DIR")]
+    pub libexec: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Print the runner's state as JSON lines: the spool, then each stage.
+    Status,
+    /// Drain a running runnerd, as TERM would (for supervisors that stop
+    /// services in parallel).
+    Drain {
+        /// Wait until runnerd has exited.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Exit 0 if runnerd runs with every stage up (runit's ./check).
+    Check,
+}
+
+pub fn main() -> i32 {
+    crate::logger::init("runnerd");
+    let cli = Cli::parse();
+    match &cli.command {
+        Some(Cmd::Status) => status(&cli.common.spool),
+        Some(Cmd::Drain { wait }) => drain_command(&cli.common.spool, *wait, cli.common.drain_timeout),
+        Some(Cmd::Check) => check(&cli.common.spool),
+        None => match Supervisor::new(&cli) {
+            Ok(mut s) => s.run(),
+            Err((code, msg)) => {
+                error!("{msg}");
+                code
+            }
+        },
+    }
+}
+
+/// One supervised stage.
+struct Stage {
+    name: &'static str,
+    child: Option<Child>,
+    started: Instant,
+    quick_failures: u32,
+    next_start: Option<Instant>,
+    /// Told to stop (TERM sent) in this drain step.
+    told: bool,
+    last_exit: Option<i32>,
+}
+
+/// Where the drain is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Claimd,
+    Judge,
+    Report,
+    Leased,
+}
+
+struct Supervisor {
+    spool: Spool,
+    libexec: Option<PathBuf>,
+    stages: Vec<Stage>,
+    inbox: Inbox,
+    stops: Stops,
+    notify_fd: Option<i32>,
+    ready: bool,
+    drain_total: Duration,
+    drain: Option<(Step, Instant, Instant)>, // step, drain start, step start
+    cut: bool,
+}
+
+impl Supervisor {
+    fn new(cli: &Cli) -> Result<Supervisor, (i32, String)> {
+        let c = &cli.common;
+        // Checked here so a bad configuration stops the runner once, not
+        // each stage in a restart loop.
+        c.backend_url().map_err(|e| (exit::CONFIG, e.0))?;
+        c.registration_token().map_err(|e| (exit::CONFIG, e.0))?;
+        let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
+        // A new run of the runner: a latch left by an earlier drain is lifted.
+        spool.set_draining(false).map_err(|e| (exit::TEMPORARY, e.0))?;
+        let inbox = Inbox::new();
+        let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
+        control::listen(&c.spool, "runnerd", inbox.tx.clone())
+            .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+        let libexec = cli.libexec.clone().or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(Path::to_path_buf))
+                .filter(|d| d.join("claimd").exists())
+        });
+        let now = Instant::now();
+        let stages = STAGES
+            .iter()
+            .map(|&name| Stage {
+                name,
+                child: None,
+                started: now,
+                quick_failures: 0,
+                next_start: Some(now),
+                told: false,
+                last_exit: None,
+            })
+            .collect();
+        Ok(Supervisor {
+            spool,
+            libexec,
+            stages,
+            inbox,
+            stops,
+            notify_fd: c.notify_fd,
+            ready: false,
+            drain_total: Duration::from_secs(c.drain_timeout),
+            drain: None,
+            cut: false,
+        })
+    }
+
+    fn run(&mut self) -> i32 {
+        info!("starting {}", STAGES.join(", "));
+        loop {
+            if let Some(code) = self.reap() {
+                return code;
+            }
+            self.start_due();
+            if !self.ready && self.stages.iter().all(|s| control::socket_path(self.spool.dir(), s.name).exists()) {
+                self.ready = true;
+                info!("ready");
+                config::notify_ready(self.notify_fd.take());
+            }
+            if self.drain.is_some() {
+                if let Some(code) = self.drain_step() {
+                    return code;
+                }
+            }
+            match self.inbox.next(Duration::from_millis(100)) {
+                Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
+                    if self.stops.count() >= 2 {
+                        return self.stop_now(&format!("second {}", signals::name(sig)));
+                    }
+                    self.begin_drain(&signals::name(sig));
+                }
+                Some(Event::Signal(sig)) if sig == libc::SIGQUIT => return self.stop_now("SIGQUIT"),
+                Some(Event::Command { cmd, reply, .. }) => {
+                    let answer = match cmd.as_str() {
+                        "status" => self.status(),
+                        "drain" => {
+                            if self.drain.is_none() {
+                                self.stops.request();
+                                self.begin_drain("drain command");
+                            }
+                            json!({"ok": true, "draining": true})
+                        }
+                        _ => json!({"error": format!("unknown command {cmd:?}")}),
+                    };
+                    let _ = reply.send(answer);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn status(&self) -> Value {
+        let stages: Vec<Value> = self
+            .stages
+            .iter()
+            .map(|s| {
+                json!({"name": s.name, "pid": s.child.as_ref().map(|c| c.id()), "restarts": s.quick_failures,
+                            "last_exit": s.last_exit})
+            })
+            .collect();
+        json!({"stage": "runnerd", "draining": self.drain.map(|d| format!("{:?}", d.0).to_lowercase()), "stages": stages})
+    }
+
+    fn stage(&mut self, name: &str) -> &mut Stage {
+        self.stages.iter_mut().find(|s| s.name == name).expect("known stage")
+    }
+
+    fn program(&self, name: &str) -> PathBuf {
+        match &self.libexec {
+            Some(d) => d.join(name),
+            None => PathBuf::from(name),
+        }
+    }
+
+    /// Starts every stage that is due (not running, not done with its
+    /// drain step, past its backoff).
+    fn start_due(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.stages.len() {
+            let s = &self.stages[i];
+            if s.child.is_some() || s.next_start.is_none_or(|t| t > now) {
+                continue;
+            }
+            let name = s.name;
+            let prog = self.program(name);
+            let mut cmd = Command::new(&prog);
+            cmd.stdin(std::process::Stdio::null());
+            // Its own process group: a terminal's ^C reaches runnerd alone,
+            // which then drains the stages in order.
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            // SAFETY: prctl is async-signal-safe. A runnerd that dies takes its stages along.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)
+                });
+            }
+            let s = &mut self.stages[i];
+            match cmd.spawn() {
+                Ok(child) => {
+                    info!("{name}: started (pid {})", child.id());
+                    s.child = Some(child);
+                    s.started = now;
+                    s.next_start = None;
+                    s.told = false;
+                }
+                Err(e) => {
+                    error!("{name}: cannot start {}: {e}", prog.display());
+                    s.quick_failures += 1;
+                    s.next_start = Some(now + backoff(s.quick_failures));
+                }
+            }
+        }
+    }
+
+    /// Collects stages that exited; schedules restarts. Some(code) when the
+    /// runner must stop.
+    fn reap(&mut self) -> Option<i32> {
+        let mut fatal = None;
+        for s in &mut self.stages {
+            let Some(child) = &mut s.child else { continue };
+            let Ok(Some(st)) = child.try_wait() else { continue };
+            use std::os::unix::process::ExitStatusExt;
+            let code = st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
+            s.child = None;
+            s.last_exit = Some(code);
+            let ran = s.started.elapsed();
+            if s.told {
+                info!("{}: exited {code}", s.name);
+            } else {
+                warn!("{}: exited {code} after {ran:.1?}", s.name);
+            }
+            match (s.name, code) {
+                (_, exit::CONFIG) => fatal = Some((exit::CONFIG, format!("{}: bad configuration", s.name))),
+                ("leased", exit::FAILURE) => {
+                    fatal = Some((exit::FAILURE, "leased: the hub no longer knows this runner".into()))
+                }
+                ("claimd", exit::FAILURE) => {
+                    fatal = Some((exit::FAILURE, "claimd: the hub refused registration".into()))
+                }
+                _ => {}
+            }
+            s.quick_failures = if ran > Duration::from_secs(60) { 0 } else { s.quick_failures + 1 };
+            // A stage told to stop is restarted only if its drain step finds
+            // work left (drain_step); any other is restarted after a backoff.
+            s.next_start = if s.told { None } else { Some(Instant::now() + backoff(s.quick_failures)) };
+        }
+        if let Some((code, why)) = fatal {
+            error!("{why}: stopping every stage at once, without a drain");
+            self.kill_all();
+            return Some(code);
+        }
+        None
+    }
+
+    fn begin_drain(&mut self, why: &str) {
+        if self.drain.is_some() {
+            return;
+        }
+        info!("{why}: draining (deadline {:?}; a second TERM or INT stops at once)", self.drain_total);
+        config::sd_notify("STOPPING=1");
+        // The latch first: from this moment no claim starts judging.
+        if let Err(e) = self.spool.set_draining(true) {
+            error!("drain latch: {e}");
+        }
+        let now = Instant::now();
+        self.drain = Some((Step::Claimd, now, now));
+    }
+
+    /// Advances the drain; Some(code) when it is over.
+    fn drain_step(&mut self) -> Option<i32> {
+        let (step, begun, step_begun) = self.drain?;
+        let deadline = begun + self.drain_total;
+        let now = Instant::now();
+        // Reporting keeps a reserve; claimd gets a capped share.
+        let reserve = (self.drain_total / 6).min(Duration::from_secs(60));
+        let claimd_share = (self.drain_total / 6).min(patience::scaled(60.0).max(Duration::from_secs(20)));
+        let (name, until) = match step {
+            Step::Claimd => ("claimd", (step_begun + claimd_share).min(deadline)),
+            Step::Judge => ("judge-exec", deadline.checked_sub(reserve).unwrap_or(deadline).max(step_begun)),
+            Step::Report => ("reportd", deadline),
+            Step::Leased => ("leased", deadline.max(step_begun + Duration::from_secs(5))),
+        };
+        let done = self.step_done(step);
+        if !done && now < until {
+            let s = self.stage(name);
+            if s.child.is_none() && s.next_start.is_none() {
+                // It exited (or died) with its work unfinished: again.
+                s.next_start = Some(now);
+            }
+            self.tell(name);
+            return None;
+        }
+        if !done {
+            self.cut = true;
+            let left = self.leftovers();
+            error!("drain: {name} did not finish in time; killing it ({left})");
+            self.kill(name);
+        }
+        // This step is over: the stage is not restarted.
+        self.stage(name).next_start = None;
+        if matches!(step, Step::Claimd | Step::Judge) {
+            // Scan again: anything claimed or prepped late goes back too.
+            match self.spool.abort_unstarted() {
+                Ok(ids) if !ids.is_empty() => info!("drain: handed back {} claim(s) not started: {ids:?}", ids.len()),
+                Ok(_) => {}
+                Err(e) => error!("drain scan: {e}"),
+            }
+        }
+        let next = match step {
+            Step::Claimd => Step::Judge,
+            Step::Judge => Step::Report,
+            Step::Report => Step::Leased,
+            Step::Leased => {
+                let code = if self.cut { exit::FAILURE } else { exit::OK };
+                if self.cut {
+                    warn!("drain cut by its deadline: {}; left to lease expiry", self.leftovers());
+                } else {
+                    info!("drained: every job held was finished and reported");
+                }
+                return Some(code);
+            }
+        };
+        info!(
+            "drain: {name} done; next {}",
+            match next {
+                Step::Judge => "judge-exec (finishing claims in flight)",
+                Step::Report => "reportd (delivering what is queued)",
+                _ => "leased",
+            }
+        );
+        self.drain = Some((next, begun, now));
+        None
+    }
+
+    /// Whether a drain step's work is done (its stage exited, and what it
+    /// owns is finished). A stage that died early is restarted by
+    /// `start_due` and told again.
+    fn step_done(&mut self, step: Step) -> bool {
+        let running = |s: &mut Self, n: &str| s.stage(n).child.is_some();
+        match step {
+            Step::Claimd => !running(self, "claimd"),
+            Step::Judge => {
+                let started = self.spool.claims_in(&[ClaimState::Started]).map(|c| c.len()).unwrap_or(1);
+                !running(self, "judge-exec") && started == 0
+            }
+            Step::Report => !running(self, "reportd") && self.spool.outbox_len().map(|o| o.0).unwrap_or(1) == 0,
+            Step::Leased => !running(self, "leased"),
+        }
+    }
+
+    fn leftovers(&self) -> String {
+        let counts = self.spool.counts().unwrap_or_default();
+        let outbox = self.spool.outbox_len().map(|o| o.0).unwrap_or(-1);
+        format!("claims {counts:?}, outbox {outbox}")
+    }
+
+    /// Sends TERM to a stage once per run of it.
+    fn tell(&mut self, name: &str) {
+        let s = self.stage(name);
+        if s.told {
+            return;
+        }
+        if let Some(c) = &s.child {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
+            s.told = true;
+        }
+    }
+
+    fn kill(&mut self, name: &str) {
+        let s = self.stage(name);
+        if let Some(mut c) = s.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn kill_all(&mut self) {
+        for s in &mut self.stages {
+            if let Some(mut c) = s.child.take() {
+                // The stage's whole group: a judge's sandboxed programs too.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(c.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    fn stop_now(&mut self, why: &str) -> i32 {
+        warn!("{why}: stopping every stage at once; {}", self.leftovers());
+        self.kill_all();
+        exit::FAILURE
+    }
+}
+
+/// Restart delay after `n` quick failures in a row: 0.5, 1, 2, … 30 s.
+fn backoff(n: u32) -> Duration {
+    Duration::from_millis((500u64 << n.min(6).saturating_sub(1)).min(30_000))
+}
+
+/// `runnerd status`: the spool's view, then each stage's own answer.
+fn status(spool_dir: &Path) -> i32 {
+    let spool = match Spool::open(spool_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e}");
+            return exit::TEMPORARY;
+        }
+    };
+    let id = spool.identity().ok().flatten();
+    println!(
+        "{}",
+        json!({
+            "spool": spool_dir,
+            "runner_id": id.as_ref().map(|i| &i.runner_id),
+            "config": id.as_ref().map(|i| serde_json::to_value(&i.config).unwrap()),
+            "claims": spool.counts().unwrap_or_default(),
+            "held_jobs": spool.held_jobs().unwrap_or_default(),
+            "outbox": spool.outbox_len().map(|o| o.0).ok(),
+            "dead_outcomes": spool.dead_count().ok(),
+            "draining": spool.draining().unwrap_or(false),
+            "last_beat_at_ms": spool.control("last_beat_at").ok().flatten().and_then(|v| v.parse::<i64>().ok()),
+        })
+    );
+    for name in std::iter::once("runnerd").chain(STAGES) {
+        let line = control::request(spool_dir, name, &json!({"cmd": "status"}), Duration::from_secs(3))
+            .unwrap_or_else(|e| json!({"stage": name, "error": format!("not answering: {e}")}));
+        println!("{line}");
+    }
+    exit::OK
+}
+
+fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: u64) -> i32 {
+    match control::request(spool_dir, "runnerd", &json!({"cmd": "drain"}), Duration::from_secs(5)) {
+        Ok(v) => println!("{v}"),
+        Err(e) => {
+            error!("runnerd is not answering on {}: {e}", control::socket_path(spool_dir, "runnerd").display());
+            return exit::FAILURE;
+        }
+    }
+    if wait {
+        let end = Instant::now() + Duration::from_secs(drain_timeout + 30);
+        while control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(2)).is_ok() {
+            if Instant::now() > end {
+                error!("runnerd still runs after the drain timeout");
+                return exit::FAILURE;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    exit::OK
+}
+
+fn check(spool_dir: &Path) -> i32 {
+    match control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(3)) {
+        Ok(v) if v["stages"].as_array().is_some_and(|a| a.iter().all(|s| !s["pid"].is_null())) => exit::OK,
+        _ => exit::FAILURE,
+    }
+}

@@ -1,0 +1,186 @@
+//! The hub's database: schema, migrations, and the conventions every writer
+//! follows.
+//!
+//! `hubd serve` and the control commands (`submit`, `status`, `fault`, …)
+//! share one SQLite file from separate processes, so: WAL (readers never
+//! wait for the writer), a 10 s busy timeout, and `BEGIN IMMEDIATE` for every
+//! transaction that may write (a deferred read-then-write transaction can
+//! fail with SQLITE_BUSY however long the timeout). Times are integers,
+//! milliseconds since the epoch, taken from the hub's clock only.
+
+use super::Failure;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+/// The schema this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The steps from one schema version to the next: `MIGRATIONS[v]` takes
+/// version `v` to `v + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: the first schema.
+    "
+    CREATE TABLE problems (
+        id         INTEGER PRIMARY KEY,
+        meta       TEXT NOT NULL,    -- {\"tasks\": [...]} exactly as json.dumps writes it
+        testdata   BLOB NOT NULL,    -- the zip served by /testdata
+        checksum   TEXT NOT NULL,    -- md5 hex of testdata ++ meta
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE submissions (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        id          TEXT NOT NULL UNIQUE,
+        problem_id  INTEGER NOT NULL,
+        language    INTEGER NOT NULL,
+        code        BLOB NOT NULL,   -- the zip served at code_url
+        current_job TEXT,            -- the only job whose result counts
+        created_at  INTEGER NOT NULL
+    );
+    CREATE TABLE jobs (
+        id            TEXT PRIMARY KEY,
+        submission_id TEXT NOT NULL REFERENCES submissions(id),
+        state         TEXT NOT NULL CHECK (state IN ('pending', 'leased', 'done', 'superseded')),
+        queue_seq     INTEGER NOT NULL,  -- FIFO place; a requeue takes a new one (the tail)
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        leased_by     TEXT,
+        deadline      INTEGER,           -- lease expiry while leased
+        raw_payload   TEXT,              -- sent instead of the generated payload (tests)
+        completed_by  TEXT,              -- the runner whose result landed
+        verdict       TEXT,
+        score         INTEGER,
+        result        TEXT,              -- per-task summary JSON, as `status` shows it
+        created_at    INTEGER NOT NULL,
+        finished_at   INTEGER
+    );
+    CREATE INDEX jobs_queue ON jobs(queue_seq);
+    CREATE INDEX jobs_state ON jobs(state);
+    CREATE INDEX jobs_submission ON jobs(submission_id);
+    CREATE TABLE runners (
+        id            TEXT PRIMARY KEY,
+        name          TEXT NOT NULL,
+        token         TEXT NOT NULL,
+        registered_at INTEGER NOT NULL,
+        last_seen     INTEGER NOT NULL
+    );
+    -- Every complete and abort call received, whatever it was answered.
+    CREATE TABLE calls (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id    TEXT NOT NULL,
+        runner_id TEXT NOT NULL,
+        kind      TEXT NOT NULL CHECK (kind IN ('complete', 'abort')),
+        reason    TEXT,
+        answer    INTEGER NOT NULL,
+        landed    INTEGER NOT NULL DEFAULT 0,
+        at        INTEGER NOT NULL
+    );
+    CREATE INDEX calls_job ON calls(job_id);
+    CREATE TABLE events (
+        seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        body   TEXT NOT NULL,
+        at     INTEGER NOT NULL
+    );
+    CREATE INDEX events_job ON events(job_id);
+    CREATE TABLE faults (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        status        INTEGER NOT NULL,
+        remaining     INTEGER NOT NULL,
+        path_contains TEXT
+    );
+    ",
+];
+
+/// Opens (creating if need be) and migrates the database at `path`. Any
+/// failure here is a configuration problem: the hub cannot work without it.
+pub fn open(path: &Path) -> Result<Connection, Failure> {
+    let bad = |e: rusqlite::Error| Failure::Config(format!("database {}: {e}", path.display()));
+    let mut conn = Connection::open(path).map_err(bad)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(bad)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(bad)?;
+    // Answers to runners acknowledge results: they must survive a power cut.
+    conn.pragma_update(None, "synchronous", "FULL").map_err(bad)?;
+    conn.pragma_update(None, "foreign_keys", true).map_err(bad)?;
+    migrate(&mut conn).map_err(|e| match e {
+        Failure::Runtime(m) => Failure::Config(format!("database {}: {m}", path.display())),
+        other => other,
+    })?;
+    Ok(conn)
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`], one step per transaction, so
+/// several processes opening a fresh file at once migrate it exactly once.
+pub fn migrate(conn: &mut Connection) -> Result<(), Failure> {
+    // The common case, without the write lock: read-only commands such as
+    // `status` must not queue behind a busy hub.
+    if conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i32>(0)).ok() == Some(SCHEMA_VERSION) {
+        return Ok(());
+    }
+    loop {
+        let tx = immediate(conn).map_err(|e| Failure::Runtime(format!("migration: {e}")))?;
+        let version: i32 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| Failure::Runtime(format!("reading the schema version: {e}")))?;
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        if !(0..SCHEMA_VERSION).contains(&version) {
+            return Err(Failure::Runtime(format!(
+                "schema version {version} is not one this hubd knows (it writes {SCHEMA_VERSION})"
+            )));
+        }
+        tx.execute_batch(MIGRATIONS[version as usize])
+            .and_then(|_| tx.pragma_update(None, "user_version", version + 1))
+            .and_then(|_| tx.commit())
+            .map_err(|e| Failure::Runtime(format!("migrating schema {version} to {}: {e}", version + 1)))?;
+    }
+}
+
+/// Starts a transaction that takes the write lock at once (`BEGIN
+/// IMMEDIATE`); it rolls back when dropped uncommitted.
+pub fn immediate(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `bytes` random bytes from the kernel, in hex: unguessable ids and tokens.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    let got = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if let Err(e) = got {
+        // Without the kernel's randomness a token would be guessable: refuse.
+        panic!("reading /dev/urandom: {e}");
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fresh_database_is_migrated_once_and_reopens() {
+        let dir = std::env::temp_dir().join(format!("hubd-db-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hub.db");
+        let _ = std::fs::remove_file(&path);
+        let conn = super::open(&path).unwrap();
+        let v: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, super::SCHEMA_VERSION);
+        drop(conn);
+        super::open(&path).unwrap();
+        conn_too_new(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn conn_too_new(path: &std::path::Path) {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let e = super::open(path).unwrap_err();
+        assert_eq!(e.exit_code(), 100, "{e}");
+    }
+}

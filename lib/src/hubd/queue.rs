@@ -1,0 +1,384 @@
+//! The job lifecycle, one `BEGIN IMMEDIATE` transaction per step, after
+//! Normal-OJ's dispatch queue (`reference/normal-oj.md` §6):
+//!
+//! ```text
+//! enqueue ─► pending ─claim─► leased ─complete─► done
+//!              ▲                │ └─ lease expiry ─► orphan ─reclaim─► leased
+//!              └── abort (tail) ┘                    └─ attempts ≥ max ─► done (JE)
+//! ```
+//!
+//! Every claim or reclaim adds an attempt; `abort(drain)` refunds it, the
+//! other reasons keep it; at the limit the job ends as JE. Expiry is the only
+//! orphan test, and it is made when someone asks for work (there is no
+//! background sweeper to die). A job that is no longer its submission's
+//! current job (a rejudge superseded it) is never handed out again, and its
+//! result is answered 204 and dropped.
+
+use super::{db, problem, result};
+use crate::protocol::AbortReason;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde_json::json;
+
+/// The lease rules the hub enforces.
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub lease_ttl_ms: i64,
+    pub max_attempts: i64,
+}
+
+/// A job just claimed: what its payload is made of.
+#[derive(Debug)]
+pub struct Claim {
+    pub job_id: String,
+    pub submission_id: String,
+    pub problem_id: i64,
+    pub language: i64,
+    pub attempts: i64,
+    /// The problem's stored meta text.
+    pub meta: String,
+    pub raw_payload: Option<String>,
+}
+
+/// Queues a new job for `submission` at the tail and makes it current; a
+/// job of that submission still pending is superseded (it will never run).
+pub fn enqueue(tx: &Transaction, submission: &str, raw_payload: Option<&str>) -> rusqlite::Result<String> {
+    let id = format!("jb_{}", db::random_hex(8));
+    tx.execute("UPDATE jobs SET state = 'superseded' WHERE submission_id = ?1 AND state = 'pending'", [submission])?;
+    tx.execute(
+        "INSERT INTO jobs (id, submission_id, state, queue_seq, raw_payload, created_at)
+         VALUES (?1, ?2, 'pending', ?3, ?4, ?5)",
+        params![id, submission, next_queue_seq(tx)?, raw_payload, db::now_ms()],
+    )?;
+    tx.execute("UPDATE submissions SET current_job = ?1 WHERE id = ?2", [&id, submission])?;
+    Ok(id)
+}
+
+fn next_queue_seq(tx: &Transaction) -> rusqlite::Result<i64> {
+    tx.query_row("SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM jobs", [], |r| r.get(0))
+}
+
+/// Back to the tail of the queue, lease cleared.
+fn requeue(tx: &Transaction, job_id: &str) -> rusqlite::Result<()> {
+    let seq = next_queue_seq(tx)?;
+    tx.execute(
+        "UPDATE jobs SET state = 'pending', leased_by = NULL, deadline = NULL, queue_seq = ?2 WHERE id = ?1",
+        params![job_id, seq],
+    )?;
+    Ok(())
+}
+
+/// Ends a job whose attempts are spent: JE, score 0, no task results.
+fn finalise_je(tx: &Transaction, job_id: &str, attempts: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE jobs SET state = 'done', verdict = 'JE', score = 0, result = NULL, leased_by = NULL,
+         deadline = NULL, finished_at = ?2 WHERE id = ?1",
+        params![job_id, db::now_ms()],
+    )?;
+    log::warn!("job {job_id} finalised as JE after {attempts} attempts");
+    Ok(())
+}
+
+/// `next-job`: scans for orphans (finalising the spent ones), then leases
+/// the oldest reclaimable orphan, or else the oldest pending current job.
+pub fn claim(conn: &mut Connection, runner: &str, policy: &Policy) -> rusqlite::Result<Option<Claim>> {
+    let now = db::now_ms();
+    let tx = db::immediate(conn)?;
+    let orphans: Vec<(String, i64, bool)> = tx
+        .prepare(
+            "SELECT j.id, j.attempts, s.current_job IS j.id FROM jobs j JOIN submissions s ON s.id = j.submission_id
+             WHERE j.state = 'leased' AND j.deadline < ?1 ORDER BY j.deadline",
+        )?
+        .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut pick = None;
+    for (id, attempts, current) in orphans {
+        if !current {
+            tx.execute("UPDATE jobs SET state = 'superseded', leased_by = NULL WHERE id = ?1", [&id])?;
+        } else if attempts >= policy.max_attempts {
+            finalise_je(&tx, &id, attempts)?;
+        } else if pick.is_none() {
+            log::info!("job {id}: lease expired, reclaimed by {runner}");
+            pick = Some(id);
+        }
+    }
+    if pick.is_none() {
+        pick = tx
+            .query_row(
+                "SELECT j.id FROM jobs j JOIN submissions s ON s.current_job = j.id
+                 WHERE j.state = 'pending' ORDER BY j.queue_seq LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+    }
+    let Some(job_id) = pick else {
+        tx.commit()?;
+        return Ok(None);
+    };
+    tx.execute(
+        "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1 WHERE id = ?1",
+        params![job_id, runner, now + policy.lease_ttl_ms],
+    )?;
+    let claim = tx.query_row(
+        "SELECT j.id, s.id, s.problem_id, s.language, j.attempts, COALESCE(p.meta, '{\"tasks\": []}'), j.raw_payload
+         FROM jobs j JOIN submissions s ON s.id = j.submission_id LEFT JOIN problems p ON p.id = s.problem_id
+         WHERE j.id = ?1",
+        [&job_id],
+        |r| {
+            Ok(Claim {
+                job_id: r.get(0)?,
+                submission_id: r.get(1)?,
+                problem_id: r.get(2)?,
+                language: r.get(3)?,
+                attempts: r.get(4)?,
+                meta: r.get(5)?,
+                raw_payload: r.get(6)?,
+            })
+        },
+    )?;
+    tx.commit()?;
+    log::info!("job {job_id} (submission {}) leased to {runner}, attempt {}", claim.submission_id, claim.attempts);
+    Ok(Some(claim))
+}
+
+/// The `next-job` body for `claim`. A raw payload override is sent as
+/// stored, with `{{job_id}}`, `{{submission_id}}` and `{{code_url}}`
+/// replaced (a test cannot know the job id when it submits).
+pub fn payload(claim: &Claim, base_url: &str) -> String {
+    let code_url = format!("{base_url}/code/{}.zip", claim.job_id);
+    if let Some(raw) = &claim.raw_payload {
+        return raw
+            .replace("{{job_id}}", &claim.job_id)
+            .replace("{{submission_id}}", &claim.submission_id)
+            .replace("{{code_url}}", &code_url);
+    }
+    let tasks = serde_json::from_str::<serde_json::Value>(&claim.meta)
+        .ok()
+        .and_then(|m| m.get("tasks").cloned())
+        .unwrap_or_else(|| json!([]));
+    json!({
+        "job_id": claim.job_id, "submission_id": claim.submission_id, "problem_id": claim.problem_id,
+        "language": claim.language, "code_url": code_url, "checker": "diff", "tasks": tasks,
+    })
+    .to_string()
+}
+
+/// `heartbeat`: renews each listed job this runner holds (an unlisted job
+/// is left to expire: its worker is gone). Returns how many were renewed.
+pub fn heartbeat(conn: &mut Connection, runner: &str, job_ids: &[String], policy: &Policy) -> rusqlite::Result<usize> {
+    let now = db::now_ms();
+    let tx = db::immediate(conn)?;
+    tx.execute("UPDATE runners SET last_seen = ?2 WHERE id = ?1", params![runner, now])?;
+    let mut renewed = 0;
+    for id in job_ids {
+        renewed += tx.execute(
+            "UPDATE jobs SET deadline = ?3 WHERE id = ?1 AND state = 'leased' AND leased_by = ?2",
+            params![id, runner, now + policy.lease_ttl_ms],
+        )?;
+    }
+    tx.commit()?;
+    Ok(renewed)
+}
+
+/// What became of a `complete` call.
+#[derive(Debug, PartialEq)]
+pub enum Landing {
+    Landed,
+    /// The same runner sent it again after it landed (its answer was lost).
+    Duplicate,
+    /// The job is no longer current: dropped.
+    Stale,
+    Unknown,
+    /// Another runner holds or finished the job, or it went back to the queue.
+    Conflict,
+    Rejected(String),
+}
+
+impl Landing {
+    pub fn code(&self) -> u16 {
+        match self {
+            Landing::Landed | Landing::Duplicate | Landing::Stale => 204,
+            Landing::Unknown => 404,
+            Landing::Conflict => 409,
+            Landing::Rejected(_) => 400,
+        }
+    }
+}
+
+/// The parts of a job the ownership checks look at.
+struct Holder {
+    state: String,
+    leased_by: Option<String>,
+    completed_by: Option<String>,
+    attempts: i64,
+    current: bool,
+    problem_id: i64,
+}
+
+fn holder(tx: &Transaction, job_id: &str) -> rusqlite::Result<Option<Holder>> {
+    tx.query_row(
+        "SELECT j.state, j.leased_by, j.completed_by, j.attempts, s.current_job IS j.id, s.problem_id
+         FROM jobs j JOIN submissions s ON s.id = j.submission_id WHERE j.id = ?1",
+        [job_id],
+        |r| {
+            Ok(Holder {
+                state: r.get(0)?,
+                leased_by: r.get(1)?,
+                completed_by: r.get(2)?,
+                attempts: r.get(3)?,
+                current: r.get(4)?,
+                problem_id: r.get(5)?,
+            })
+        },
+    )
+    .optional()
+}
+
+fn record_call(tx: &Transaction, job: &str, runner: &str, kind: &str, reason: Option<&str>, answer: u16, landed: bool) {
+    let at = db::now_ms();
+    let recorded = tx.execute(
+        "INSERT INTO calls (job_id, runner_id, kind, reason, answer, landed, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![job, runner, kind, reason, answer, landed, at],
+    );
+    if let Err(e) = recorded {
+        log::error!("recording {kind} of job {job} by {runner}: {e}");
+    }
+}
+
+/// `complete`: lands the result if `runner` holds the job (even past its
+/// deadline, as long as nobody reclaimed it) and it fits the meta.
+pub fn complete(conn: &mut Connection, runner: &str, job_id: &str, body: &str) -> rusqlite::Result<Landing> {
+    let tx = db::immediate(conn)?;
+    let landing = match holder(&tx, job_id)? {
+        None => Landing::Unknown,
+        Some(h) if !h.current => Landing::Stale,
+        Some(h) if h.state == "done" && h.completed_by.as_deref() == Some(runner) => Landing::Duplicate,
+        Some(h) if h.state == "leased" && h.leased_by.as_deref() == Some(runner) => {
+            let meta = problem::meta_and_checksum(&tx, h.problem_id)?.map(|m| m.0).unwrap_or_default();
+            match result::judge(body, &problem::tasks_of(&meta)) {
+                Ok(v) => {
+                    tx.execute(
+                        "UPDATE jobs SET state = 'done', completed_by = ?2, verdict = ?3, score = ?4, result = ?5,
+                         leased_by = NULL, deadline = NULL, finished_at = ?6 WHERE id = ?1",
+                        params![job_id, runner, v.status.as_str(), v.score, v.tasks.to_string(), db::now_ms()],
+                    )?;
+                    log::info!("job {job_id}: result from {runner} landed: {} {}", v.status, v.score);
+                    Landing::Landed
+                }
+                Err(why) => Landing::Rejected(why),
+            }
+        }
+        Some(_) => Landing::Conflict,
+    };
+    match &landing {
+        Landing::Stale => {
+            // Whoever ran it is done with it: it must not come back as an orphan.
+            tx.execute(
+                "UPDATE jobs SET state = 'superseded', leased_by = NULL WHERE id = ?1 AND state = 'leased'",
+                [job_id],
+            )?;
+            log::info!("job {job_id}: stale result dropped (from {runner}; no longer current)");
+        }
+        Landing::Rejected(why) => log::warn!("job {job_id}: result from {runner} rejected: {why}"),
+        Landing::Landed => {}
+        other => log::info!("job {job_id}: complete from {runner} answered {} ({other:?})", other.code()),
+    }
+    record_call(&tx, job_id, runner, "complete", None, landing.code(), landing == Landing::Landed);
+    tx.commit()?;
+    Ok(landing)
+}
+
+/// What became of an `abort` call.
+#[derive(Debug, PartialEq)]
+pub enum Handback {
+    Requeued,
+    FinalisedJe,
+    /// The job is no longer current; it is dropped, not requeued.
+    Superseded,
+    Unknown,
+    Conflict,
+}
+
+impl Handback {
+    pub fn code(&self) -> u16 {
+        match self {
+            Handback::Requeued | Handback::FinalisedJe | Handback::Superseded => 202,
+            Handback::Unknown => 404,
+            Handback::Conflict => 409,
+        }
+    }
+}
+
+/// `abort`: hands a held job back. `drain` refunds the claim's attempt;
+/// `prep_failed` and `rejected` keep it, and end the job as JE at the limit.
+pub fn abort(
+    conn: &mut Connection,
+    runner: &str,
+    job_id: &str,
+    reason: AbortReason,
+    policy: &Policy,
+) -> rusqlite::Result<Handback> {
+    let tx = db::immediate(conn)?;
+    let handback = match holder(&tx, job_id)? {
+        None => Handback::Unknown,
+        Some(h) if h.state != "leased" || h.leased_by.as_deref() != Some(runner) => Handback::Conflict,
+        Some(h) if !h.current => {
+            tx.execute("UPDATE jobs SET state = 'superseded', leased_by = NULL WHERE id = ?1", [job_id])?;
+            Handback::Superseded
+        }
+        Some(h) if reason == AbortReason::Drain => {
+            tx.execute("UPDATE jobs SET attempts = MAX(attempts - 1, 0) WHERE id = ?1", [job_id])?;
+            requeue(&tx, job_id)?;
+            log::info!("job {job_id}: drained by {runner}, requeued (attempt refunded, {} left)", h.attempts - 1);
+            Handback::Requeued
+        }
+        Some(h) if h.attempts >= policy.max_attempts => {
+            finalise_je(&tx, job_id, h.attempts)?;
+            Handback::FinalisedJe
+        }
+        Some(h) => {
+            requeue(&tx, job_id)?;
+            log::info!(
+                "job {job_id}: aborted by {runner} ({}), requeued after {} attempts",
+                reason.as_str(),
+                h.attempts
+            );
+            Handback::Requeued
+        }
+    };
+    if matches!(handback, Handback::Unknown | Handback::Conflict) {
+        log::info!("job {job_id}: abort({}) from {runner} answered {}", reason.as_str(), handback.code());
+    }
+    record_call(&tx, job_id, runner, "abort", Some(reason.as_str()), handback.code(), false);
+    tx.commit()?;
+    Ok(handback)
+}
+
+/// `events`: stores each event line of a known job. False: no such job.
+pub fn add_events(conn: &mut Connection, job_id: &str, events: &[serde_json::Value]) -> rusqlite::Result<bool> {
+    let tx = db::immediate(conn)?;
+    let known: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)", [job_id], |r| r.get(0))?;
+    if known {
+        let now = db::now_ms();
+        let mut insert = tx.prepare("INSERT INTO events (job_id, body, at) VALUES (?1, ?2, ?3)")?;
+        for e in events {
+            insert.execute(params![job_id, e.to_string(), now])?;
+        }
+        drop(insert);
+        tx.commit()?;
+    }
+    Ok(known)
+}
+
+/// On start: the hub's own outage must not turn healthy leases into orphans
+/// (runners could not beat while it was down), so every lease gets at least
+/// a full TTL from now. Returns how many leases there were.
+pub fn extend_leases(conn: &mut Connection, policy: &Policy) -> rusqlite::Result<usize> {
+    let tx = db::immediate(conn)?;
+    let n = tx.execute(
+        "UPDATE jobs SET deadline = MAX(COALESCE(deadline, 0), ?1) WHERE state = 'leased'",
+        [db::now_ms() + policy.lease_ttl_ms],
+    )?;
+    tx.commit()?;
+    Ok(n)
+}

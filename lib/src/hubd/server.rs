@@ -1,0 +1,422 @@
+//! The HTTP side of the hub (`PROTOCOL.md`): routes, authentication, status
+//! codes. A fixed pool of worker threads pulls requests from one listener;
+//! each owns its database connection, and each request is one short
+//! transaction, never held across a sleep (a long poll re-asks every
+//! 100 ms). The queue rules themselves live in [`super::queue`].
+
+use super::{db, fault, problem, queue, runners, submission, Context, Failure};
+use crate::protocol::{envelope, AbortReason, Registration, RunnerConfig};
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiny_http::{Method, Request};
+
+/// Requests served at once: long polls hold a worker each.
+const WORKERS: usize = 16;
+/// The largest body taken (a result carries whole outputs).
+const MAX_BODY: u64 = 256 << 20;
+/// The longest `next-job?wait=S` honoured.
+const MAX_WAIT_SEC: f64 = 30.0;
+/// The most event lines one batch may carry.
+const MAX_EVENTS: usize = 200;
+
+/// What `hubd serve` was asked for.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub db: PathBuf,
+    pub listen: String,
+    /// `None`: registration is closed (every register is 401).
+    pub registration_token: Option<String>,
+    /// `None`: the testdata channel is closed (every call is 401).
+    pub testdata_token: Option<String>,
+    /// Advertised to runners at registration.
+    pub runner_config: RunnerConfig,
+    pub policy: queue::Policy,
+    /// s6-style readiness: write "\n" to this fd and close it once listening.
+    pub notify_fd: Option<i32>,
+}
+
+struct Hub {
+    cfg: ServeConfig,
+    base_url: String,
+    /// Listening on 0.0.0.0 or [::]: code URLs use the Host the runner used.
+    wildcard: bool,
+    shutdown: AtomicBool,
+}
+
+/// Serves until SIGTERM or SIGINT, then finishes the requests in hand.
+pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
+    let mut conns = (0..WORKERS).map(|_| db::open(&cfg.db)).collect::<Result<Vec<_>, _>>()?;
+    let extended = queue::extend_leases(&mut conns[0], &cfg.policy).context(|| "extending leases".into())?;
+    if extended > 0 {
+        log::info!("{extended} leased jobs given a full lease again (the hub was away)");
+    }
+    let server = tiny_http::Server::http(&cfg.listen)
+        .map_err(|e| Failure::Runtime(format!("listening on {}: {e}", cfg.listen)))?;
+    let addr = server.server_addr().to_ip().ok_or_else(|| Failure::Runtime("not listening on an IP".into()))?;
+    let signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
+        .context(|| "installing signal handlers".into())?;
+    let hub = Arc::new(Hub {
+        base_url: format!("http://{addr}"),
+        wildcard: addr.ip().is_unspecified(),
+        cfg,
+        shutdown: AtomicBool::new(false),
+    });
+    let server = Arc::new(server);
+    let workers: Vec<_> = conns
+        .into_iter()
+        .map(|conn| {
+            let (hub, server) = (hub.clone(), server.clone());
+            std::thread::spawn(move || work(&hub, &server, conn))
+        })
+        .collect();
+
+    // Tests and scripts read the URL as the first line of stdout.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", hub.base_url).and_then(|_| out.flush());
+    drop(out);
+    if let Some(fd) = hub.cfg.notify_fd {
+        notify_ready(fd)?;
+    }
+    log::info!("listening on {} (database {})", hub.base_url, hub.cfg.db.display());
+
+    let mut signals = signals;
+    if let Some(sig) = signals.forever().next() {
+        log::info!("signal {sig}: stopping");
+    }
+    hub.shutdown.store(true, Ordering::SeqCst);
+    for w in workers {
+        let _ = w.join();
+    }
+    log::info!("stopped");
+    Ok(())
+}
+
+fn notify_ready(fd: i32) -> Result<(), Failure> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl only asks whether fd is open; an fd the supervisor handed
+    // us is ours to write once and close.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return Err(Failure::Config(format!("--notify-fd {fd}: not an open file descriptor")));
+    }
+    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.write_all(b"\n").map_err(|e| Failure::Config(format!("--notify-fd {fd}: {e}")))
+}
+
+fn work(hub: &Hub, server: &tiny_http::Server, mut conn: Connection) {
+    while !hub.shutdown.load(Ordering::SeqCst) {
+        match server.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(req)) => handle(hub, &mut conn, req),
+            Ok(None) => {}
+            Err(e) => {
+                log::warn!("receiving a request: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// An answer, before it is written.
+struct Reply {
+    code: u16,
+    body: Vec<u8>,
+    content_type: Option<&'static str>,
+}
+
+impl Reply {
+    fn empty(code: u16) -> Reply {
+        Reply { code, body: Vec::new(), content_type: None }
+    }
+    fn json(code: u16, text: String) -> Reply {
+        Reply { code, body: text.into_bytes(), content_type: Some("application/json") }
+    }
+    fn error(code: u16, message: &str) -> Reply {
+        Reply::json(code, json!({ "error": message }).to_string())
+    }
+}
+
+fn handle(hub: &Hub, conn: &mut Connection, mut req: Request) {
+    let url = req.url().to_string();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let method = req.method().clone();
+    let reply = match fault::take(conn, &url) {
+        Ok(Some(code)) => {
+            log::info!("injected fault: {method} {path} answered {code}");
+            Reply::error(code, "injected fault")
+        }
+        Ok(None) => route(hub, conn, &mut req, path, query).unwrap_or_else(|e| {
+            log::error!("{method} {path}: {e}");
+            Reply::error(500, "internal error")
+        }),
+        Err(e) => {
+            log::error!("{method} {path}: checking fault rules: {e}");
+            Reply::error(500, "internal error")
+        }
+    };
+    // The path only: a query may hold the testdata token.
+    log::debug!("{method} {path} -> {}", reply.code);
+    let mut response = tiny_http::Response::from_data(reply.body).with_status_code(reply.code);
+    if let Some(ct) = reply.content_type {
+        response = response.with_header(header("Content-Type", ct));
+    }
+    if let Err(e) = req.respond(response) {
+        log::debug!("{method} {path}: answering: {e}");
+    }
+}
+
+fn header(name: &str, value: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a valid header")
+}
+
+/// Which endpoint a path names.
+enum Endpoint<'a> {
+    Register,
+    Heartbeat(&'a str),
+    NextJob(&'a str),
+    Complete(&'a str, &'a str),
+    Abort(&'a str, &'a str),
+    Events(&'a str, &'a str),
+    Problem(i64, &'a str),
+    Code(&'a str),
+}
+
+fn route(hub: &Hub, conn: &mut Connection, req: &mut Request, path: &str, query: &str) -> rusqlite::Result<Reply> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (want, endpoint) = match segments.as_slice() {
+        ["runners", "register"] => (Method::Post, Endpoint::Register),
+        ["runners", rn, "heartbeat"] => (Method::Post, Endpoint::Heartbeat(rn)),
+        ["runners", rn, "next-job"] => (Method::Get, Endpoint::NextJob(rn)),
+        ["runners", rn, "jobs", jb, "complete"] => (Method::Put, Endpoint::Complete(rn, jb)),
+        ["runners", rn, "jobs", jb, "abort"] => (Method::Put, Endpoint::Abort(rn, jb)),
+        ["runners", rn, "jobs", jb, "events"] => (Method::Post, Endpoint::Events(rn, jb)),
+        ["problem", pid, what @ ("meta" | "checksum" | "testdata")] => match pid.parse() {
+            Ok(pid) => (Method::Get, Endpoint::Problem(pid, what)),
+            Err(_) => return Ok(Reply::error(404, "problem ids are integers")),
+        },
+        ["code", file] if file.ends_with(".zip") => (Method::Get, Endpoint::Code(&file[..file.len() - 4])),
+        _ => return Ok(Reply::error(404, "no such endpoint")),
+    };
+    if *req.method() != want {
+        return Ok(Reply::error(405, "method not allowed"));
+    }
+    let runner = match endpoint {
+        Endpoint::Heartbeat(rn) | Endpoint::NextJob(rn) => Some(rn),
+        Endpoint::Complete(rn, _) | Endpoint::Abort(rn, _) | Endpoint::Events(rn, _) => Some(rn),
+        _ => None,
+    };
+    if let Some(rn) = runner {
+        let token = req
+            .headers()
+            .iter()
+            .find(|h| h.field.equiv("Authorization"))
+            .and_then(|h| h.value.as_str().strip_prefix("Bearer "))
+            .map(str::trim);
+        if !token.map_or(Ok(false), |t| runners::authenticate(conn, rn, t))? {
+            return Ok(Reply::error(401, "invalid runner token"));
+        }
+    }
+    match endpoint {
+        Endpoint::Register => register(hub, conn, req),
+        Endpoint::Heartbeat(rn) => heartbeat(hub, conn, req, rn),
+        Endpoint::NextJob(rn) => next_job(hub, conn, req, rn, query),
+        Endpoint::Complete(rn, jb) => match read_body(req) {
+            Ok(body) => queue::complete(conn, rn, jb, &body).map(|landing| match landing {
+                queue::Landing::Rejected(why) => Reply::error(400, &why),
+                other => reply_for(other.code()),
+            }),
+            Err(reply) => Ok(reply),
+        },
+        Endpoint::Abort(rn, jb) => abort(hub, conn, req, rn, jb),
+        Endpoint::Events(_, jb) => events(conn, req, jb),
+        Endpoint::Problem(pid, what) => testdata_channel(hub, conn, pid, what, query),
+        Endpoint::Code(jb) => Ok(match submission::code_of_job(conn, jb)? {
+            Some(zip) => Reply { code: 200, body: zip, content_type: Some("application/zip") },
+            None => Reply::error(404, "no such job"),
+        }),
+    }
+}
+
+fn reply_for(code: u16) -> Reply {
+    match code {
+        404 => Reply::error(404, "no such job"),
+        409 => Reply::error(409, "the job is not held by this runner"),
+        other => Reply::empty(other),
+    }
+}
+
+/// The body as UTF-8 text, or the reply refusing it.
+fn read_body(req: &mut Request) -> Result<String, Reply> {
+    let mut buf = Vec::new();
+    if let Err(e) = req.as_reader().take(MAX_BODY + 1).read_to_end(&mut buf) {
+        return Err(Reply::error(400, &format!("reading the body: {e}")));
+    }
+    if buf.len() as u64 > MAX_BODY {
+        return Err(Reply::error(413, "body too large"));
+    }
+    String::from_utf8(buf).map_err(|_| Reply::error(400, "the body is not UTF-8"))
+}
+
+/// The body as a JSON object, or the reply refusing it.
+fn read_json(req: &mut Request) -> Result<Value, Reply> {
+    let text = read_body(req)?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) if v.is_object() => Ok(v),
+        _ => Err(Reply::error(400, "the body is not a JSON object")),
+    }
+}
+
+fn register(hub: &Hub, conn: &mut Connection, req: &mut Request) -> rusqlite::Result<Reply> {
+    let body = match read_json(req) {
+        Ok(v) => v,
+        Err(reply) => return Ok(reply),
+    };
+    let given = body.get("registration_token").and_then(Value::as_str).unwrap_or("");
+    // Fail closed: no configured token means nobody may register.
+    let ok = hub.cfg.registration_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes()));
+    let name: String = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(100).collect();
+    if !ok {
+        log::warn!("registration of {name:?} refused: bad registration token");
+        return Ok(Reply::error(401, "invalid registration token"));
+    }
+    let (runner_id, token) = runners::register(conn, &name)?;
+    log::info!("runner {runner_id} registered as {name:?}");
+    let answer = Registration { runner_id, token, config: hub.cfg.runner_config.clone() };
+    Ok(Reply::json(201, serde_json::to_string(&answer).expect("a registration serialises")))
+}
+
+fn heartbeat(hub: &Hub, conn: &mut Connection, req: &mut Request, rn: &str) -> rusqlite::Result<Reply> {
+    let ids = read_json(req).and_then(|v| {
+        serde_json::from_value::<Vec<String>>(v.get("active_job_ids").cloned().unwrap_or(Value::Null))
+            .map_err(|_| Reply::error(400, "active_job_ids must be a list of job ids"))
+    });
+    match ids {
+        Ok(ids) => {
+            let renewed = queue::heartbeat(conn, rn, &ids, &hub.cfg.policy)?;
+            log::debug!("heartbeat from {rn}: {renewed} of {} leases renewed", ids.len());
+            Ok(Reply::empty(204))
+        }
+        Err(reply) => Ok(reply),
+    }
+}
+
+fn next_job(hub: &Hub, conn: &mut Connection, req: &Request, rn: &str, query: &str) -> rusqlite::Result<Reply> {
+    let wait = query_param(query, "wait").and_then(|w| w.parse::<f64>().ok()).unwrap_or(0.0);
+    let until = Instant::now() + Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SEC));
+    runners::touch(conn, rn)?;
+    loop {
+        if let Some(claim) = queue::claim(conn, rn, &hub.cfg.policy)? {
+            return Ok(Reply::json(200, queue::payload(&claim, &base_url(hub, req))));
+        }
+        if Instant::now() >= until || hub.shutdown.load(Ordering::SeqCst) {
+            return Ok(Reply::empty(204));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The base of `code_url`: where this hub listens, or, when it listens on
+/// every address, the host the runner reached it by.
+fn base_url(hub: &Hub, req: &Request) -> String {
+    let host = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str().to_string());
+    match host {
+        Some(host) if hub.wildcard => format!("http://{host}"),
+        _ => hub.base_url.clone(),
+    }
+}
+
+fn abort(hub: &Hub, conn: &mut Connection, req: &mut Request, rn: &str, jb: &str) -> rusqlite::Result<Reply> {
+    let reason = match read_json(req) {
+        Ok(v) => v.get("reason").and_then(Value::as_str).and_then(AbortReason::parse),
+        Err(reply) => return Ok(reply),
+    };
+    let Some(reason) = reason else {
+        return Ok(Reply::error(400, "reason must be drain, prep_failed or rejected"));
+    };
+    Ok(match queue::abort(conn, rn, jb, reason, &hub.cfg.policy)? {
+        queue::Handback::Requeued => Reply::json(202, r#"{"outcome": "requeued"}"#.into()),
+        queue::Handback::FinalisedJe => Reply::json(202, r#"{"outcome": "JE"}"#.into()),
+        queue::Handback::Superseded => Reply::json(202, r#"{"outcome": "superseded"}"#.into()),
+        other => reply_for(other.code()),
+    })
+}
+
+fn events(conn: &mut Connection, req: &mut Request, jb: &str) -> rusqlite::Result<Reply> {
+    let events = match read_json(req) {
+        Ok(mut v) => match v.get_mut("events").map(Value::take) {
+            Some(Value::Array(events)) => events,
+            _ => return Ok(Reply::error(400, "events must be a list")),
+        },
+        Err(reply) => return Ok(reply),
+    };
+    if events.len() > MAX_EVENTS {
+        return Ok(Reply::error(400, &format!("{} events in one batch (at most {MAX_EVENTS})", events.len())));
+    }
+    Ok(if queue::add_events(conn, jb, &events)? { Reply::empty(204) } else { Reply::error(404, "no such job") })
+}
+
+/// `/problem/{pid}/meta|checksum|testdata?token=S`, wrapped as Normal-OJ's
+/// backend wraps it (the zip aside).
+fn testdata_channel(hub: &Hub, conn: &Connection, pid: i64, what: &str, query: &str) -> rusqlite::Result<Reply> {
+    let given = query_param(query, "token").unwrap_or_default();
+    if !hub.cfg.testdata_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes())) {
+        return Ok(Reply::error(401, "Invalid sandbox token"));
+    }
+    let not_found = || Reply::error(404, "Problem not found");
+    if what == "testdata" {
+        return Ok(problem::testdata(conn, pid)?.map_or_else(not_found, |zip| Reply {
+            code: 200,
+            body: zip,
+            content_type: Some("application/zip"),
+        }));
+    }
+    let Some((meta, checksum)) = problem::meta_and_checksum(conn, pid)? else {
+        return Ok(not_found());
+    };
+    Ok(if what == "meta" {
+        // Spliced as text: the checksum covers these exact bytes, key order
+        // included, and a Python runner recomputes it from them.
+        Reply::json(200, format!(r#"{{"status": "ok", "message": "", "data": {meta}}}"#))
+    } else {
+        Reply::json(200, envelope(json!(checksum)).to_string())
+    })
+}
+
+/// A query parameter, percent-decoded.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    let raw = query.split('&').map(|kv| kv.split_once('=').unwrap_or((kv, ""))).find(|(k, _)| *k == name)?.1;
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn query_parameters_are_percent_decoded() {
+        assert_eq!(super::query_param("wait=5&token=a%2Bb+c%zz", "token").as_deref(), Some("a+b c%zz"));
+        assert_eq!(super::query_param("wait=5", "token"), None);
+        assert_eq!(super::query_param("token", "token").as_deref(), Some(""));
+    }
+}

@@ -1,0 +1,76 @@
+//! `make demo`: a local hub with the example problems, the example
+//! submissions, and a runner judging them; then a table of expected versus
+//! actual verdicts, and a drain. Exits 0 only if every verdict matches and
+//! the drain was clean.
+
+use std::time::Duration;
+use testkit::*;
+
+fn main() {
+    std::process::exit(run());
+}
+
+fn run() -> i32 {
+    let dir = TempDir::new("demo");
+    println!("demo: working in {}", dir.path().display());
+    let hub = Hub::start(dir.path(), &[]);
+    println!("demo: hubd listening on {}", hub.url);
+    let examples = examples();
+    let mut problems: Vec<_> = std::fs::read_dir(examples.join("problems"))
+        .expect("examples/problems")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()).map(|id| (id, e.path())))
+        .collect();
+    problems.sort();
+    for (id, path) in &problems {
+        hub.add_problem(*id, path);
+    }
+    let list: Vec<serde_json::Value> = serde_json::from_str(
+        &std::fs::read_to_string(examples.join("submissions.json")).expect("examples/submissions.json"),
+    )
+    .expect("submissions.json is a JSON list");
+    let mut subs = Vec::new();
+    for s in &list {
+        let file = examples.join("submissions").join(s["file"].as_str().unwrap());
+        let id = hub.submit(s["problem"].as_i64().unwrap(), s["language"].as_str().unwrap(), &file);
+        subs.push((id, s));
+    }
+    println!("demo: {} problems, {} submissions queued; starting runnerd", problems.len(), subs.len());
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let status = hub.wait_all_judged(Duration::from_secs(600));
+    println!();
+    println!(
+        "{:<22} {:>7} {:<8} {:<8} {:<8} {:>5} {:>5}  ok",
+        "submission", "problem", "lang", "expect", "actual", "want", "score"
+    );
+    let mut all_ok = true;
+    for (id, s) in &subs {
+        let st = status.iter().find(|x| x["submission_id"] == id.as_str()).expect("status of every submission");
+        let ok = st["verdict"] == s["expect"] && st["score"] == s["score"] && st["completes"] == 1;
+        all_ok &= ok;
+        println!(
+            "{:<22} {:>7} {:<8} {:<8} {:<8} {:>5} {:>5}  {}",
+            s["file"].as_str().unwrap(),
+            s["problem"],
+            s["language"].as_str().unwrap(),
+            s["expect"].as_str().unwrap(),
+            st["verdict"].as_str().unwrap_or("-"),
+            s["score"],
+            st["score"],
+            if ok { "yes" } else { "NO" }
+        );
+    }
+    println!();
+    println!("demo: draining runnerd (SIGTERM)");
+    runner.signal(nix::sys::signal::Signal::SIGTERM);
+    let code = runner.wait_exit(Duration::from_secs(120));
+    println!("demo: runnerd exited {code}");
+    if all_ok && code == 0 {
+        println!("demo: every verdict as expected");
+        0
+    } else {
+        println!("demo: FAILED");
+        1
+    }
+}

@@ -1,0 +1,198 @@
+//! The runner end to end: a real `hubd` over loopback, a real `runnerd` with
+//! its four stages, real sandboxes, real signals.
+
+use nix::sys::signal::Signal;
+use std::path::Path;
+use std::time::Duration;
+use testkit::*;
+
+/// A Python program that sleeps `secs` and prints nothing (so: WA, or TLE
+/// if `secs` passes the wall limit).
+fn sleeper(dir: &Path, name: &str, secs: f64) -> std::path::PathBuf {
+    write_file(dir, name, &format!("import time\ntime.sleep({secs})\n"))
+}
+
+fn ab_problem(hub: &Hub) {
+    hub.add_problem(1, &examples().join("problems/1"));
+}
+
+#[test]
+fn the_examples_are_judged_end_to_end_each_with_exactly_one_complete() {
+    let dir = TempDir::new("e2e-examples");
+    let hub = Hub::start(dir.path(), &[]);
+    for e in std::fs::read_dir(examples().join("problems")).unwrap().flatten() {
+        hub.add_problem(e.file_name().to_str().unwrap().parse().unwrap(), &e.path());
+    }
+    let list: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(examples().join("submissions.json")).unwrap()).unwrap();
+    assert!(list.len() >= 10, "examples cover every verdict");
+    let subs: Vec<(String, &serde_json::Value)> = list
+        .iter()
+        .map(|s| {
+            let file = examples().join("submissions").join(s["file"].as_str().unwrap());
+            (hub.submit(s["problem"].as_i64().unwrap(), s["language"].as_str().unwrap(), &file), s)
+        })
+        .collect();
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let status = hub.wait_all_judged(Duration::from_secs(600));
+    let mut verdicts = std::collections::BTreeSet::new();
+    for (id, want) in &subs {
+        let got = status.iter().find(|s| s["submission_id"] == id.as_str()).unwrap();
+        let file = want["file"].as_str().unwrap();
+        assert_eq!(got["verdict"], want["expect"], "{file}: verdict ({got})");
+        assert_eq!(got["score"], want["score"], "{file}: score ({got})");
+        assert_eq!(got["completes"], 1, "{file}: exactly one complete landed ({got})");
+        assert_eq!(got["complete_calls"], 1, "{file}: exactly one complete sent ({got})");
+        assert_eq!(got["attempts"], 1, "{file}: judged on the first attempt ({got})");
+        if want["expect"] == "CE" {
+            let stderr = got["tasks"][0]["cases"][0]["stderr"].as_str().unwrap_or("");
+            assert!(stderr.contains("error"), "{file}: the compiler's message reaches the hub: {stderr:?}");
+        }
+        verdicts.insert(want["expect"].as_str().unwrap().to_string());
+    }
+    for v in ["AC", "WA", "TLE", "MLE", "RE", "OLE", "CE"] {
+        assert!(verdicts.contains(v), "the examples include a {v}");
+    }
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "an idle runner drains and exits 0");
+    let claims = spool_claims(&spool);
+    assert!(claims.iter().all(|c| c.state == "reported"), "every claim reported: {claims:?}");
+}
+
+#[test]
+fn a_job_claimed_again_is_a_new_claim_and_the_old_claims_late_results_are_never_sent() {
+    let dir = TempDir::new("e2e-generation");
+    let hub = Hub::start(dir.path(), &[]);
+    ab_problem(&hub);
+    // Three cases, each a sleeper killed at the wall limit: judging takes a while.
+    let sub = hub.submit(1, "python3", &sleeper(dir.path(), "sleep.py", 30.0));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
+    let first = wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).into_iter().find(|c| c.state == "started")
+    });
+    // The heartbeat stops: the hub's 3 s lease runs out, and the runner's
+    // own next claim request gets the same job back.
+    let leased = wait_for("leased's pid", Duration::from_secs(10), || child_pid(runner.pid(), "leased"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(leased), Signal::SIGSTOP).unwrap();
+    let second = wait_for("the job to be claimed again", Duration::from_secs(60), || {
+        spool_claims(&spool).into_iter().find(|c| c.job_id == first.job_id && c.claim_id > first.claim_id)
+    });
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(leased), Signal::SIGCONT).unwrap();
+    let old = spool_claims(&spool).into_iter().find(|c| c.claim_id == first.claim_id).unwrap();
+    assert_eq!(old.state, "discarded", "the old claim is superseded at once: {old:?}");
+    wait_for("the new claim to run in its own directory", Duration::from_secs(60), || {
+        spool.join("claims").join(second.claim_id.to_string()).join("src/main.py").exists().then_some(())
+    });
+    let status = hub.wait_all_judged(Duration::from_secs(180));
+    let s = status.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_eq!(s["verdict"], "TLE", "{s}");
+    assert_eq!(s["attempts"], 2, "claimed, lease lost, reclaimed: {s}");
+    assert_eq!(s["complete_calls"], 1, "the superseded claim's results were never sent: {s}");
+    assert_eq!(s["completes"], 1, "{s}");
+    let claims = spool_claims(&spool);
+    assert_eq!(claims.iter().find(|c| c.claim_id == first.claim_id).unwrap().state, "discarded", "{claims:?}");
+    assert_eq!(claims.iter().find(|c| c.claim_id == second.claim_id).unwrap().state, "reported", "{claims:?}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+fn zip_file(path: &Path, entries: &[(&str, &[u8])], symlink: Option<(&str, &str)>) {
+    use std::io::Write;
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let o = zip::write::SimpleFileOptions::default();
+    for (n, b) in entries {
+        z.start_file(*n, o).unwrap();
+        z.write_all(b).unwrap();
+    }
+    if let Some((n, t)) = symlink {
+        z.add_symlink(n, t, o).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+#[test]
+fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_working() {
+    let dir = TempDir::new("e2e-bad");
+    let hub = Hub::start(dir.path(), &[]);
+    ab_problem(&hub);
+    let d = dir.path();
+    let ok_src = examples().join("submissions/ab_ok.c");
+    // A payload whose task scores do not sum to 100.
+    let raw = r#"{"job_id":"{{job_id}}","submission_id":"{{submission_id}}","problem_id":1,"language":0,
+        "code_url":"{{code_url}}","tasks":[{"taskScore":90,"memoryLimit":65536,"timeLimit":1000,"caseCount":3}]}"#;
+    let ok = ok_src.to_str().unwrap();
+    let malformed =
+        hub.cli(&["submit", "--problem", "1", "--language", "c11", "--raw-job", raw, ok]).trim().to_string();
+    zip_file(&d.join("climb.zip"), &[("../main.c", b"int main(){return 0;}")], None);
+    let climb = hub.submit(1, "c11", &d.join("climb.zip"));
+    zip_file(&d.join("link.zip"), &[], Some(("main.c", "/etc/shadow")));
+    let link = hub.submit(1, "c11", &d.join("link.zip"));
+    let big = format!("/*{}*/\nint main(){{return 0;}}\n", "x".repeat(10_500_000));
+    let big = hub.submit(1, "c11", &write_file(d, "big.c", &big));
+    let good = hub.submit(1, "c11", &ok_src);
+    let spool = d.join("spool");
+    let log = d.join("runner.log");
+    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
+    let status = hub.wait_all_judged(Duration::from_secs(240));
+    let by_id = |id: &str| status.iter().find(|s| s["submission_id"] == id).unwrap().clone();
+    for (what, id) in
+        [("malformed payload", &malformed), ("'../' zip", &climb), ("symlink zip", &link), ("10 MB source", &big)]
+    {
+        let s = by_id(id);
+        let aborts = s["aborts"].as_array().unwrap();
+        assert!(!aborts.is_empty(), "{what}: handed back: {s}");
+        assert!(aborts.iter().all(|a| a["reason"] == "prep_failed"), "{what}: as prep_failed: {s}");
+        assert_eq!(s["verdict"], "JE", "{what}: JE once its attempts are spent: {s}");
+        assert_eq!(s["complete_calls"], 0, "{what}: never judged: {s}");
+    }
+    let g = by_id(&good);
+    assert_eq!((g["verdict"].as_str(), g["score"].as_i64()), (Some("AC"), Some(100)), "the runner keeps working: {g}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    for reason in ["sum to 90", "climbs out", "symbolic link", "more than 10000000 bytes"] {
+        assert!(text.contains(reason), "the log names the reason {reason:?}");
+    }
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight() {
+    let dir = TempDir::new("e2e-drain");
+    let hub = Hub::start(dir.path(), &[]);
+    ab_problem(&hub);
+    let subs: Vec<String> =
+        (0..6).map(|i| hub.submit(1, "python3", &sleeper(dir.path(), &format!("s{i}.py"), 1.0))).collect();
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
+    wait_for("two claims judging and more waiting", Duration::from_secs(60), || {
+        let c = spool_claims(&spool);
+        let started = c.iter().filter(|c| c.state == "started").count();
+        let waiting = c.iter().filter(|c| c.state == "prepped" || c.state == "claimed").count();
+        (started == 2 && waiting >= 1).then_some(())
+    });
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(120)), 0, "the drain ends cleanly");
+    let status = hub.status();
+    let done: Vec<_> = status.iter().filter(|s| s["state"] == "done").collect();
+    let back: Vec<_> = status.iter().filter(|s| s["state"] == "pending").collect();
+    assert_eq!(done.len(), 2, "the two in flight were finished: {status:?}");
+    assert!(!back.is_empty(), "the others went back: {status:?}");
+    for s in &status {
+        assert!(s["aborts"].as_array().unwrap().iter().all(|a| a["reason"] == "drain"), "never prep_failed: {s}");
+    }
+    for s in &back {
+        assert_eq!(s["attempts"], 0, "a drain costs no attempt: {s}");
+    }
+    // A new runner on the same spool takes the rest.
+    let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
+    let status = hub.wait_all_judged(Duration::from_secs(180));
+    for id in &subs {
+        let s = status.iter().find(|s| s["submission_id"] == id.as_str()).unwrap();
+        assert_eq!(s["completes"], 1, "{s}");
+        assert_eq!(s["attempts"], 1, "{s}");
+    }
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}

@@ -1,0 +1,610 @@
+//! The reference hub (`hubd`) against PROTOCOL.md: status codes, the lease
+//! and attempt rules, currency, the testdata channel and its checksum,
+//! restarts and injected faults. Each test runs its own hub on a loopback
+//! port with a 3 s lease; waits are on conditions with deadlines.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use testkit::*;
+
+/// Long enough for any lease in these tests to expire several times over.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// One HTTP exchange: the status and the body, whatever the status.
+fn call(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, Vec<u8>) {
+    let mut req = ureq::request(method, url).timeout(Duration::from_secs(40));
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let res = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(b),
+        None => req.call(),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let code = res.status();
+    let mut bytes = Vec::new();
+    res.into_reader().read_to_end(&mut bytes).unwrap();
+    (code, bytes)
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+}
+
+/// A registered runner identity, speaking the protocol by hand.
+struct Runner {
+    url: String,
+    id: String,
+    token: String,
+}
+
+impl Runner {
+    fn register(hub: &Hub) -> Runner {
+        let body = json!({"registration_token": REGISTRATION_TOKEN, "name": "hand"}).to_string();
+        let (code, reply) = call("POST", &format!("{}/runners/register", hub.url), None, Some(&body));
+        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&reply));
+        let reply = json_of(&reply);
+        Runner {
+            url: hub.url.clone(),
+            id: reply["runner_id"].as_str().unwrap().into(),
+            token: reply["token"].as_str().unwrap().into(),
+        }
+    }
+
+    fn at(&self, rest: &str) -> String {
+        format!("{}/runners/{}/{rest}", self.url, self.id)
+    }
+
+    /// `next-job?wait=S`: the status and the payload when 200.
+    fn next_job(&self, wait: u32) -> (u16, Option<Value>) {
+        let (code, body) = call("GET", &self.at(&format!("next-job?wait={wait}")), Some(&self.token), None);
+        (code, (code == 200).then(|| json_of(&body)))
+    }
+
+    /// A job, asking until one comes.
+    fn claim(&self) -> Value {
+        wait_for("a job to claim", LIMIT, || self.next_job(1).1)
+    }
+
+    fn heartbeat(&self, jobs: &[&str]) -> u16 {
+        call("POST", &self.at("heartbeat"), Some(&self.token), Some(&json!({"active_job_ids": jobs}).to_string())).0
+    }
+
+    fn complete(&self, job: &str, body: &str) -> u16 {
+        call("PUT", &self.at(&format!("jobs/{job}/complete")), Some(&self.token), Some(body)).0
+    }
+
+    fn abort(&self, job: &str, reason: &str) -> u16 {
+        let body = json!({ "reason": reason }).to_string();
+        call("PUT", &self.at(&format!("jobs/{job}/abort")), Some(&self.token), Some(&body)).0
+    }
+}
+
+fn id(job: &Value) -> &str {
+    job["job_id"].as_str().unwrap()
+}
+
+/// A problem of two tasks: 40 points with one case, 60 with two.
+fn problem_dir(dir: &Path, tag: &str) -> PathBuf {
+    let p = dir.join(format!("problem-{tag}"));
+    std::fs::create_dir_all(p.join("include")).unwrap();
+    std::fs::write(
+        p.join("meta.json"),
+        r#"{"tasks": [{"taskScore": 40, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 1},
+                      {"taskScore": 60, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 2}]}"#,
+    )
+    .unwrap();
+    for case in ["0000", "0100", "0101"] {
+        std::fs::write(p.join(format!("{case}.in")), format!("{tag} {case}\n")).unwrap();
+        std::fs::write(p.join(format!("{case}.out")), format!("{tag} {case}\n")).unwrap();
+    }
+    std::fs::write(p.join("include/lib.h"), "int x;\n").unwrap();
+    p
+}
+
+/// A hub with problem 1 and `n` python submissions to it.
+fn hub_with_submissions(dir: &TempDir, n: usize) -> (Hub, Vec<String>) {
+    let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(1, &problem_dir(dir.path(), "a"));
+    let src = dir.path().join("main.py");
+    std::fs::write(&src, "print(input())\n").unwrap();
+    let subs = (0..n).map(|_| hub.submit(1, "python3", &src)).collect();
+    (hub, subs)
+}
+
+fn case(status: &str) -> Value {
+    let stderr = "x".repeat(300);
+    json!({"status": status, "execTime": 5, "memoryUsage": 1024, "exitCode": 0, "stdout": "", "stderr": stderr})
+}
+
+/// A result for the two-task problem: task 0 AC, task 1 with these statuses.
+fn result(second: [&str; 2]) -> String {
+    json!({"tasks": [[case("AC")], [case(second[0]), case(second[1])]]}).to_string()
+}
+
+/// Starts `hubd serve` with only `flags` (no tokens from the test kit).
+fn bare_hub(db: &Path, flags: &[&str]) -> (Proc, String) {
+    let mut child = Command::new(bin("hubd"))
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(flags)
+        .env_remove("RUNNER_REGISTRATION_TOKEN")
+        .env_remove("SANDBOX_TOKEN")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (Proc { child, name: "hubd".into() }, line.trim().to_string())
+}
+
+#[test]
+fn register_answers_201_and_refuses_bad_tokens_with_401() {
+    let dir = TempDir::new("hubd-register");
+    let hub = Hub::start(dir.path(), &[]);
+    let register = format!("{}/runners/register", hub.url);
+    let (code, body) = call(
+        "POST",
+        &register,
+        None,
+        Some(&json!({"registration_token": REGISTRATION_TOKEN, "name": "n"}).to_string()),
+    );
+    assert_eq!(code, 201);
+    let reg = json_of(&body);
+    assert!(reg["runner_id"].as_str().unwrap().starts_with("rn_"));
+    assert!(reg["token"].as_str().unwrap().starts_with("rk_"));
+    assert_eq!(reg["config"], json!({"heartbeat_interval_sec": 1, "poll_interval_sec": 1, "max_concurrent_jobs": 8}));
+    let bad = json!({"registration_token": "nope", "name": "n"}).to_string();
+    assert_eq!(call("POST", &register, None, Some(&bad)).0, 401);
+    assert_eq!(call("POST", &register, None, Some("{}")).0, 401);
+    assert_eq!(call("POST", &register, None, Some("not json")).0, 400);
+
+    // The runner token must belong to the runner in the path.
+    let a = Runner::register(&hub);
+    let b = Runner::register(&hub);
+    assert_eq!(a.heartbeat(&[]), 204);
+    let forged = Runner { url: hub.url.clone(), id: a.id.clone(), token: b.token.clone() };
+    assert_eq!(forged.heartbeat(&[]), 401);
+    assert_eq!(forged.next_job(0).0, 401);
+    assert_eq!(call("GET", &a.at("next-job"), None, None).0, 401);
+    assert_eq!(call("POST", &a.at("heartbeat"), Some(&a.token), Some("[1]")).0, 400);
+
+    // Routing.
+    assert_eq!(call("GET", &format!("{}/nowhere", hub.url), None, None).0, 404);
+    assert_eq!(call("GET", &register, None, None).0, 405);
+
+    let runners: Vec<Value> = hub.cli(&["status", "--runners"]).lines().map(|l| json_of(l.as_bytes())).collect();
+    assert_eq!(runners.len(), 3);
+    assert!(runners.iter().any(|r| r["runner_id"] == a.id.as_str() && r["name"] == "hand"));
+
+    // With no registration token configured, registration is closed.
+    let (_proc, url) = bare_hub(&dir.path().join("closed.db"), &[]);
+    let any = json!({"registration_token": "", "name": "n"}).to_string();
+    assert_eq!(call("POST", &format!("{url}/runners/register"), None, Some(&any)).0, 401);
+}
+
+#[test]
+fn next_job_hands_out_jobs_in_order_then_204_after_the_wait() {
+    let dir = TempDir::new("hubd-next");
+    let (hub, subs) = hub_with_submissions(&dir, 2);
+    let r = Runner::register(&hub);
+
+    let first = r.next_job(0).1.expect("a job");
+    assert_eq!(first["submission_id"], subs[0].as_str());
+    assert_eq!(first["problem_id"], 1);
+    assert_eq!(first["language"], 2);
+    assert_eq!(first["checker"], "diff");
+    assert_eq!(first["tasks"][1], json!({"taskScore": 60, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 2}));
+    assert!(id(&first).starts_with("jb_"));
+    // The code URL serves a zip holding main.py.
+    let (code, zip) = call("GET", first["code_url"].as_str().unwrap(), None, None);
+    assert_eq!(code, 200);
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(zip)).unwrap();
+    assert_eq!(zip.len(), 1);
+    assert_eq!(zip.by_index(0).unwrap().name(), "main.py");
+    assert_eq!(call("GET", &format!("{}/code/jb_nope.zip", hub.url), None, None).0, 404);
+
+    let second = r.next_job(0).1.expect("a second job");
+    assert_eq!(second["submission_id"], subs[1].as_str());
+
+    let started = Instant::now();
+    assert_eq!(r.next_job(1).0, 204);
+    assert!(started.elapsed() >= Duration::from_millis(900), "answered 204 before the wait was over");
+
+    // A long poll answers as soon as work arrives.
+    let poll = std::thread::spawn(move || {
+        let started = Instant::now();
+        (r.next_job(20), started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300)); // let the poll start waiting first
+    let third = hub.submit(1, "c11", &dir.path().join("main.py"));
+    let ((code, job), took) = poll.join().unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(job.unwrap()["submission_id"], third.as_str());
+    assert!(took < Duration::from_secs(15), "the long poll took {took:?}");
+
+    let s = hub.submission(&subs[0]);
+    assert_eq!((s["state"].as_str(), s["attempts"].as_i64()), (Some("leased"), Some(1)));
+    assert_eq!(s["job_id"], id(&first));
+}
+
+#[test]
+fn a_lapsed_lease_is_reclaimed_with_one_more_attempt_and_the_third_lapse_is_je() {
+    let dir = TempDir::new("hubd-lease");
+    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (a, b, c) = (Runner::register(&hub), Runner::register(&hub), Runner::register(&hub));
+    let job = a.claim();
+    let jb = id(&job).to_string();
+    assert_eq!(b.next_job(0).0, 204, "a live lease is not an orphan");
+
+    let again = b.claim(); // once A's 3 s lease lapses
+    assert_eq!(id(&again), jb);
+    let s = hub.submission(&subs[0]);
+    assert_eq!((s["attempts"].as_i64(), s["leased_by"].as_str()), (Some(2), Some(b.id.as_str())));
+    assert_eq!(a.complete(&jb, &result(["AC", "AC"])), 409, "A lost the job to B");
+    assert_eq!(a.heartbeat(&[&jb]), 204); // renews nothing: A does not hold it
+
+    assert_eq!(id(&c.claim()), jb);
+    assert_eq!(hub.submission(&subs[0])["attempts"], 3);
+    // The third lease lapses too: the next ask finalises the job as JE.
+    let s = wait_for("the job to end as JE", LIMIT, || {
+        assert_eq!(a.next_job(0).0, 204);
+        let s = hub.submission(&subs[0]);
+        (s["state"] == "done").then_some(s)
+    });
+    assert_eq!((s["verdict"].as_str(), s["score"].as_i64()), (Some("JE"), Some(0)));
+    assert_eq!(s["tasks"], Value::Null);
+    assert_eq!(c.complete(&jb, &result(["AC", "AC"])), 409, "a finalised job takes no late result");
+}
+
+#[test]
+fn heartbeats_keep_listed_leases_alive() {
+    let dir = TempDir::new("hubd-heartbeat");
+    let (hub, subs) = hub_with_submissions(&dir, 2);
+    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
+    let kept = id(&a.claim()).to_string();
+    let dropped = id(&a.claim()).to_string();
+    // Beat for twice the lease, listing only one job; B asks all along.
+    let end = Instant::now() + Duration::from_secs(6);
+    let mut reclaimed: Vec<String> = Vec::new();
+    while Instant::now() < end {
+        assert_eq!(a.heartbeat(&[&kept]), 204);
+        let held: Vec<&str> = reclaimed.iter().map(String::as_str).collect();
+        assert_eq!(b.heartbeat(&held), 204);
+        if let (200, Some(job)) = b.next_job(0) {
+            reclaimed.push(id(&job).to_string());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(reclaimed, [dropped], "only the unlisted job lapses");
+    assert_eq!(hub.submission(&subs[0])["leased_by"], a.id.as_str());
+    assert_eq!(a.complete(&kept, &result(["AC", "AC"])), 204);
+}
+
+#[test]
+fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
+    let dir = TempDir::new("hubd-abort");
+    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
+    let jb = id(&a.claim()).to_string();
+    assert_eq!(a.abort(&jb, "bored"), 400);
+    assert_eq!(b.abort(&jb, "drain"), 409, "B does not hold it");
+    assert_eq!(a.abort("jb_nope", "drain"), 404);
+    assert_eq!(a.abort(&jb, "drain"), 202);
+    let s = hub.submission(&subs[0]);
+    assert_eq!((s["state"].as_str(), s["attempts"].as_i64()), (Some("pending"), Some(0)));
+    assert_eq!(a.abort(&jb, "drain"), 409, "no longer held");
+
+    // The same job comes back to the same runner: a new claim.
+    assert_eq!(id(&a.claim()), jb);
+    assert_eq!(hub.submission(&subs[0])["attempts"], 1);
+    assert_eq!(a.abort(&jb, "prep_failed"), 202);
+    assert_eq!(hub.submission(&subs[0])["attempts"], 1, "prep_failed keeps the attempt");
+    assert_eq!(id(&b.claim()), jb);
+    assert_eq!(b.abort(&jb, "rejected"), 202);
+    assert_eq!(id(&a.claim()), jb);
+    assert_eq!(a.abort(&jb, "prep_failed"), 202);
+    let s = hub.submission(&subs[0]);
+    assert_eq!(
+        (s["state"].as_str(), s["verdict"].as_str(), s["attempts"].as_i64()),
+        (Some("done"), Some("JE"), Some(3))
+    );
+    let answers: Vec<(String, i64)> = s["aborts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["reason"].as_str().unwrap().to_string(), x["answer"].as_i64().unwrap()))
+        .collect();
+    let want =
+        [("drain", 409), ("drain", 202), ("drain", 409), ("prep_failed", 202), ("rejected", 202), ("prep_failed", 202)];
+    let want: Vec<(String, i64)> = want.iter().map(|(r, c)| (r.to_string(), *c)).collect();
+    assert_eq!(answers, want, "every abort of a known job is recorded with its answer");
+    assert!(s["aborts"][0]["runner_id"] == b.id.as_str() && s["aborts"][0]["job_id"] == jb.as_str());
+}
+
+#[test]
+fn complete_lands_once_and_refuses_what_it_must() {
+    let dir = TempDir::new("hubd-complete");
+    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
+    let jb = id(&a.claim()).to_string();
+    assert_eq!(b.complete(&jb, &result(["AC", "AC"])), 409);
+    assert_eq!(a.complete("jb_nope", &result(["AC", "AC"])), 404);
+    let one_case = json!({"tasks": [[case("AC")], [case("AC")]]}).to_string();
+    assert_eq!(a.complete(&jb, &one_case), 400, "task 1 has two cases");
+    assert_eq!(a.complete(&jb, "{\"tasks\": 3}"), 400);
+    assert_eq!(hub.submission(&subs[0])["state"], "leased", "a refused result changes nothing");
+
+    assert_eq!(a.complete(&jb, &result(["AC", "TLE"])), 204);
+    assert_eq!(a.complete(&jb, &result(["AC", "TLE"])), 204, "a resent result is answered again");
+    assert_eq!(b.complete(&jb, &result(["AC", "AC"])), 409);
+    let s = hub.submission(&subs[0]);
+    assert_eq!(
+        (s["state"].as_str(), s["verdict"].as_str(), s["score"].as_i64()),
+        (Some("done"), Some("TLE"), Some(40))
+    );
+    assert_eq!((s["completes"].as_i64(), s["complete_calls"].as_i64()), (Some(1), Some(6)));
+    assert_eq!(s["leased_by"], Value::Null);
+    assert_eq!(s["tasks"][0]["status"], "AC");
+    assert_eq!(s["tasks"][0]["score"], 40);
+    assert_eq!(s["tasks"][1]["status"], "TLE");
+    assert_eq!(s["tasks"][1]["score"], 0);
+    let first = &s["tasks"][1]["cases"][0];
+    assert_eq!((first["status"].as_str(), first["execTime"].as_i64()), (Some("AC"), Some(5)));
+    assert_eq!(first["memoryUsage"], 1024);
+    assert_eq!(first["stderr"].as_str().unwrap().len(), 200, "stderr is cut to 200 characters");
+    assert_eq!(a.next_job(0).0, 204, "a finished job is never handed out again");
+}
+
+#[test]
+fn a_rejudge_drops_the_old_jobs_result() {
+    let dir = TempDir::new("hubd-rejudge");
+    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let a = Runner::register(&hub);
+    let old = id(&a.claim()).to_string();
+    let new = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
+    assert!(new.starts_with("jb_") && new != old);
+
+    assert_eq!(a.complete(&old, &result(["AC", "AC"])), 204, "a stale result is accepted…");
+    let s = hub.submission(&subs[0]);
+    assert_eq!(s["job_id"], new.as_str());
+    assert_eq!((s["state"].as_str(), s["verdict"].as_str()), (Some("pending"), None), "…and dropped");
+    assert_eq!((s["completes"].as_i64(), s["complete_calls"].as_i64()), (Some(0), Some(1)));
+
+    assert_eq!(id(&a.claim()), new);
+    assert_eq!(a.complete(&new, &result(["AC", "AC"])), 204);
+    let s = hub.submission(&subs[0]);
+    assert_eq!((s["verdict"].as_str(), s["score"].as_i64(), s["completes"].as_i64()), (Some("AC"), Some(100), Some(1)));
+
+    // A rejudge of a pending job supersedes it: only the newest runs.
+    let first = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
+    let second = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
+    assert_eq!(id(&a.claim()), second);
+    assert_ne!(first, second);
+    assert_eq!(a.next_job(0).0, 204);
+    let unknown = Command::new(bin("hubd")).arg("--db").arg(&hub.db).args(["rejudge", "s9999"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no submission s9999"));
+}
+
+#[test]
+fn events_are_stored_per_job_at_most_200_a_batch() {
+    let dir = TempDir::new("hubd-events");
+    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let a = Runner::register(&hub);
+    let jb = id(&a.claim()).to_string();
+    let post = |job: &str, n: usize| {
+        let events: Vec<Value> = (0..n).map(|i| json!({"t": i, "kind": "case", "case": i})).collect();
+        let body = json!({ "events": events }).to_string();
+        call("POST", &a.at(&format!("jobs/{job}/events")), Some(&a.token), Some(&body)).0
+    };
+    assert_eq!(post(&jb, 2), 204);
+    assert_eq!(post(&jb, 200), 204);
+    assert_eq!(post(&jb, 201), 400);
+    assert_eq!(post("jb_nope", 1), 404);
+    assert_eq!(call("POST", &a.at(&format!("jobs/{jb}/events")), Some(&a.token), Some("{}")).0, 400);
+    assert_eq!(hub.submission(&subs[0])["events"], 202);
+}
+
+#[test]
+fn the_testdata_channel_serves_meta_zip_and_a_checksum_that_follows_changes() {
+    let dir = TempDir::new("hubd-testdata");
+    let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(5, &problem_dir(dir.path(), "v1"));
+    let get = |what: &str, pid: &str, token: &str| {
+        call("GET", &format!("{}/problem/{pid}/{what}?token={token}", hub.url), None, None)
+    };
+
+    let (code, meta) = get("meta", "5", TESTDATA_TOKEN);
+    assert_eq!(code, 200);
+    let meta = String::from_utf8(meta).unwrap();
+    let data = concat!(
+        r#"{"tasks": [{"taskScore": 40, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 1}, "#,
+        r#"{"taskScore": 60, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 2}]}"#
+    );
+    assert_eq!(
+        meta,
+        format!(r#"{{"status": "ok", "message": "", "data": {data}}}"#),
+        "json.dumps form, file key order"
+    );
+    let (code, zip) = get("testdata", "5", TESTDATA_TOKEN);
+    assert_eq!(code, 200);
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.clone())).unwrap();
+    let mut names: Vec<String> = (0..archive.len()).map(|i| archive.by_index(i).unwrap().name().into()).collect();
+    names.sort();
+    let want = ["0000.in", "0000.out", "0100.in", "0100.out", "0101.in", "0101.out", "include/", "include/lib.h"];
+    assert_eq!(names, want);
+    let (code, checksum) = get("checksum", "5", TESTDATA_TOKEN);
+    assert_eq!(code, 200);
+    let checksum = json_of(&checksum);
+    assert_eq!(checksum["status"], "ok");
+    let expected = ojrunner::hubd::md5::hex(&[zip, data.as_bytes().to_vec()].concat());
+    assert_eq!(checksum["data"], expected.as_str(), "md5 of the zip followed by the meta");
+
+    assert_eq!(get("meta", "5", "wrong").0, 401);
+    assert_eq!(get("testdata", "5", "").0, 401);
+    assert_eq!(get("meta", "6", TESTDATA_TOKEN).0, 404);
+    assert_eq!(get("checksum", "five", TESTDATA_TOKEN).0, 404);
+
+    // Re-adding the problem with other data changes the checksum.
+    hub.add_problem(5, &problem_dir(dir.path(), "v2"));
+    let again = json_of(&get("checksum", "5", TESTDATA_TOKEN).1);
+    assert_ne!(again["data"], expected.as_str());
+
+    // A problem the backend would refuse is refused.
+    let broken = problem_dir(dir.path(), "broken");
+    std::fs::remove_file(broken.join("0101.out")).unwrap();
+    let out =
+        Command::new(bin("hubd")).arg("--db").arg(&hub.db).args(["problem", "add", "--id", "9"]).arg(&broken).output();
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0101.out is missing"));
+}
+
+#[test]
+fn md5_matches_the_rfc_vectors() {
+    assert_eq!(ojrunner::hubd::md5::hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+    assert_eq!(ojrunner::hubd::md5::hex(b"message digest"), "f96b697d7cb7938d525a2f31aaf161d0");
+}
+
+#[test]
+fn a_hub_restart_costs_no_lease() {
+    let dir = TempDir::new("hubd-restart");
+    let (mut hub, subs) = hub_with_submissions(&dir, 1);
+    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
+    let jb = id(&a.claim()).to_string();
+    let claimed = Instant::now();
+    hub.stop();
+    // Stay down past the 3 s lease, as a real outage would.
+    wait_for("the lease to lapse while the hub is down", LIMIT, || {
+        (claimed.elapsed() > Duration::from_millis(3500)).then_some(())
+    });
+    hub.start_again();
+    assert_eq!(b.next_job(0).0, 204, "the lease was extended at start, not reclaimed");
+    assert_eq!(a.heartbeat(&[&jb]), 204);
+    assert_eq!(a.complete(&jb, &result(["AC", "AC"])), 204);
+    let s = hub.submission(&subs[0]);
+    assert_eq!((s["verdict"].as_str(), s["attempts"].as_i64()), (Some("AC"), Some(1)));
+}
+
+#[test]
+fn fault_rules_answer_matching_requests_then_expire() {
+    let dir = TempDir::new("hubd-fault");
+    let (hub, _subs) = hub_with_submissions(&dir, 1);
+    let a = Runner::register(&hub);
+    hub.cli(&["fault", "--status", "503", "--count", "2", "--path-contains", "next-job"]);
+    assert_eq!(a.heartbeat(&[]), 204, "other paths pass");
+    assert_eq!(a.next_job(0).0, 503);
+    assert_eq!(a.next_job(0).0, 503);
+    assert_eq!(a.next_job(0).0, 200, "the rule is used up");
+
+    hub.cli(&["fault", "--status", "500", "--count", "100"]);
+    assert_eq!(a.heartbeat(&[]), 500);
+    hub.cli(&["fault", "--clear"]);
+    assert_eq!(a.heartbeat(&[]), 204);
+}
+
+#[test]
+fn submissions_take_language_names_zips_and_raw_payloads() {
+    let dir = TempDir::new("hubd-submit");
+    let (hub, _subs) = hub_with_submissions(&dir, 0);
+    let src = dir.path().join("main.py");
+    let out = Command::new(bin("hubd"))
+        .arg("--db")
+        .arg(&hub.db)
+        .args(["submit", "--problem", "1", "--language", "cobol"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "an unknown language name is a usage error");
+
+    // A zip is stored as given.
+    let zip_path = dir.path().join("hostile.zip");
+    std::fs::write(&zip_path, b"PK\x03\x04 not really a zip").unwrap();
+    let zipped = hub.submit(1, "rust", &zip_path);
+    let raw = r#"{"job_id": "{{job_id}}", "tasks": "nonsense"}"#;
+    let rawsub = hub.cli(&["submit", "--problem", "1", "--language", "2", "--raw-job", raw, src.to_str().unwrap()]);
+    let a = Runner::register(&hub);
+    let job = a.claim();
+    assert_eq!(job["submission_id"], zipped.as_str());
+    assert_eq!(job["language"], 4);
+    assert_eq!(call("GET", job["code_url"].as_str().unwrap(), None, None).1, b"PK\x03\x04 not really a zip");
+    let (code, body) = call("GET", &a.at("next-job"), Some(&a.token), None);
+    assert_eq!(code, 200);
+    let body = String::from_utf8(body).unwrap();
+    let jb = hub.submission(rawsub.trim())["job_id"].as_str().unwrap().to_string();
+    assert_eq!(body, raw.replace("{{job_id}}", &jb), "the raw payload is sent verbatim");
+    assert_eq!(a.abort(&jb, "prep_failed"), 202);
+
+    let s = hub.status();
+    assert_eq!(s.len(), 2);
+    let keys = [
+        "submission_id",
+        "problem_id",
+        "language",
+        "job_id",
+        "state",
+        "attempts",
+        "verdict",
+        "score",
+        "tasks",
+        "completes",
+        "complete_calls",
+        "aborts",
+        "events",
+        "leased_by",
+    ];
+    for k in keys {
+        assert!(s[1].get(k).is_some(), "status has no {k}: {}", s[1]);
+    }
+}
+
+#[test]
+fn serve_stops_cleanly_and_refuses_bad_configuration() {
+    let dir = TempDir::new("hubd-serve");
+    let mut hub = Hub::start(dir.path(), &[]);
+    hub.proc.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(hub.proc.wait_exit(LIMIT), 0);
+
+    let run = |args: &[&str]| {
+        Command::new(bin("hubd")).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().code()
+    };
+    let db = dir.path().join("x.db");
+    let db = db.to_str().unwrap();
+    assert_eq!(
+        run(&["--db", db, "serve", "--listen", "127.0.0.1:0", "--registration-token-file", "/nonexistent"]),
+        Some(100)
+    );
+    assert_eq!(run(&["--db", "/nonexistent/dir/x.db", "status"]), Some(100));
+    assert_eq!(run(&["--db", db, "serve", "--lease-ttl", "zero"]), Some(2));
+
+    // --notify-fd: readiness on a pipe, and the token read from a file.
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "from-file\nignored\n").unwrap();
+    // (Other tests' children may inherit the write end too, so read one byte,
+    // not to end of file, and see the fd closed in /proc.)
+    let (r, w) = nix::unistd::pipe().unwrap();
+    use std::os::fd::AsRawFd;
+    let fd = w.as_raw_fd().to_string();
+    let (mut proc, url) = bare_hub(
+        &dir.path().join("n.db"),
+        &["--notify-fd", &fd, "--registration-token-file", token_file.to_str().unwrap()],
+    );
+    drop(w);
+    let mut ready = [0u8; 1];
+    std::fs::File::from(r).read_exact(&mut ready).unwrap();
+    assert_eq!(&ready, b"\n", "readiness is one newline");
+    assert!(!Path::new(&format!("/proc/{}/fd/{fd}", proc.pid())).exists(), "the notify fd is closed");
+    let body = json!({"registration_token": "from-file", "name": "n"}).to_string();
+    assert_eq!(call("POST", &format!("{url}/runners/register"), None, Some(&body)).0, 201);
+    proc.signal(nix::sys::signal::Signal::SIGINT);
+    assert_eq!(proc.wait_exit(LIMIT), 0);
+}
