@@ -1,1 +1,212 @@
-//! (to be written)
+//! The language table: how to compile and run each language a job may name.
+//!
+//! A job names its language by number (`"language": 0`); ids 0, 1 and 2 are
+//! Normal-OJ's (c11, cpp17, python3, with its exact commands), further ids are
+//! the runner's own. The table lives in `etc/languages.json` and is compiled
+//! in ([`Languages::builtin`]) so a runner works without the file.
+//!
+//! # File format (`etc/languages.json`)
+//!
+//! ```json
+//! {
+//!   "notes": ["free text, ignored"],
+//!   "languages": [
+//!     {"id": 0, "name": "c11", "source": "main.c",
+//!      "compile": ["/usr/bin/gcc", "-O2", "main.c", "-o", "main"],
+//!      "run": ["./main"],
+//!      "processes": 16, "limit_address_space": true, "note": "ignored"}
+//!   ]
+//! }
+//! ```
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `id` | the number jobs use (unique) |
+//! | `name` | the name people use (`hubd submit --language c11`; unique) |
+//! | `source` | the file name the submission is stored under in the source dir (`main.c`) |
+//! | `compile` | optional argv, run in the source dir; absent: nothing to compile |
+//! | `run` | argv, run in the source dir; a leading `./` means "in the source dir" |
+//! | `processes` | optional, default 16: processes + threads a run may have (`RLIMIT_NPROC`) |
+//! | `limit_address_space` | optional, default true: whether runs and compiles get the `RLIMIT_AS` backstop (the JVM needs it off) |
+//! | `note` | optional free text |
+//!
+//! Commands use absolute paths: judged programs and compilers run with
+//! `PATH=/usr/bin:/bin` as an unprivileged slot uid, so anything under a
+//! private home (pyenv's shims, rustup's toolchains under `/root`) is out of
+//! reach. That is why the table has no rust entry (id 4 is reserved for it):
+//! `rustc` is only installed under `/root/.cargo` here.
+
+use serde::Deserialize;
+use std::path::Path;
+
+/// The default number of processes + threads a judged run may have: room for
+/// a few helper threads, too few for a fork bomb to matter.
+pub const DEFAULT_RUN_PROCESSES: u64 = 16;
+
+/// How to build and run one language.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Language {
+    pub id: i64,
+    pub name: String,
+    /// The submission's file name inside the source dir, e.g. `main.c`.
+    pub source: String,
+    /// The compiler's argv, run in the source dir; `None`: interpreted.
+    #[serde(default)]
+    pub compile: Option<Vec<String>>,
+    /// The program's argv, run in the source dir.
+    pub run: Vec<String>,
+    /// `RLIMIT_NPROC` for runs (the slot uid's processes + threads).
+    #[serde(default = "default_processes")]
+    pub processes: u64,
+    /// Whether to set the `RLIMIT_AS` backstop (see `judge.rs`). Runtimes that
+    /// reserve far more address space than they use (the JVM) turn it off and
+    /// rely on the resident-memory watchdog alone.
+    #[serde(default = "yes")]
+    pub limit_address_space: bool,
+    /// Free text for people reading the table.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+fn default_processes() -> u64 {
+    DEFAULT_RUN_PROCESSES
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The whole table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Languages {
+    list: Vec<Language>,
+}
+
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    #[allow(dead_code)]
+    notes: Vec<String>,
+    languages: Vec<Language>,
+}
+
+/// The shipped table, compiled in.
+const BUILTIN: &str = include_str!("../../etc/languages.json");
+
+impl Languages {
+    /// Reads and checks a table in the format above.
+    pub fn load(path: &Path) -> Result<Languages, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Languages::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses and checks a table from its JSON text.
+    pub fn parse(text: &str) -> Result<Languages, String> {
+        let file: File = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let table = Languages { list: file.languages };
+        table.validate()?;
+        Ok(table)
+    }
+
+    /// The table shipped in `etc/languages.json`, compiled in.
+    pub fn builtin() -> Languages {
+        Languages::parse(BUILTIN).expect("etc/languages.json (compiled in) is valid")
+    }
+
+    pub fn by_id(&self, id: i64) -> Option<&Language> {
+        self.list.iter().find(|l| l.id == id)
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Language> {
+        self.list.iter().find(|l| l.name == name)
+    }
+
+    /// Every language, in table order.
+    pub fn all(&self) -> &[Language] {
+        &self.list
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.list.is_empty() {
+            return Err("no languages".into());
+        }
+        for (i, l) in self.list.iter().enumerate() {
+            let what = format!("language {:?} (id {})", l.name, l.id);
+            if l.name.is_empty() {
+                return Err(format!("language #{i} has an empty name"));
+            }
+            if self.list[..i].iter().any(|o| o.id == l.id) {
+                return Err(format!("{what}: duplicate id"));
+            }
+            if self.list[..i].iter().any(|o| o.name == l.name) {
+                return Err(format!("{what}: duplicate name"));
+            }
+            if l.source.is_empty() || l.source.contains('/') || l.source.starts_with('.') {
+                return Err(format!("{what}: source {:?} must be a plain file name", l.source));
+            }
+            if l.run.first().is_none_or(|p| p.is_empty()) {
+                return Err(format!("{what}: empty run command"));
+            }
+            if l.compile.as_ref().is_some_and(|c| c.first().is_none_or(|p| p.is_empty())) {
+                return Err(format!("{what}: empty compile command"));
+            }
+            if l.processes == 0 {
+                return Err(format!("{what}: processes must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_table_has_normal_ojs_ids() {
+        let t = Languages::builtin();
+        assert_eq!(t.by_id(0).unwrap().name, "c11");
+        assert_eq!(t.by_id(1).unwrap().name, "cpp17");
+        assert_eq!(t.by_id(2).unwrap().name, "python3");
+        assert_eq!(t.by_name("python3").unwrap().source, "main.py");
+        assert!(t.by_id(2).unwrap().compile.is_none());
+        assert_eq!(t.by_name("c11").unwrap().processes, DEFAULT_RUN_PROCESSES);
+        assert!(t.by_name("c11").unwrap().limit_address_space);
+        assert!(t.by_id(42).is_none());
+        assert!(t.by_name("cobol").is_none());
+    }
+
+    #[test]
+    fn the_builtin_table_uses_absolute_commands() {
+        for l in Languages::builtin().all() {
+            let argv0 = &l.run[0];
+            assert!(argv0.starts_with('/') || argv0.starts_with("./"), "{}: {argv0}", l.name);
+            if let Some(c) = &l.compile {
+                assert!(c[0].starts_with('/'), "{}: {}", l.name, c[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_file_on_disk_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/languages.json");
+        assert_eq!(Languages::load(&path).unwrap(), Languages::builtin());
+        assert!(Languages::load(Path::new("/nonexistent/languages.json")).unwrap_err().contains("/nonexistent"));
+    }
+
+    #[test]
+    fn bad_tables_are_refused() {
+        let one = r#"{"id": 0, "name": "c", "source": "main.c", "run": ["./main"]}"#;
+        assert!(Languages::parse(&format!(r#"{{"languages": [{one}]}}"#)).is_ok());
+        let dup = format!(r#"{{"languages": [{one}, {one}]}}"#);
+        assert!(Languages::parse(&dup).unwrap_err().contains("duplicate id"));
+        assert!(Languages::parse(r#"{"languages": []}"#).is_err());
+        let typo = r#"{"languages": [{"id": 0, "name": "c", "source": "main.c", "run": ["./main"], "compiel": []}]}"#;
+        assert!(Languages::parse(typo).is_err());
+        let empty_run = r#"{"languages": [{"id": 0, "name": "c", "source": "main.c", "run": []}]}"#;
+        assert!(Languages::parse(empty_run).unwrap_err().contains("empty run"));
+        let bad_source = r#"{"languages": [{"id": 0, "name": "c", "source": "../x.c", "run": ["./main"]}]}"#;
+        assert!(Languages::parse(bad_source).unwrap_err().contains("plain file name"));
+    }
+}

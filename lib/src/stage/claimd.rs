@@ -351,8 +351,15 @@ impl Claimd {
         let files =
             archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| Prep::Bad(format!("code zip: {e}")))?;
         let _ = std::fs::remove_file(&zip);
-        if files.len() != 1 || files[0].to_str() != Some(lang.source.as_str()) {
+        // The protocol names the file main.<ext>; a language may want it
+        // named otherwise (Java's Main.java): same name but for case.
+        let name = files.first().and_then(|f| f.to_str()).unwrap_or("");
+        if files.len() != 1 || !name.eq_ignore_ascii_case(&lang.source) {
             return Err(Prep::Bad(format!("code zip holds {files:?}, not exactly {}", lang.source)));
+        }
+        if name != lang.source {
+            std::fs::rename(dir.join("src").join(name), dir.join("src").join(&lang.source))
+                .map_err(|e| Prep::Again(format!("{}: {e}", lang.source)))?;
         }
         let td = self.cache.ensure(&self.hub, job.problem_id).map_err(|e| Prep::Again(e.0))?;
         testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;

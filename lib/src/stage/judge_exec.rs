@@ -1,1 +1,374 @@
-pub fn main() -> i32 { eprintln!("not yet"); 1 }
+//! `judge-exec`: judges prepped claims, one per worker, each worker with its
+//! own unprivileged identity ([`Slot`]).
+//!
+//! A claim starts only through [`Spool::start`], which refuses once the
+//! drain latch is set. Each finished case is stored at once, so a judge
+//! restarted after a crash reruns only the cases it had not finished; the
+//! outcome is written in the same transaction that marks the claim judged.
+//! A claim superseded while it runs (the hub handed its job again) stops at
+//! its next case and leaves nothing behind.
+
+use crate::config::{self, exit, Common};
+use crate::control::{self, Event, Inbox};
+use crate::judge::{Compiled, Judge, Slot};
+use crate::language::Languages;
+use crate::patience;
+use crate::protocol::{CaseResult, Outcome, Status};
+use crate::signals;
+use crate::spool::{now_ms, Claim, ClaimState, Spool};
+use crate::testdata;
+use clap::{Parser, Subcommand};
+use log::{error, info, warn};
+use serde_json::json;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+/// judge-exec: compiles and runs submissions in a sandbox, and decides verdicts.
+#[derive(Parser, Debug)]
+#[command(name = "judge-exec", version, about = "Judge prepped claims in a sandbox")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// How many claims are judged at once (default: the number of CPUs).
+    #[arg(long, env = "OJ_WORKERS", value_name = "N")]
+    pub workers: Option<usize>,
+
+    /// The language table (default: the built-in copy of etc/languages.json).
+    #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
+    pub languages: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Judge one source against a directory of TTCC.in/TTCC.out cases, no
+    /// hub, no spool: one JSON line per case, then a summary line.
+    Run {
+        /// Language name or id (c11, cpp17, python3, …).
+        #[arg(long)]
+        lang: String,
+        /// The source file.
+        #[arg(long)]
+        src: PathBuf,
+        /// The directory of TTCC.in / TTCC.out files.
+        #[arg(long)]
+        tests: PathBuf,
+        /// CPU time limit per case, in ms.
+        #[arg(long, default_value_t = 1000)]
+        time: i64,
+        /// Memory limit per case, in KiB.
+        #[arg(long, default_value_t = 262144)]
+        mem: i64,
+    },
+}
+
+pub fn main() -> i32 {
+    crate::logger::init("judge-exec");
+    let cli = Cli::parse();
+    let languages = match &cli.languages {
+        Some(p) => match Languages::load(p) {
+            Ok(l) => l,
+            Err(e) => {
+                error!("languages {}: {e}", p.display());
+                return exit::CONFIG;
+            }
+        },
+        None => Languages::builtin(),
+    };
+    if let Some(Command::Run { lang, src, tests, time, mem }) = &cli.command {
+        return standalone(&languages, lang, src, tests, *time, *mem);
+    }
+    match run(&cli, languages) {
+        Ok(code) => code,
+        Err((code, msg)) => {
+            error!("{msg}");
+            code
+        }
+    }
+}
+
+/// What a worker reports back to the main loop.
+enum Done {
+    Claim(i64),
+}
+
+fn run(cli: &Cli, languages: Languages) -> Result<i32, (i32, String)> {
+    let c: &Common = &cli.common;
+    let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
+    let inbox = Inbox::new();
+    let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
+    control::listen(&c.spool, "judge-exec", inbox.tx.clone())
+        .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+    let n =
+        cli.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
+    let judge = Judge::default();
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let mut workers = Vec::new();
+    for i in 0..n {
+        let (tx, rx) = mpsc::channel::<Claim>();
+        let done = done_tx.clone();
+        let wake = inbox.tx.clone();
+        let spool_dir = c.spool.clone();
+        let (judge, languages) = (judge.clone(), languages.clone());
+        std::thread::Builder::new()
+            .name(format!("worker-{i}"))
+            .spawn(move || worker(i, &spool_dir, &judge, &languages, rx, done, wake))
+            .map_err(|e| (exit::TEMPORARY, format!("worker thread: {e}")))?;
+        workers.push(Some(tx));
+    }
+    config::notify_ready(c.notify_fd);
+    info!("{n} worker(s)");
+    let mut busy: HashSet<i64> = HashSet::new();
+    let mut free: Vec<usize> = (0..n).rev().collect();
+    let mut owner: Vec<Option<i64>> = vec![None; n];
+    loop {
+        while let Ok(Done::Claim(id)) = done_rx.try_recv() {
+            busy.remove(&id);
+            if let Some(w) = owner.iter().position(|o| *o == Some(id)) {
+                owner[w] = None;
+                free.push(w);
+            }
+        }
+        if stops.count() >= 2 {
+            info!("stopped at once; {} claim(s) in flight resume on the next start", busy.len());
+            return Ok(exit::OK);
+        }
+        // In flight first: a claim `started` but not being judged was
+        // interrupted (a crash) and goes on. Then new ones, unless draining.
+        let mut todo: Vec<Claim> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
+        if !stops.requested() {
+            todo.extend(spool.claims_in(&[ClaimState::Prepped]).unwrap_or_default());
+        }
+        for claim in todo {
+            if busy.contains(&claim.id) {
+                continue;
+            }
+            let Some(&w) = free.last() else { break };
+            if claim.state == ClaimState::Prepped {
+                match spool.start(claim.id) {
+                    Ok(true) => {}
+                    Ok(false) => continue, // drained, or moved
+                    Err(e) => {
+                        error!("{e}");
+                        continue;
+                    }
+                }
+            } else {
+                info!("job {} claim {}: resuming (was in flight)", claim.job_id, claim.id);
+            }
+            free.pop();
+            busy.insert(claim.id);
+            owner[w] = Some(claim.id);
+            if let Some(tx) = &workers[w] {
+                let _ = tx.send(claim);
+            }
+        }
+        if stops.requested() && busy.is_empty() {
+            info!("nothing in flight: stopped");
+            return Ok(exit::OK);
+        }
+        match inbox.next(patience::spool_poll()) {
+            Some(Event::Command { cmd, reply, .. }) => {
+                let _ = reply.send(if cmd == "status" {
+                    json!({"stage": "judge-exec", "workers": n, "judging": busy.iter().collect::<Vec<_>>(),
+                           "draining": stops.requested() || spool.draining().unwrap_or(false)})
+                } else {
+                    json!({"error": format!("unknown command {cmd:?}")})
+                });
+            }
+            Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
+                info!("SIGQUIT: stopped at once");
+                return Ok(exit::OK);
+            }
+            Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
+                info!("{}: finishing the {} claim(s) in flight, starting none", signals::name(sig), busy.len());
+            }
+            _ => {}
+        }
+    }
+}
+
+fn worker(
+    i: usize,
+    spool_dir: &Path,
+    judge: &Judge,
+    languages: &Languages,
+    rx: mpsc::Receiver<Claim>,
+    done: mpsc::Sender<Done>,
+    wake: mpsc::Sender<Event>,
+) {
+    let slot = Slot::for_index(i);
+    let mut spool = match Spool::open(spool_dir) {
+        Ok(s) => s,
+        Err(e) => return error!("worker {i}: {e}"),
+    };
+    for claim in rx {
+        let id = claim.id;
+        let tag = format!("job {} claim {}", claim.job_id, claim.id);
+        match judge_claim(&mut spool, judge, languages, &claim, &slot) {
+            Ok(true) => {
+                info!("{tag}: judged");
+                control::poke(spool_dir, "reportd");
+            }
+            Ok(false) => info!("{tag}: superseded while judging; its work is dropped"),
+            Err(e) => error!("{tag}: {e}"),
+        }
+        let _ = done.send(Done::Claim(id));
+        let _ = wake.send(Event::Wake);
+    }
+}
+
+/// Judges one started claim to its outcome. False if the claim moved under
+/// us (superseded, lease lost).
+fn judge_claim(
+    spool: &mut Spool,
+    judge: &Judge,
+    languages: &Languages,
+    claim: &Claim,
+    slot: &Slot,
+) -> Result<bool, String> {
+    let job = claim.job().map_err(|e| e.to_string())?;
+    let dir = spool.claim_dir(claim.id);
+    let src = dir.join("src");
+    let Some(td) = claim.testdata.clone() else {
+        return Err("started without testdata (corrupt row?)".into());
+    };
+    let mut done = spool.case_results(claim.id).map_err(|e| e.0)?;
+    let all = job.case_count();
+    let compiled = match languages.by_id(job.language) {
+        None => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
+        Some(_) if done.len() == all => Compiled::Ready,
+        Some(lang) => judge.compile(lang, &src, slot),
+    };
+    let lang = languages.by_id(job.language);
+    for (t, task) in job.tasks.iter().enumerate() {
+        for c in 0..task.case_count as usize {
+            if done.contains_key(&(t, c)) {
+                continue;
+            }
+            let r = match (&compiled, lang) {
+                (Compiled::Ready, Some(lang)) => {
+                    let scratch = dir.join("cases").join(format!("{t:02}{c:02}"));
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    match std::fs::create_dir_all(&scratch) {
+                        Ok(()) => judge.run_case(
+                            lang,
+                            &src,
+                            &testdata::case_file(&td, t, c, "in"),
+                            &testdata::case_file(&td, t, c, "out"),
+                            task,
+                            slot,
+                            &scratch,
+                        ),
+                        Err(e) => CaseResult::judge_error(&format!("scratch directory: {e}")),
+                    }
+                }
+                (Compiled::Failed { message }, _) => compile_error(message),
+                (Compiled::JudgeError(why), _) => CaseResult::judge_error(why),
+                (Compiled::Ready, None) => CaseResult::judge_error("language not in this runner's table"),
+            };
+            let event = json!({"t": now_ms() - claim.claimed_at, "kind": "case", "task": t, "case": c,
+                               "status": r.status, "execTime": r.exec_time, "memoryUsage": r.memory_usage})
+            .to_string();
+            if !spool.record_case(claim.id, t, c, &r, &event).map_err(|e| e.0)? {
+                return Ok(false);
+            }
+            control::poke(spool.dir(), "reportd");
+            done.insert((t, c), r);
+        }
+    }
+    let mut tasks = Vec::with_capacity(job.tasks.len());
+    for (t, task) in job.tasks.iter().enumerate() {
+        let mut cases = Vec::with_capacity(task.case_count as usize);
+        for c in 0..task.case_count as usize {
+            cases.push(done.remove(&(t, c)).unwrap_or_else(|| CaseResult::judge_error("case result missing")));
+        }
+        tasks.push(cases);
+    }
+    if matches!(compiled, Compiled::JudgeError(_)) {
+        warn!("job {} claim {}: judged JE: the judge could not compile", claim.job_id, claim.id);
+    }
+    spool.finish(claim.id, &Outcome { tasks }).map_err(|e| e.0)
+}
+
+/// Every case of a submission that did not compile: CE, with the
+/// compiler's message where the hub shows it.
+fn compile_error(message: &str) -> CaseResult {
+    CaseResult {
+        status: Status::CE,
+        exec_time: -1,
+        memory_usage: -1,
+        exit_code: -1,
+        stdout: String::new(),
+        stderr: message.to_string(),
+    }
+}
+
+/// `judge-exec run`: judge a source against a directory of cases, printing
+/// JSON lines; exits 0 when every case is AC, 1 otherwise.
+fn standalone(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i64, mem: i64) -> i32 {
+    let Some(lang) = lang.parse::<i64>().ok().and_then(|i| languages.by_id(i)).or_else(|| languages.by_name(lang))
+    else {
+        error!("unknown language {lang:?}");
+        return exit::USAGE;
+    };
+    let work = std::env::temp_dir().join(format!("judge-exec-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let srcdir = work.join("src");
+    if let Err(e) =
+        std::fs::create_dir_all(&srcdir).and_then(|_| std::fs::copy(src, srcdir.join(&lang.source)).map(drop))
+    {
+        error!("{}: {e}", src.display());
+        return exit::FAILURE;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711));
+    let mut names: Vec<String> = std::fs::read_dir(tests)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".in")).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let judge = Judge::default();
+    let slot = Slot::for_index(0);
+    let task =
+        crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
+    let compiled = judge.compile(lang, &srcdir, &slot);
+    let mut worst = Status::AC;
+    for name in &names {
+        let r = match &compiled {
+            Compiled::Ready => {
+                let scratch = work.join("cases").join(name);
+                let _ = std::fs::create_dir_all(&scratch);
+                judge.run_case(
+                    lang,
+                    &srcdir,
+                    &tests.join(format!("{name}.in")),
+                    &tests.join(format!("{name}.out")),
+                    &task,
+                    &slot,
+                    &scratch,
+                )
+            }
+            Compiled::Failed { message } => compile_error(message),
+            Compiled::JudgeError(w) => CaseResult::judge_error(w),
+        };
+        worst = worst.worst(r.status);
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["case"] = json!(name);
+        println!("{v}");
+    }
+    println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
+    let _ = std::fs::remove_dir_all(&work);
+    if worst == Status::AC {
+        exit::OK
+    } else {
+        exit::FAILURE
+    }
+}

@@ -1,0 +1,9 @@
+/* A syntax error: CE, with gcc's message in every case's stderr. */
+#include <stdio.h>
+
+int main(void) {
+    long long a, b
+    scanf("%lld %lld", &a, &b);
+    printf("%lld\n", a + b);
+    return 0;
+}

@@ -1,0 +1,14 @@
+/* Sum of N integers in a 32-bit int: right on task 0 (small sums), wrong
+ * on task 1 (sums past 2^31): WA, score 40. */
+#include <stdio.h>
+
+int main(void) {
+    int n, x, sum = 0;
+    scanf("%d", &n);
+    for (int i = 0; i < n; i++) {
+        scanf("%d", &x);
+        sum += x;
+    }
+    printf("%d\n", sum);
+    return 0;
+}
