@@ -135,6 +135,12 @@ pub fn request(spool: &Path, stage: &str, body: &Value, timeout: Duration) -> st
     serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
+/// Whether a stage's socket accepts connections (a stale socket file left
+/// by a dead stage does not).
+pub fn answers(spool: &Path, stage: &str) -> bool {
+    UnixStream::connect(socket_path(spool, stage)).is_ok()
+}
+
 /// Wakes a stage: a hint that the spool changed. Failure is fine (the stage
 /// may be restarting); it will see the change on its next re-read.
 pub fn poke(spool: &Path, stage: &str) {

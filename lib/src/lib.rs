@@ -24,6 +24,7 @@ pub mod checker;
 pub mod judge;
 pub mod language;
 pub mod sandbox;
+pub mod standalone;
 pub mod verdict;
 
 // The reference hub.

@@ -215,6 +215,21 @@ impl CaseResult {
     }
 }
 
+impl CaseResult {
+    /// A case of a submission that did not compile: CE, with the compiler's
+    /// message where the hub shows it.
+    pub fn compile_error(message: &str) -> CaseResult {
+        CaseResult {
+            status: Status::CE,
+            exec_time: -1,
+            memory_usage: -1,
+            exit_code: -1,
+            stdout: String::new(),
+            stderr: message.to_string(),
+        }
+    }
+}
+
 /// The `complete` body: one list per task, cases in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {

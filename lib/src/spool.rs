@@ -735,6 +735,17 @@ impl Spool {
         Ok(())
     }
 
+    /// Forgets claims that ended (reported, discarded) before `before_ms`,
+    /// with their case results: the spool keeps what is owed, not history.
+    pub fn prune_ended(&mut self, before_ms: i64) -> Result<usize> {
+        self.write("prune ended claims", |tx| {
+            let ended = "SELECT claim_id FROM claims WHERE state IN ('reported','discarded') AND updated_at < ?1";
+            tx.execute(&format!("DELETE FROM case_results WHERE claim_id IN ({ended})"), [before_ms])?;
+            tx.execute(&format!("DELETE FROM events WHERE claim_id IN ({ended})"), [before_ms])?;
+            tx.execute("DELETE FROM claims WHERE state IN ('reported','discarded') AND updated_at < ?1", [before_ms])
+        })
+    }
+
     /// Removes work directories of claims that have ended. Best effort.
     pub fn sweep_dirs(&self) -> Result<usize> {
         let root = self.dir.join("claims");

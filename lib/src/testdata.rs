@@ -13,6 +13,7 @@ use crate::archive;
 use crate::hub::{FetchError, Hub};
 use crate::protocol::Task;
 use nix::fcntl::{Flock, FlockArg};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,9 @@ impl Cache {
             return Ok(version);
         }
         std::fs::create_dir_all(&dir).map_err(|e| FetchError(format!("{}: {e}", dir.display())))?;
+        // Root only: a judged program must not open the answers by path.
+        std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| FetchError(format!("{}: {e}", self.root.display())))?;
         let _lock = lock(&self.root.join(format!("{pid}.lock")))?;
         // Another prep may have filled it while this one waited.
         if version.join(COMPLETE).exists() {
@@ -68,6 +72,26 @@ impl Cache {
             log::info!("problem {pid}: testdata version {checksum} cached");
             version
         })
+    }
+}
+
+impl Cache {
+    /// Removes the versions of problem `pid` other than `current` and those
+    /// a held claim still judges against. Best effort.
+    pub fn prune(&self, pid: i64, current: &Path, in_use: &[PathBuf]) {
+        let dir = self.root.join(pid.to_string());
+        let Ok(entries) = std::fs::read_dir(&dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            // Downloads in progress (another prep's .download-/.unpack-) are not ours.
+            if p == current || in_use.contains(&p) || name.to_string_lossy().starts_with('.') || !p.is_dir() {
+                continue;
+            }
+            if std::fs::remove_dir_all(&p).is_ok() {
+                log::info!("problem {pid}: old testdata version {} removed", name.to_string_lossy());
+            }
+        }
     }
 }
 

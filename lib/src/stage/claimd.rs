@@ -40,6 +40,9 @@ pub struct Cli {
     pub languages: Option<PathBuf>,
 }
 
+/// Claims that may still read their testdata.
+const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
+
 /// Why `claimd` stops before its loop ends.
 struct Exit(i32, String);
 
@@ -184,6 +187,10 @@ impl Claimd {
                 } else {
                     json!({"error": format!("unknown command {cmd:?}")})
                 });
+            }
+            Some(Event::Signal(libc::SIGQUIT)) => {
+                info!("SIGQUIT: stopped at once");
+                std::process::exit(exit::OK);
             }
             Some(Event::Signal(sig)) => info!("{}", signals::name(sig)),
             _ => {}
@@ -362,6 +369,8 @@ impl Claimd {
                 .map_err(|e| Prep::Again(format!("{}: {e}", lang.source)))?;
         }
         let td = self.cache.ensure(&self.hub, job.problem_id).map_err(|e| Prep::Again(e.0))?;
+        let in_use: Vec<PathBuf> = self.claims(&HELD_STATES).into_iter().filter_map(|c| c.testdata).collect();
+        self.cache.prune(job.problem_id, &td, &in_use);
         testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;
         Ok(td)
     }

@@ -8,12 +8,13 @@
 //! A claim superseded while it runs (the hub handed its job again) stops at
 //! its next case and leaves nothing behind.
 
+use crate::checker::Checker;
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
 use crate::judge::{Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::patience;
-use crate::protocol::{CaseResult, Outcome, Status};
+use crate::protocol::{CaseResult, Outcome};
 use crate::signals;
 use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
@@ -80,7 +81,7 @@ pub fn main() -> i32 {
         None => Languages::builtin(),
     };
     if let Some(Command::Run { lang, src, tests, time, mem }) = &cli.command {
-        return standalone(&languages, lang, src, tests, *time, *mem);
+        return crate::standalone::run(&languages, lang, src, tests, *time, *mem);
     }
     match run(&cli, languages) {
         Ok(code) => code,
@@ -245,6 +246,7 @@ fn judge_claim(
         Some(lang) => judge.compile(lang, &src, slot),
     };
     let lang = languages.by_id(job.language);
+    let checker = Checker::from_job(job.checker.as_deref());
     for (t, task) in job.tasks.iter().enumerate() {
         for c in 0..task.case_count as usize {
             if done.contains_key(&(t, c)) {
@@ -255,7 +257,7 @@ fn judge_claim(
                     let scratch = dir.join("cases").join(format!("{t:02}{c:02}"));
                     let _ = std::fs::remove_dir_all(&scratch);
                     match std::fs::create_dir_all(&scratch) {
-                        Ok(()) => judge.run_case(
+                        Ok(()) => judge.run_case_with(
                             lang,
                             &src,
                             &testdata::case_file(&td, t, c, "in"),
@@ -263,11 +265,12 @@ fn judge_claim(
                             task,
                             slot,
                             &scratch,
+                            checker,
                         ),
                         Err(e) => CaseResult::judge_error(&format!("scratch directory: {e}")),
                     }
                 }
-                (Compiled::Failed { message }, _) => compile_error(message),
+                (Compiled::Failed { message }, _) => CaseResult::compile_error(message),
                 (Compiled::JudgeError(why), _) => CaseResult::judge_error(why),
                 (Compiled::Ready, None) => CaseResult::judge_error("language not in this runner's table"),
             };
@@ -293,82 +296,4 @@ fn judge_claim(
         warn!("job {} claim {}: judged JE: the judge could not compile", claim.job_id, claim.id);
     }
     spool.finish(claim.id, &Outcome { tasks }).map_err(|e| e.0)
-}
-
-/// Every case of a submission that did not compile: CE, with the
-/// compiler's message where the hub shows it.
-fn compile_error(message: &str) -> CaseResult {
-    CaseResult {
-        status: Status::CE,
-        exec_time: -1,
-        memory_usage: -1,
-        exit_code: -1,
-        stdout: String::new(),
-        stderr: message.to_string(),
-    }
-}
-
-/// `judge-exec run`: judge a source against a directory of cases, printing
-/// JSON lines; exits 0 when every case is AC, 1 otherwise.
-fn standalone(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i64, mem: i64) -> i32 {
-    let Some(lang) = lang.parse::<i64>().ok().and_then(|i| languages.by_id(i)).or_else(|| languages.by_name(lang))
-    else {
-        error!("unknown language {lang:?}");
-        return exit::USAGE;
-    };
-    let work = std::env::temp_dir().join(format!("judge-exec-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    let srcdir = work.join("src");
-    if let Err(e) =
-        std::fs::create_dir_all(&srcdir).and_then(|_| std::fs::copy(src, srcdir.join(&lang.source)).map(drop))
-    {
-        error!("{}: {e}", src.display());
-        return exit::FAILURE;
-    }
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711));
-    let mut names: Vec<String> = std::fs::read_dir(tests)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".in")).map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    let judge = Judge::default();
-    let slot = Slot::for_index(0);
-    let task =
-        crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
-    let compiled = judge.compile(lang, &srcdir, &slot);
-    let mut worst = Status::AC;
-    for name in &names {
-        let r = match &compiled {
-            Compiled::Ready => {
-                let scratch = work.join("cases").join(name);
-                let _ = std::fs::create_dir_all(&scratch);
-                judge.run_case(
-                    lang,
-                    &srcdir,
-                    &tests.join(format!("{name}.in")),
-                    &tests.join(format!("{name}.out")),
-                    &task,
-                    &slot,
-                    &scratch,
-                )
-            }
-            Compiled::Failed { message } => compile_error(message),
-            Compiled::JudgeError(w) => CaseResult::judge_error(w),
-        };
-        worst = worst.worst(r.status);
-        let mut v = serde_json::to_value(&r).unwrap();
-        v["case"] = json!(name);
-        println!("{v}");
-    }
-    println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
-    let _ = std::fs::remove_dir_all(&work);
-    if worst == Status::AC {
-        exit::OK
-    } else {
-        exit::FAILURE
-    }
 }

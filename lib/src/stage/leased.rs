@@ -66,6 +66,10 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
             info!("stopping once no job is held (leases stay renewed until the final sends)");
         }
         let id = spool.identity().map_err(|e| (exit::TEMPORARY, e.0))?;
+        if id.is_none() && stopping_since.is_some() {
+            info!("stopped (no identity: nothing to keep)");
+            return Ok(exit::OK);
+        }
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
@@ -77,13 +81,15 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
                     return Ok(exit::OK);
                 }
             }
-            let due = last.at.is_none_or(|t| t.elapsed() + last.took >= interval);
+            // Due one interval after the last beat began: the time a beat
+            // took is thereby taken off the wait for the next.
+            let due = last.at.is_none_or(|t| t.elapsed() >= interval);
             if due {
                 let t0 = Instant::now();
                 let answer = hub.heartbeat(&id.runner_id, &id.token, &jobs);
                 // The attempt, not its answer, is what keeps a claim ours.
                 let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
-                last = Beat { at: Some(t0), took: t0.elapsed(), jobs: jobs.len(), answer: answer.describe() };
+                last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
                 match answer {
                     Answer::Status(204, _) => unauthorized = 0,
                     Answer::Status(401, _) => {
@@ -126,7 +132,6 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
 #[derive(Default)]
 struct Beat {
     at: Option<Instant>,
-    took: Duration,
     jobs: usize,
     answer: String,
 }

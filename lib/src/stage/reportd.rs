@@ -56,7 +56,12 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
     config::notify_ready(c.notify_fd);
     let mut r = Reporter { spool, hub, event_retry: HashMap::new(), sent: 0, last_answer: String::new() };
     let mut said = false;
+    let mut swept: Option<std::time::Instant> = None;
     loop {
+        if swept.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
+            r.sweep();
+            swept = Some(std::time::Instant::now());
+        }
         if stops.count() >= 2 {
             let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
             info!("stopped at once; {left} outcome(s) stay in the spool for the next run");
@@ -106,7 +111,22 @@ struct Reporter {
     last_answer: String,
 }
 
+/// How long ended claims stay in the spool, for whoever investigates.
+const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
+
 impl Reporter {
+    /// Forgets old ended claims and removes the directories of ended ones.
+    fn sweep(&mut self) {
+        match self.spool.prune_ended(now_ms() - KEEP_ENDED.as_millis() as i64) {
+            Ok(n) if n > 0 => info!("forgot {n} claim(s) ended more than {} days ago", KEEP_ENDED.as_secs() / 86400),
+            Ok(_) => {}
+            Err(e) => warn!("{e}"),
+        }
+        if let Ok(n @ 1..) = self.spool.sweep_dirs() {
+            info!("removed {n} work director(ies) of ended claims");
+        }
+    }
+
     /// Sends what is due; returns when the next try is due, if any.
     fn deliver(&mut self) -> Option<i64> {
         let Ok(Some(id)) = self.spool.identity() else {

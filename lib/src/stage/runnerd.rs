@@ -107,6 +107,8 @@ enum Step {
 struct Supervisor {
     spool: Spool,
     libexec: Option<PathBuf>,
+    /// What runnerd was told, passed on to every stage as its environment.
+    env: Vec<(&'static str, String)>,
     stages: Vec<Stage>,
     inbox: Inbox,
     stops: Stops,
@@ -151,6 +153,7 @@ impl Supervisor {
             })
             .collect();
         Ok(Supervisor {
+            env: stage_env(c),
             spool,
             libexec,
             stages,
@@ -171,7 +174,9 @@ impl Supervisor {
                 return code;
             }
             self.start_due();
-            if !self.ready && self.stages.iter().all(|s| control::socket_path(self.spool.dir(), s.name).exists()) {
+            if !self.ready
+                && self.stages.iter().all(|s| s.child.is_some() && control::answers(self.spool.dir(), s.name))
+            {
                 self.ready = true;
                 info!("ready");
                 config::notify_ready(self.notify_fd.take());
@@ -243,7 +248,9 @@ impl Supervisor {
             let name = s.name;
             let prog = self.program(name);
             let mut cmd = Command::new(&prog);
-            cmd.stdin(std::process::Stdio::null());
+            cmd.stdin(std::process::Stdio::null()).envs(self.env.iter().map(|(k, v)| (k, v)));
+            // Readiness is runnerd's to report, not each stage's.
+            cmd.env_remove("NOTIFY_SOCKET");
             // Its own process group: a terminal's ^C reaches runnerd alone,
             // which then drains the stages in order.
             std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -455,13 +462,38 @@ impl Supervisor {
     }
 }
 
-/// Restart delay after `n` quick failures in a row: 0.5, 1, 2, … 30 s.
+/// Restart delay after `n` quick failures in a row: 0.5, 1, 2, 4, 8, 16 s.
 fn backoff(n: u32) -> Duration {
     Duration::from_millis((500u64 << n.min(6).saturating_sub(1)).min(30_000))
 }
 
+/// The environment every stage gets: runnerd's own flags, resolved, so
+/// `runnerd --backend-url …` means the same to its stages.
+fn stage_env(c: &Common) -> Vec<(&'static str, String)> {
+    let mut env =
+        vec![("OJ_SPOOL", c.spool.to_string_lossy().into_owned()), ("DRAIN_TIMEOUT_SEC", c.drain_timeout.to_string())];
+    let mut put = |k: &'static str, v: &Option<String>| {
+        if let Some(v) = v {
+            env.push((k, v.clone()));
+        }
+    };
+    put("BACKEND_URL", &c.backend_url);
+    put("BACKEND_API", &c.backend_api);
+    put("RUNNER_REGISTRATION_TOKEN", &c.registration_token);
+    put("RUNNER_NAME", &c.runner_name);
+    put("SANDBOX_TOKEN", &c.sandbox_token);
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+    put("RUNNER_REGISTRATION_TOKEN_FILE", &path(&c.registration_token_file));
+    put("SANDBOX_TOKEN_FILE", &path(&c.sandbox_token_file));
+    env
+}
+
 /// `runnerd status`: the spool's view, then each stage's own answer.
 fn status(spool_dir: &Path) -> i32 {
+    if !spool_dir.join(crate::spool::DB_FILE).exists() {
+        error!("no spool at {}", spool_dir.display());
+        return exit::FAILURE;
+    }
     let spool = match Spool::open(spool_dir) {
         Ok(s) => s,
         Err(e) => {
