@@ -746,6 +746,37 @@ impl Spool {
         })
     }
 
+    /// Discards the claims whose lease ran out while no heartbeat was even
+    /// attempted for them (the runner was down): the hub has reclaimed them,
+    /// and their results would be stale. Every stage that acts on claims
+    /// calls this first, so none sends or judges a claim the runner lost.
+    /// Returns the claims discarded.
+    pub fn drop_lost_claims(&mut self) -> Result<Vec<Claim>> {
+        let Some(id) = self.identity()? else { return Ok(Vec::new()) };
+        let lease = crate::patience::assumed_lease(id.config.heartbeat_interval_sec).as_millis() as i64;
+        let last_beat: i64 = self.control("last_beat_at")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let now = now_ms();
+        let held: Vec<Claim> =
+            self.claims_in(&ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect::<Vec<_>>())?;
+        let lost: Vec<Claim> = held
+            .into_iter()
+            .filter(|c| c.runner_id == id.runner_id && c.claimed_at.max(last_beat) + lease < now)
+            .collect();
+        if lost.is_empty() {
+            return Ok(lost);
+        }
+        self.write("drop lost claims", |tx| {
+            let mut gone = Vec::new();
+            for c in lost {
+                let why = format!("lease lost: no heartbeat for {} s", (now - c.claimed_at.max(last_beat)) / 1000);
+                if discard_in(tx, c.id, &why)? {
+                    gone.push(Claim { note: why, ..c });
+                }
+            }
+            Ok(gone)
+        })
+    }
+
     /// Removes work directories of claims that have ended. Best effort.
     pub fn sweep_dirs(&self) -> Result<usize> {
         let root = self.dir.join("claims");

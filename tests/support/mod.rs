@@ -318,3 +318,33 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// One integer from a runner's spool (`SELECT count(*) …`, say); None if
+/// the spool is not there yet.
+pub fn spool_int(spool: &Path, sql: &str) -> Option<i64> {
+    let db = spool.join("spool.db");
+    let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    let _ = c.busy_timeout(Duration::from_secs(10));
+    c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0)).ok().flatten()
+}
+
+/// The runner id in a spool.
+pub fn spool_runner_id(spool: &Path) -> Option<String> {
+    let db = spool.join("spool.db");
+    let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    let _ = c.busy_timeout(Duration::from_secs(10));
+    c.query_row("SELECT runner_id FROM identity", [], |r| r.get(0)).ok()
+}
+
+/// Kills a stage of a runner (SIGKILL): a crash.
+pub fn kill_stage(runner: &Proc, stage: &str) -> i32 {
+    let pid =
+        wait_for(&format!("{stage} to run"), Duration::from_secs(30), || child_pid(runner.pid(), stage_comm(stage)));
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    pid
+}
+
+/// The kernel's name of a stage's process (comm is cut at 15 bytes).
+pub fn stage_comm(stage: &str) -> &str {
+    &stage[..stage.len().min(15)]
+}

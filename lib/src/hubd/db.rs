@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The steps from one schema version to the next: `MIGRATIONS[v]` takes
 /// version `v` to `v + 1`.
@@ -90,6 +90,9 @@ const MIGRATIONS: &[&str] = &[
         path_contains TEXT
     );
     ",
+    // v2: how many times each job was handed out (claims and reclaims), so
+    // attempts can be checked against drain refunds.
+    "ALTER TABLE jobs ADD COLUMN handouts INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Opens (creating if need be) and migrates the database at `path`. Any

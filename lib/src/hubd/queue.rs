@@ -116,7 +116,7 @@ pub fn claim(conn: &mut Connection, runner: &str, policy: &Policy) -> rusqlite::
         return Ok(None);
     };
     tx.execute(
-        "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1 WHERE id = ?1",
+        "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1, handouts = handouts + 1 WHERE id = ?1",
         params![job_id, runner, now + policy.lease_ttl_ms],
     )?;
     let claim = tx.query_row(

@@ -14,7 +14,7 @@ pub fn submissions(conn: &Connection) -> rusqlite::Result<Vec<Value>> {
     let mut rows: Vec<Value> = conn
         .prepare(
             "SELECT s.id, s.problem_id, s.language, s.current_job, j.state, j.attempts, j.verdict, j.score,
-                    j.result, CASE j.state WHEN 'leased' THEN j.leased_by END
+                    j.result, CASE j.state WHEN 'leased' THEN j.leased_by END, j.handouts
              FROM submissions s LEFT JOIN jobs j ON j.id = s.current_job ORDER BY s.seq",
         )?
         .query_map([], |r| {
@@ -29,6 +29,7 @@ pub fn submissions(conn: &Connection) -> rusqlite::Result<Vec<Value>> {
                 "score": r.get::<_, Option<i64>>(7)?,
                 "tasks": r.get::<_, Option<String>>(8)?.and_then(|t| serde_json::from_str::<Value>(&t).ok()),
                 "leased_by": r.get::<_, Option<String>>(9)?,
+                "handouts": r.get::<_, Option<i64>>(10)?.unwrap_or(0),
             }))
         })?
         .collect::<Result<_, _>>()?;

@@ -16,7 +16,7 @@ use crate::control::{self, Event, Inbox};
 use crate::hub::{Answer, Hub};
 use crate::patience;
 use crate::signals;
-use crate::spool::{now_ms, ClaimState, Spool};
+use crate::spool::{now_ms, Spool};
 use clap::Parser;
 use log::{error, info, warn};
 use serde_json::json;
@@ -73,7 +73,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
-            drop_lost_claims(&mut spool, &id.runner_id, patience::assumed_lease(id.config.heartbeat_interval_sec));
+            crate::stage::drop_lost_claims(&mut spool);
             let jobs = spool.held_jobs().map_err(|e| (exit::TEMPORARY, e.0))?;
             if let Some(since) = stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
@@ -134,23 +134,4 @@ struct Beat {
     at: Option<Instant>,
     jobs: usize,
     answer: String,
-}
-
-/// Discards the claims whose lease ran out while nobody beat for them: the
-/// hub has reclaimed them, and their results would be stale.
-fn drop_lost_claims(spool: &mut Spool, runner_id: &str, lease: Duration) {
-    let last_beat: i64 = spool.control("last_beat_at").ok().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let now = now_ms();
-    let held: Vec<_> = ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect();
-    let Ok(claims) = spool.claims_in(&held) else { return };
-    for c in claims.into_iter().filter(|c| c.runner_id == runner_id) {
-        let covered_until = c.claimed_at.max(last_beat) + lease.as_millis() as i64;
-        if covered_until < now {
-            let why = format!("lease lost: no heartbeat for {} s", (now - c.claimed_at.max(last_beat)) / 1000);
-            if let Ok(true) = spool.discard(c.id, &why) {
-                warn!("job {} claim {}: {why}; dropped without reporting (the hub has reclaimed it)", c.job_id, c.id);
-                let _ = std::fs::remove_dir_all(spool.claim_dir(c.id));
-            }
-        }
-    }
 }

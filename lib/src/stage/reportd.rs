@@ -132,6 +132,7 @@ impl Reporter {
         let Ok(Some(id)) = self.spool.identity() else {
             return None;
         };
+        crate::stage::drop_lost_claims(&mut self.spool);
         self.send_events(&id.runner_id, &id.token);
         let due = match self.spool.outbox_due(now_ms()) {
             Ok(d) => d,

@@ -64,6 +64,14 @@ pub enum Cmd {
     },
     /// Exit 0 if runnerd runs with every stage up (runit's ./check).
     Check,
+    /// Set the spool's drain latch (nothing starts judging from then on),
+    /// or lift it: the first step of a drain done by hand, for layouts
+    /// that run each stage as its own service.
+    Latch {
+        /// Lift the latch instead.
+        #[arg(long)]
+        off: bool,
+    },
 }
 
 pub fn main() -> i32 {
@@ -73,6 +81,7 @@ pub fn main() -> i32 {
         Some(Cmd::Status) => status(&cli.common.spool),
         Some(Cmd::Drain { wait }) => drain_command(&cli.common.spool, *wait, cli.common.drain_timeout),
         Some(Cmd::Check) => check(&cli.common.spool),
+        Some(Cmd::Latch { off }) => latch(&cli.common.spool, !*off),
         None => match Supervisor::new(&cli) {
             Ok(mut s) => s.run(),
             Err((code, msg)) => {
@@ -117,6 +126,7 @@ struct Supervisor {
     drain_total: Duration,
     drain: Option<(Step, Instant, Instant)>, // step, drain start, step start
     cut: bool,
+    extended: Option<Instant>,
 }
 
 impl Supervisor {
@@ -164,6 +174,7 @@ impl Supervisor {
             drain_total: Duration::from_secs(c.drain_timeout),
             drain: None,
             cut: false,
+            extended: None,
         })
     }
 
@@ -194,6 +205,17 @@ impl Supervisor {
                     self.begin_drain(&signals::name(sig));
                 }
                 Some(Event::Signal(sig)) if sig == libc::SIGQUIT => return self.stop_now("SIGQUIT"),
+                Some(Event::Signal(sig)) if sig == libc::SIGHUP => {
+                    info!("SIGHUP: passed on to every stage");
+                    for s in &self.stages {
+                        if let Some(c) = &s.child {
+                            let _ = nix::sys::signal::kill(
+                                nix::unistd::Pid::from_raw(c.id() as i32),
+                                nix::sys::signal::Signal::SIGHUP,
+                            );
+                        }
+                    }
+                }
                 Some(Event::Command { cmd, reply, .. }) => {
                     let answer = match cmd.as_str() {
                         "status" => self.status(),
@@ -337,6 +359,11 @@ impl Supervisor {
         let (step, begun, step_begun) = self.drain?;
         let deadline = begun + self.drain_total;
         let now = Instant::now();
+        // Under systemd: the drain is progress, not a hang.
+        if self.extended.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            self.extended = Some(now);
+            config::sd_notify(&format!("EXTEND_TIMEOUT_USEC={}", 30_000_000u64));
+        }
         // Reporting keeps a reserve; claimd gets a capped share.
         let reserve = (self.drain_total / 6).min(Duration::from_secs(60));
         let claimd_share = (self.drain_total / 6).min(patience::scaled(60.0).max(Duration::from_secs(20)));
@@ -462,9 +489,10 @@ impl Supervisor {
     }
 }
 
-/// Restart delay after `n` quick failures in a row: 0.5, 1, 2, 4, 8, 16 s.
+/// Restart delay after `n` quick failures in a row: 0.5, 1, 2, 4, 8, 16 s
+/// (scaled by `OJ_TIME_SCALE`).
 fn backoff(n: u32) -> Duration {
-    Duration::from_millis((500u64 << n.min(6).saturating_sub(1)).min(30_000))
+    patience::scaled(0.5 * (1u64 << n.min(6).saturating_sub(1)) as f64)
 }
 
 /// The environment every stage gets: runnerd's own flags, resolved, so
@@ -543,6 +571,26 @@ fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: u64) -> i32 {
         }
     }
     exit::OK
+}
+
+fn latch(spool_dir: &Path, on: bool) -> i32 {
+    if !spool_dir.join(crate::spool::DB_FILE).exists() {
+        error!("no spool at {}", spool_dir.display());
+        return exit::FAILURE;
+    }
+    match Spool::open(spool_dir).and_then(|mut s| s.set_draining(on)) {
+        Ok(()) => {
+            info!("drain latch {}", if on { "set: no claim starts judging" } else { "lifted" });
+            for stage in ["claimd", "judge-exec"] {
+                control::poke(spool_dir, stage);
+            }
+            exit::OK
+        }
+        Err(e) => {
+            error!("{e}");
+            exit::TEMPORARY
+        }
+    }
 }
 
 fn check(spool_dir: &Path) -> i32 {

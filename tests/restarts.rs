@@ -1,0 +1,294 @@
+//! A restart costs no job: stages killed at awkward moments, the whole
+//! runner killed, the hub away, the identity gone, drains cut short. Real
+//! processes, real signals, a real `hubd` over loopback.
+
+use nix::sys::signal::Signal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use testkit::*;
+
+/// A+B in Python that sleeps `secs` before answering: AC, slowly.
+fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
+    write_file(
+        dir,
+        &format!("slow{secs}.py"),
+        &format!("import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({secs})\nprint(a + b)\n"),
+    )
+}
+
+fn hub_with_ab(dir: &Path) -> Hub {
+    let hub = Hub::start(dir, &[]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    hub
+}
+
+/// Checks a submission ended AC, judged once, on one handout.
+fn assert_clean_ac(s: &serde_json::Value) {
+    assert_eq!(s["verdict"], "AC", "{s}");
+    assert_eq!(s["completes"], 1, "{s}");
+    assert_eq!(s["handouts"], 1, "the job was never reclaimed: {s}");
+    assert_eq!(s["attempts"], 1, "{s}");
+}
+
+fn case_results(spool: &Path) -> i64 {
+    spool_int(spool, "SELECT count(*) FROM case_results").unwrap_or(0)
+}
+
+#[test]
+fn judge_exec_killed_mid_job_resumes_only_the_unfinished_cases() {
+    let dir = TempDir::new("r-judge");
+    let hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("a first case judged", Duration::from_secs(60), || (case_results(&spool) >= 1).then_some(()));
+    kill_stage(&runner, "judge-exec");
+    let s = hub.wait_all_judged(Duration::from_secs(120));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_clean_ac(s);
+    // One event per case judged: a rerun case would have sent a fourth.
+    assert_eq!(s["events"], 3, "no finished case was judged again: {s}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn claimd_killed_during_prep_prepares_the_claim_again() {
+    let dir = TempDir::new("r-claimd");
+    let hub = hub_with_ab(dir.path());
+    // The testdata channel fails once: prep waits 1 s (unscaled) before
+    // trying again, long enough to be caught in the act.
+    hub.cli(&["fault", "--status", "503", "--count", "1", "--path-contains", "/testdata"]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let mut runner = start_runner_logged(&hub, &spool, &[("OJ_TIME_SCALE", "1")], &log);
+    wait_for("the claim waiting in prep", Duration::from_secs(60), || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        (text.contains("prep try 1 failed") && spool_claims(&spool).iter().any(|c| c.state == "claimed")).then_some(())
+    });
+    kill_stage(&runner, "claimd");
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_clean_ac(s);
+    assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing was handed back: {s}");
+    assert_eq!(spool_claims(&spool).len(), 1, "the same claim was prepared again, not a new one");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn reportd_killed_with_an_outcome_queued_sends_it_after_its_restart() {
+    let dir = TempDir::new("r-reportd");
+    let hub = hub_with_ab(dir.path());
+    hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("the outcome to be retried", Duration::from_secs(60), || {
+        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 2).then_some(())
+    });
+    kill_stage(&runner, "reportd");
+    hub.cli(&["fault", "--clear"]);
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    assert_clean_ac(s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap());
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn leased_killed_again_and_again_keeps_the_lease() {
+    let dir = TempDir::new("r-leased");
+    let hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.5));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    for n in 1..=3 {
+        kill_stage(&runner, "leased");
+        wait_for(&format!("{n} case(s) judged"), Duration::from_secs(60), || (case_results(&spool) >= n).then_some(()));
+    }
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    assert_clean_ac(s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap());
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn the_whole_runner_killed_and_started_within_the_lease_finishes_its_job_as_itself() {
+    let dir = TempDir::new("r-whole");
+    let hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let spool = dir.path().join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    wait_for("a first case judged", Duration::from_secs(60), || (case_results(&spool) >= 1).then_some(()));
+    let id = spool_runner_id(&spool).unwrap();
+    drop(runner); // SIGKILL: its stages die with it
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_clean_ac(s);
+    assert_eq!(spool_runner_id(&spool).as_deref(), Some(id.as_str()), "the same identity");
+    assert_eq!(hub.cli(&["status", "--runners"]).lines().count(), 1, "no second registration");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn a_runner_back_after_its_leases_are_gone_drops_its_jobs_without_sending_them() {
+    let dir = TempDir::new("r-late");
+    let hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let (spool_a, spool_b) = (dir.path().join("spool-a"), dir.path().join("spool-b"));
+    // Plain polls: a long poll in flight when the runner is killed would
+    // have the hub hand the reclaimed job to the dead connection (a lost
+    // handout: the protocol's price, never retried), not to runner B.
+    let plain = [("OJ_CLAIM_WAIT", "0")];
+    let runner = start_runner(&hub, &spool_a, &plain);
+    wait_for("a first case judged", Duration::from_secs(60), || (case_results(&spool_a) >= 1).then_some(()));
+    drop(runner);
+    // Another runner reclaims the job once the lease has run out.
+    let mut b = start_runner(&hub, &spool_b, &[]);
+    wait_for("the job to be reclaimed", Duration::from_secs(60), || {
+        (hub.submission(&sub)["handouts"] == 2).then_some(())
+    });
+    let mut a = start_runner(&hub, &spool_a, &plain);
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+    wait_for("the old claim to be dropped", Duration::from_secs(30), || {
+        spool_claims(&spool_a).iter().all(|c| c.state == "discarded" && c.note.contains("lease lost")).then_some(())
+    });
+    assert_eq!(hub.submission(&sub)["complete_calls"], 1, "the stale result was never sent");
+    for r in [&mut a, &mut b] {
+        r.signal(Signal::SIGTERM);
+        assert_eq!(r.wait_exit(Duration::from_secs(60)), 0);
+    }
+}
+
+#[test]
+fn two_401_heartbeats_stop_the_runner_at_once_without_a_drain() {
+    let dir = TempDir::new("r-401");
+    let hub = hub_with_ab(dir.path());
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
+    wait_for("registration", Duration::from_secs(30), || spool_runner_id(&spool));
+    hub.cli(&["fault", "--status", "401", "--count", "100000", "--path-contains", "/heartbeat"]);
+    assert_eq!(runner.wait_exit(Duration::from_secs(30)), 1, "identity gone: exit 1");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("draining"), "no drain:\n{text}");
+    assert_eq!(spool_runner_id(&spool), None, "the identity is forgotten: a restart registers again");
+}
+
+#[test]
+fn outcomes_and_events_outlast_a_hub_that_is_away() {
+    let dir = TempDir::new("r-away");
+    let mut hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    hub.stop();
+    // The job finishes while the hub is away; its outcome waits, retried.
+    wait_for("the outcome retried while the hub is away", Duration::from_secs(60), || {
+        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 4).then_some(())
+    });
+    hub.start_again();
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_clean_ac(s);
+    assert_eq!(s["events"], 3, "the progress sent while away arrived too: {s}");
+    // And through server errors.
+    hub.cli(&["fault", "--status", "503", "--count", "6"]);
+    let sub2 = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    assert_eq!(s.iter().find(|s| s["submission_id"] == sub2.as_str()).unwrap()["completes"], 1);
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn an_outcome_undeliverable_for_too_long_is_moved_aside_and_logged() {
+    let dir = TempDir::new("r-dead");
+    let mut hub = hub_with_ab(dir.path());
+    hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    // Two hours become 7 seconds.
+    let mut runner = start_runner_logged(&hub, &spool, &[("OJ_TIME_SCALE", "0.001")], &log);
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started" || c.state == "judged").then_some(())
+    });
+    hub.stop();
+    wait_for("the outcome to be moved aside", Duration::from_secs(60), || {
+        (spool_int(&spool, "SELECT count(*) FROM dead_outcomes") == Some(1)).then_some(())
+    });
+    assert!(std::fs::read_to_string(&log).unwrap().contains("moved aside to dead_outcomes"));
+    assert_eq!(spool_int(&spool, "SELECT count(*) FROM outbox"), Some(0));
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn a_second_term_stops_every_stage_at_once() {
+    let dir = TempDir::new("r-twice");
+    let hub = hub_with_ab(dir.path());
+    hub.submit(1, "python3", &write_file(dir.path(), "long.py", "import time\ntime.sleep(30)\n"));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    let judge = child_pid(runner.pid(), "judge-exec").unwrap();
+    runner.signal(Signal::SIGTERM);
+    wait_for("the drain to begin", Duration::from_secs(10), || {
+        (spool_int(&spool, "SELECT count(*) FROM control WHERE key = 'draining'") == Some(1)).then_some(())
+    });
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(10)), 1, "stopped at once: exit 1");
+    wait_for("judge-exec to be gone", Duration::from_secs(10), || {
+        (!Path::new(&format!("/proc/{judge}")).exists()).then_some(())
+    });
+}
+
+#[test]
+fn runnerd_drain_drains_without_a_signal() {
+    let dir = TempDir::new("r-drain-cmd");
+    let hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    let out =
+        std::process::Command::new(bin("runnerd")).args(["drain", "--wait"]).env("OJ_SPOOL", &spool).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(runner.wait_exit(Duration::from_secs(10)), 0);
+    assert_clean_ac(&hub.submission(&sub));
+}
+
+#[test]
+fn a_drain_past_its_deadline_is_cut_and_leaves_the_job_to_lease_expiry() {
+    let dir = TempDir::new("r-cut");
+    let hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &write_file(dir.path(), "long.py", "import time\ntime.sleep(30)\n"));
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let mut runner = start_runner_logged(&hub, &spool, &[("DRAIN_TIMEOUT_SEC", "3")], &log);
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(30)), 1, "a cut drain exits 1");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("did not finish in time"), "what is left is logged:\n{text}");
+    let s = hub.submission(&sub);
+    assert_eq!(s["complete_calls"], 0, "{s}");
+    assert!(s["aborts"].as_array().unwrap().is_empty(), "an in-flight job is not handed back: {s}");
+}
