@@ -26,13 +26,24 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# runit and s6 service directories are templates to copy (or link) into a
+# scan directory, so they go to DATADIR with the env file examples; the
+# systemd units go where systemd looks for PREFIX's units.
+DATADIR ?= $(PREFIX)/share/ojrunner
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
-		$(DESTDIR)$(PREFIX)/share/ojrunner
-	for b in $(BINS); do install -m 755 target/debug/$$b $(DESTDIR)$(PREFIX)/bin/; done
-	for m in man/*.[578]; do [ -f "$$m" ] && install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/; done; true
-	cp -R examples etc $(DESTDIR)$(PREFIX)/share/ojrunner/
+		$(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/runit $(DESTDIR)$(DATADIR)/s6 \
+		$(DESTDIR)$(UNITDIR)
+	for b in $(BINS); do install -m 755 target/debug/$$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
+	for m in man/*.[578]; do install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/ || exit 1; done
+	cp -R examples/. $(DESTDIR)$(DATADIR)/examples/
+	cp -R etc/runit/. $(DESTDIR)$(DATADIR)/runit/
+	cp -R etc/s6/. $(DESTDIR)$(DATADIR)/s6/
+	install -m 644 etc/languages.json etc/ojrunner.env etc/hubd.env $(DESTDIR)$(DATADIR)/
+	install -m 644 etc/systemd/runnerd.service etc/systemd/hubd.service $(DESTDIR)$(UNITDIR)/
 
 clean:
 	$(CARGO) clean

@@ -292,3 +292,29 @@ fn a_drain_past_its_deadline_is_cut_and_leaves_the_job_to_lease_expiry() {
     assert_eq!(s["complete_calls"], 0, "{s}");
     assert!(s["aborts"].as_array().unwrap().is_empty(), "an in-flight job is not handed back: {s}");
 }
+
+#[test]
+fn a_drain_keeps_the_leases_until_its_last_outcome_is_delivered() {
+    let dir = TempDir::new("r-drain-lease");
+    let hub = hub_with_ab(dir.path());
+    hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    wait_for("the outcome to wait for the hub", Duration::from_secs(60), || {
+        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 1).then_some(())
+    });
+    runner.signal(Signal::SIGTERM);
+    // Six tries take 4.5 s (scaled): longer than the hub's 3 s lease, which
+    // must stay renewed all along.
+    wait_for("the drain to outlast the lease", Duration::from_secs(60), || {
+        let s = hub.submission(&sub);
+        assert!(s["lease_left_ms"].as_i64().is_some_and(|ms| ms > 0), "the lease ran out during the drain: {s}");
+        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 6).then_some(())
+    });
+    hub.cli(&["fault", "--clear"]);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    let s = hub.submission(&sub);
+    assert_clean_ac(&s);
+    assert_eq!(s["complete_calls"], 1, "landed on its first answer, not refused as reclaimed: {s}");
+}

@@ -151,6 +151,26 @@ pub fn notify_ready(fd: Option<i32>) {
     sd_notify("READY=1");
 }
 
+/// Restores the default SIGPIPE for commands that print to stdout, as any
+/// Unix filter: `runnerd status | head -n 1` ends quietly instead of
+/// panicking on a closed pipe.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default is always sound.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Keeps a supervisor's notification fd out of the programs we start.
+pub fn keep_notify_fd_private(fd: Option<i32>) {
+    if let Some(fd) = fd {
+        // SAFETY: F_SETFD on an fd we were handed; failure (not open) is harmless here.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
 /// Sends a state line to systemd's `$NOTIFY_SOCKET`, if set.
 pub fn sd_notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };

@@ -82,12 +82,14 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
     if let Some(fd) = hub.cfg.notify_fd {
         notify_ready(fd)?;
     }
+    crate::config::sd_notify("READY=1");
     log::info!("listening on {} (database {})", hub.base_url, hub.cfg.db.display());
 
     let mut signals = signals;
     if let Some(sig) = signals.forever().next() {
         log::info!("signal {sig}: stopping");
     }
+    crate::config::sd_notify("STOPPING=1");
     hub.shutdown.store(true, Ordering::SeqCst);
     for w in workers {
         let _ = w.join();

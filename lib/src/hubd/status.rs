@@ -14,7 +14,8 @@ pub fn submissions(conn: &Connection) -> rusqlite::Result<Vec<Value>> {
     let mut rows: Vec<Value> = conn
         .prepare(
             "SELECT s.id, s.problem_id, s.language, s.current_job, j.state, j.attempts, j.verdict, j.score,
-                    j.result, CASE j.state WHEN 'leased' THEN j.leased_by END, j.handouts
+                    j.result, CASE j.state WHEN 'leased' THEN j.leased_by END, j.handouts,
+                    CASE j.state WHEN 'leased' THEN j.deadline END
              FROM submissions s LEFT JOIN jobs j ON j.id = s.current_job ORDER BY s.seq",
         )?
         .query_map([], |r| {
@@ -30,6 +31,7 @@ pub fn submissions(conn: &Connection) -> rusqlite::Result<Vec<Value>> {
                 "tasks": r.get::<_, Option<String>>(8)?.and_then(|t| serde_json::from_str::<Value>(&t).ok()),
                 "leased_by": r.get::<_, Option<String>>(9)?,
                 "handouts": r.get::<_, Option<i64>>(10)?.unwrap_or(0),
+                "lease_left_ms": r.get::<_, Option<i64>>(11)?.map(|d| d - super::db::now_ms()),
             }))
         })?
         .collect::<Result<_, _>>()?;

@@ -138,6 +138,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status { runners: by_runner } => {
+            crate::config::default_sigpipe();
             let conn = db::open(&cli.db)?;
             let lines = if by_runner { runners::list(&conn) } else { status::submissions(&conn) };
             for line in lines.context(|| "reading the status".into())? {

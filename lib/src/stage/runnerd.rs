@@ -77,6 +77,9 @@ pub enum Cmd {
 pub fn main() -> i32 {
     crate::logger::init("runnerd");
     let cli = Cli::parse();
+    if cli.command.is_some() {
+        config::default_sigpipe();
+    }
     match &cli.command {
         Some(Cmd::Status) => status(&cli.common.spool),
         Some(Cmd::Drain { wait }) => drain_command(&cli.common.spool, *wait, cli.common.drain_timeout),
@@ -136,6 +139,7 @@ impl Supervisor {
         // each stage in a restart loop.
         c.backend_url().map_err(|e| (exit::CONFIG, e.0))?;
         c.registration_token().map_err(|e| (exit::CONFIG, e.0))?;
+        config::keep_notify_fd_private(c.notify_fd);
         let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
         spool.set_draining(false).map_err(|e| (exit::TEMPORARY, e.0))?;
@@ -244,7 +248,8 @@ impl Supervisor {
                             "last_exit": s.last_exit})
             })
             .collect();
-        json!({"stage": "runnerd", "draining": self.drain.map(|d| format!("{:?}", d.0).to_lowercase()), "stages": stages})
+        json!({"stage": "runnerd", "ready": self.ready, "draining": self.drain.map(|d| format!("{:?}", d.0).to_lowercase()),
+               "stages": stages})
     }
 
     fn stage(&mut self, name: &str) -> &mut Stage {
@@ -578,7 +583,19 @@ fn latch(spool_dir: &Path, on: bool) -> i32 {
         error!("no spool at {}", spool_dir.display());
         return exit::FAILURE;
     }
-    match Spool::open(spool_dir).and_then(|mut s| s.set_draining(on)) {
+    let r = Spool::open(spool_dir).and_then(|mut s| {
+        s.set_draining(on)?;
+        // With no claimd to hand back what it claimed, do it here.
+        if on && !control::answers(spool_dir, "claimd") {
+            let ids = s.abort_unstarted()?;
+            if !ids.is_empty() {
+                info!("claimd is not running: handed back {} claim(s) not started as abort(drain)", ids.len());
+                control::poke(spool_dir, "reportd");
+            }
+        }
+        Ok(())
+    });
+    match r {
         Ok(()) => {
             info!("drain latch {}", if on { "set: no claim starts judging" } else { "lifted" });
             for stage in ["claimd", "judge-exec"] {
@@ -595,7 +612,11 @@ fn latch(spool_dir: &Path, on: bool) -> i32 {
 
 fn check(spool_dir: &Path) -> i32 {
     match control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(3)) {
-        Ok(v) if v["stages"].as_array().is_some_and(|a| a.iter().all(|s| !s["pid"].is_null())) => exit::OK,
+        Ok(v)
+            if v["ready"] == true && v["stages"].as_array().is_some_and(|a| a.iter().all(|s| !s["pid"].is_null())) =>
+        {
+            exit::OK
+        }
         _ => exit::FAILURE,
     }
 }

@@ -1,0 +1,138 @@
+//! Chaos: a stream of submissions while stages are SIGKILLed at random, the
+//! runner is drained and started again, and the hub is stopped and started
+//! again. At the end every submission has exactly one verdict, the right
+//! one; every drain handed its unstarted jobs back as `abort(drain)` and
+//! left none leased. `OJ_CHAOS_SEED=N` replays a run.
+
+use nix::sys::signal::Signal;
+use std::time::{Duration, Instant};
+use testkit::*;
+
+/// A small deterministic generator (xorshift64*): no crate for a dice.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo))
+    }
+}
+
+/// After a drain: the runner holds nothing (every claim reported, the
+/// outbox empty), and every hand-back the hub saw was a drain. (A job the
+/// hub handed to a connection killed mid-claim is leased at the hub but
+/// unknown to the runner: lease expiry returns it, by the protocol.)
+fn check_drain(hub: &Hub, spool: &std::path::Path) {
+    let held = spool_int(
+        spool,
+        "SELECT count(*) FROM claims WHERE state IN ('claimed','prepped','started','judged','aborted')",
+    );
+    assert_eq!(held, Some(0), "a drain left claims held: {:?}", spool_claims(spool));
+    assert_eq!(spool_int(spool, "SELECT count(*) FROM outbox"), Some(0), "a drain left outcomes unsent");
+    for s in hub.status() {
+        for a in s["aborts"].as_array().unwrap() {
+            assert_eq!(a["reason"], "drain", "{s}");
+            assert_eq!(a["answer"], 202, "{s}");
+        }
+    }
+}
+
+#[test]
+fn chaos_costs_no_submission_anything() {
+    let seed: u64 = std::env::var("OJ_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    eprintln!("chaos: OJ_CHAOS_SEED={seed}");
+    let mut dice = Dice(seed);
+    let dir = TempDir::new("chaos");
+    // Killing claimd or the hub mid-claim loses that handout (a claim is
+    // never retried): it costs an attempt by the protocol's rules, so the
+    // hub allows more of them here; drains must still cost none.
+    let mut hub = Hub::start(dir.path(), &["--max-attempts", "20"]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    hub.add_problem(2, &examples().join("problems/2"));
+    let slow = write_file(
+        dir.path(),
+        "slow.py",
+        "import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep(0.3)\nprint(a + b)\n",
+    );
+    let ex = |f: &str| examples().join("submissions").join(f);
+    let menu = [
+        (1, "c11", ex("ab_ok.c"), "AC", 100),
+        (1, "python3", ex("ab_ok.py"), "AC", 100),
+        (1, "python3", slow.clone(), "AC", 100),
+        (1, "c11", ex("ab_wa.c"), "WA", 0),
+        (1, "c11", ex("ab_re_exit.c"), "RE", 0),
+        (1, "c11", ex("ab_ce.c"), "CE", 0),
+        (2, "c11", ex("sum_int32.c"), "WA", 40),
+        (2, "python3", ex("sum_ok.py"), "AC", 100),
+    ];
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let mut expected = Vec::new();
+    let (mut kills, mut drains, mut outages) = (0, 0, 0);
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        // The stream: a few submissions between two blows.
+        for _ in 0..1 + dice.below(3) {
+            let (p, lang, file, verdict, score) = &menu[dice.below(menu.len() as u64) as usize];
+            expected.push((hub.submit(*p, lang, file), *verdict, *score));
+        }
+        std::thread::sleep(dice.millis(300, 1200)); // the pace of the chaos, not a wait for anything
+        match dice.below(10) {
+            0..=4 => {
+                let stage = ["claimd", "judge-exec", "reportd", "leased"][dice.below(4) as usize];
+                if child_pid(runner.pid(), stage_comm(stage)).is_some() {
+                    kill_stage(&runner, stage);
+                    kills += 1;
+                }
+            }
+            5 | 6 => {
+                runner.signal(Signal::SIGTERM);
+                assert_eq!(runner.wait_exit(Duration::from_secs(90)), 0, "a drain ends cleanly (seed {seed})");
+                check_drain(&hub, &spool);
+                drains += 1;
+                runner = start_runner(&hub, &spool, &[]);
+            }
+            7 | 8 => {
+                hub.stop();
+                std::thread::sleep(dice.millis(300, 2500)); // the length of the outage
+                hub.start_again();
+                outages += 1;
+            }
+            _ => {}
+        }
+    }
+    eprintln!("chaos: {} submissions, {kills} kills, {drains} drains, {outages} hub outages", expected.len());
+    let status = hub.wait_all_judged(Duration::from_secs(300));
+    for (id, verdict, score) in &expected {
+        let s = status.iter().find(|s| s["submission_id"] == id.as_str()).unwrap();
+        assert_eq!(s["verdict"], *verdict, "seed {seed}: {s}");
+        assert_eq!(s["score"], *score, "seed {seed}: {s}");
+        assert_eq!(s["completes"], 1, "exactly one verdict landed (seed {seed}): {s}");
+        for a in s["aborts"].as_array().unwrap() {
+            assert_eq!(a["reason"], "drain", "only drains hand jobs back (seed {seed}): {s}");
+        }
+        // The hub's books: each handout was either judged, handed back by
+        // a drain (refunded), or lost to a kill; drains spent nothing.
+        let drained = s["aborts"].as_array().unwrap().len() as i64;
+        assert_eq!(
+            s["attempts"].as_i64().unwrap(),
+            s["handouts"].as_i64().unwrap() - drained,
+            "every drain was refunded (seed {seed}): {s}"
+        );
+    }
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(90)), 0);
+    check_drain(&hub, &spool);
+}
