@@ -11,6 +11,8 @@ fn main() {
 }
 
 fn run() -> i32 {
+    // The hub's log would drown the table; the runner's goes to a file.
+    std::env::set_var("OJ_TEST_QUIET", "1");
     let dir = TempDir::new("demo");
     println!("demo: working in {}", dir.path().display());
     let hub = Hub::start(dir.path(), &[]);
@@ -37,7 +39,8 @@ fn run() -> i32 {
     }
     println!("demo: {} problems, {} submissions queued; starting runnerd", problems.len(), subs.len());
     let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
+    let log = dir.path().join("runner.log");
+    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
     let status = hub.wait_all_judged(Duration::from_secs(600));
     println!();
     println!(
@@ -52,12 +55,12 @@ fn run() -> i32 {
         println!(
             "{:<22} {:>7} {:<8} {:<8} {:<8} {:>5} {:>5}  {}",
             s["file"].as_str().unwrap(),
-            s["problem"],
+            s["problem"].as_i64().unwrap_or(0),
             s["language"].as_str().unwrap(),
             s["expect"].as_str().unwrap(),
             st["verdict"].as_str().unwrap_or("-"),
-            s["score"],
-            st["score"],
+            s["score"].as_i64().unwrap_or(0),
+            st["score"].as_i64().map_or("-".to_string(), |v| v.to_string()),
             if ok { "yes" } else { "NO" }
         );
     }
@@ -70,7 +73,12 @@ fn run() -> i32 {
         println!("demo: every verdict as expected");
         0
     } else {
-        println!("demo: FAILED");
+        println!("demo: FAILED; the runner's log ends:");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for l in &lines[lines.len().saturating_sub(40)..] {
+            println!("  {l}");
+        }
         1
     }
 }

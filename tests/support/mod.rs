@@ -10,9 +10,15 @@ use std::time::{Duration, Instant};
 /// The directory holding the workspace's built binaries (`target/debug`).
 /// `make test` builds them first; the suite never builds on its own.
 pub fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("OJ_BIN_DIR") {
+        return PathBuf::from(d);
+    }
     let exe = std::env::current_exe().expect("current_exe");
-    // target/debug/deps/<test> -> target/debug
-    let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
+    // A test runs from target/debug/deps/, the demo from target/debug/.
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
     assert!(dir.join("hubd").exists(), "{} has no hubd: build the workspace first (make test does)", dir.display());
     dir
 }
