@@ -24,7 +24,7 @@
 use crate::checker::Checker;
 use crate::language::Language;
 use crate::protocol::{CaseResult, Status, Task};
-use crate::sandbox::{self, Identity, Limits};
+use crate::sandbox::{self, Bind, Identity, Limits};
 use crate::verdict;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
@@ -81,6 +81,14 @@ pub enum Compiled {
     Failed { message: String },
     /// The judge could not compile (not the submission's fault).
     JudgeError(String),
+}
+
+/// One judged case and which limit stopped it (`cpu`, `wall`, `memory`,
+/// `output`, `syscall`; `None` if none did).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseRun {
+    pub result: CaseResult,
+    pub limit: Option<&'static str>,
 }
 
 /// How to judge: limits that are the runner's, not the task's.
@@ -191,12 +199,13 @@ impl Judge {
             (Ok(stdin), Ok(stdout), Ok(stderr)) => sandbox::Spec {
                 argv: argv.to_vec(),
                 cwd: src_dir.to_path_buf(),
-                env: environment(src_dir, src_dir),
+                env: environment(src_dir, if jailed(identity) { Path::new("/tmp") } else { src_dir }),
                 stdin,
                 stdout,
                 stderr,
                 identity,
                 limits: limits.clone(),
+                binds: vec![Bind { path: src_dir.to_path_buf(), writable: true }],
             },
             _ => return Compiled::JudgeError("cannot open the compiler's stdio".into()),
         };
@@ -250,6 +259,23 @@ impl Judge {
         scratch: &Path,
         checker: Checker,
     ) -> CaseResult {
+        self.run_case_detailed(lang, src_dir, input, answer, task, slot, scratch, checker).result
+    }
+
+    /// [`Judge::run_case_with`], also telling which limit stopped the program.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_case_detailed(
+        &self,
+        lang: &Language,
+        src_dir: &Path,
+        input: &Path,
+        answer: &Path,
+        task: &Task,
+        slot: &Slot,
+        scratch: &Path,
+        checker: Checker,
+    ) -> CaseRun {
+        let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
         let identity = slot.identity();
         let opened = (|| {
             set_mode(src_dir, 0o755)?;
@@ -262,26 +288,29 @@ impl Judge {
         })();
         let (stdin, mut stdout, mut stderr) = match opened {
             Ok(files) => files,
-            Err(e) => return CaseResult::judge_error(&format!("preparing the case: {e}")),
+            Err(e) => return je(&format!("preparing the case: {e}")),
         };
         let limits = self.case_limits(lang, task);
         let (out_w, err_w) = match (stdout.try_clone(), stderr.try_clone()) {
             (Ok(o), Ok(e)) => (o, e),
-            _ => return CaseResult::judge_error("cannot duplicate the output files"),
+            _ => return je("cannot duplicate the output files"),
         };
         let spec = sandbox::Spec {
             argv: lang.run.clone(),
             cwd: src_dir.to_path_buf(),
-            env: environment(src_dir, scratch),
+            env: environment(src_dir, if jailed(identity) { Path::new("/tmp") } else { scratch }),
             stdin,
             stdout: out_w,
             stderr: err_w,
             identity,
             limits: limits.clone(),
+            // Jailed, the program writes only to its private /tmp: nothing on
+            // the host's disk but the stdout and stderr the judge opened.
+            binds: vec![Bind { path: src_dir.to_path_buf(), writable: false }],
         };
         let usage = match sandbox::run(spec) {
             Ok(u) => u,
-            Err(e) => return CaseResult::judge_error(&e),
+            Err(e) => return je(&e),
         };
         let size = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
         let status = match verdict::decide(&usage, &limits, size(&stdout).max(size(&stderr))) {
@@ -291,19 +320,43 @@ impl Judge {
             None => match checker.check_output(&mut stdout, answer) {
                 Ok(true) => Status::AC,
                 Ok(false) => Status::WA,
-                Err(e) => return CaseResult::judge_error(&format!("checker: {e}")),
+                Err(e) => return je(&format!("checker: {e}")),
             },
         };
         let capped = |f: &mut File| f.rewind().map(|_| read_capped(f, self.output_cap)).unwrap_or_default();
-        CaseResult {
+        let mut stderr = capped(&mut stderr);
+        if let Some(call) = &usage.denied {
+            // The note must fit: cut the program's own words first.
+            let note = format!("\n[judge] system call {call} denied by the sandbox\n");
+            stderr = cap_string(stderr, self.output_cap.saturating_sub(note.len()));
+            stderr.push_str(&note);
+            stderr = cap_string(stderr, self.output_cap);
+        }
+        let limit = match (usage.fired, &usage.denied) {
+            (Some(f), _) => Some(f.as_str()),
+            (None, Some(_)) => Some("syscall"),
+            _ if status == Status::OLE => Some("output"),
+            _ if status == Status::TLE => Some("cpu"),
+            _ if status == Status::MLE => Some("memory"),
+            _ => None,
+        };
+        let result = CaseResult {
             status,
             exec_time: usage.cpu.as_millis() as i64,
             memory_usage: (usage.memory / 1024) as i64,
             exit_code: usage.exit.code(),
             stdout: capped(&mut stdout),
-            stderr: capped(&mut stderr),
-        }
+            stderr,
+        };
+        CaseRun { result, limit }
     }
+}
+
+/// Whether runs as `identity` are jailed (then `TMPDIR` is the run's
+/// private `/tmp`, and the scratch dir is not visible).
+fn jailed(identity: Option<Identity>) -> bool {
+    static NAMESPACES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    identity.is_some() && *NAMESPACES.get_or_init(sandbox::probe_namespaces)
 }
 
 /// A judged program's whole environment.

@@ -12,6 +12,7 @@ pub mod protocol;
 pub mod archive;
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod hub;
 pub mod logger;
 pub mod patience;
@@ -20,10 +21,14 @@ pub mod spool;
 pub mod testdata;
 
 // Judging.
+pub mod cgroup;
 pub mod checker;
+pub mod helper;
+pub mod jail;
 pub mod judge;
 pub mod language;
 pub mod sandbox;
+pub mod seccomp;
 pub mod standalone;
 pub mod verdict;
 

@@ -1,100 +1,92 @@
 //! One sandboxed run: spawn a command under named limits, watch it, measure
 //! it, and leave nothing behind.
 //!
-//! This is the basic level, built from rlimits, a process group, an
-//! unprivileged uid and a watchdog in the parent. A later issue adds
-//! namespaces, seccomp and cgroups; they slot into [`Limits`] (what to
-//! enforce), [`run`] (the child's setup in `pre_exec`, the watchdog loop) and
-//! [`Usage`] (what was measured, which limit fired) without changing the shape.
+//! # Theory of operation
 //!
-//! # The child's setup, in order (`pre_exec`: async-signal-safe calls only)
+//! The judge never forks a program itself. [`run`] hands the run to a small
+//! helper process (`helper.rs`: a fresh `exec` of the judge's own binary, one
+//! per concurrent caller), so nothing of the judge's size reaches the
+//! program's `ru_maxrss`. The helper, in [`run_here`]:
 //!
-//! | step | why |
+//! 1. takes the slot's host-wide lock (`flock` on
+//!    [`SLOT_LOCK_DIR`]`/slot-<uid>.lock`): a slot serves one run at a time;
+//! 2. makes the run's cgroup (`cgroup.rs`: memory limit, tasks limit, CPU
+//!    accounting), when the machine has one;
+//! 3. starts the run in its jail (`jail.rs`: new PID, mount, IPC and UTS
+//!    namespaces, the helper's empty network namespace, a read-only root of
+//!    bind mounts, a private `/tmp`, the slot uid, no capabilities,
+//!    `no_new_privs`, the seccomp deny list of `seccomp.rs`);
+//! 4. watches it every [`POLL`] (and at once when it exits, through a pidfd):
+//!    CPU time from the cgroup (else `/proc`), resident memory from `/proc`
+//!    when there is no cgroup to enforce it, the wall clock; kills the jail's
+//!    init when a limit fires, which kills everything in the run's PID
+//!    namespace;
+//! 5. measures ([`Usage`]), removes the cgroup (after the reply), and answers.
+//!
+//! The mechanisms in use are decided once per helper ([`Mechanisms`];
+//! `judge-exec --probe` prints them). Without root (no slot identity) or
+//! without namespaces, the run is the basic level: the program is forked by
+//! the helper in its own process group, under rlimits and the `/proc`
+//! watchdog, and cleaned up by `killpg` and a sweep of the slot uid
+//! ([`run_direct`]).
+//!
+//! # The rlimits (both levels)
+//!
+//! | limit | why |
 //! |---|---|
-//! | own process group (`setpgid(0, 0)`, by std's `process_group(0)`) | so the parent can kill the program and every child it forked with one `killpg` |
 //! | `RLIMIT_CPU` = ⌈cpu⌉ + 1 s (hard + 1 s more) | a backstop only: the watchdog kills at the limit itself |
 //! | `RLIMIT_AS` (optional) | a per-process backstop against memory the watchdog cannot see (see [`Limits::address_space`]) |
 //! | `RLIMIT_STACK` | a large stack, as Normal-OJ gives (deep recursion is legal) |
 //! | `RLIMIT_FSIZE` = output limit | writing past it raises `SIGXFSZ`: OLE |
-//! | `RLIMIT_NPROC` (only with an identity) | processes + threads of the slot uid: no fork bomb |
+//! | `RLIMIT_NPROC` (only with an identity) | processes + threads of the slot uid: no fork bomb (the cgroup's `pids.max` says the same per run) |
 //! | `RLIMIT_CORE` = 0 | no core files |
-//! | `umask(022)` | what the program (or compiler) creates is readable by the judge and later runs |
-//! | `setgroups([])`, `setresgid`, `setresuid` to the slot (when given) | the program runs as nobody in particular |
-//! | `PR_SET_NO_NEW_PRIVS` | no set-uid binary can give privileges back |
-//! | `PR_SET_PDEATHSIG(SIGKILL)` | if the judge dies, so does the program (set after the uid change, which clears it; it fires when the spawning *thread* ends, and the caller's thread is blocked in [`run`] throughout) |
-//!
-//! The environment is exactly what the caller passes (`env_clear` first).
-//!
-//! # The watchdog (the parent, every [`POLL`])
-//!
-//! It samples the process tree under the program (`/proc/<pid>/task/*/children`,
-//! recursively): CPU time (utime + stime + reaped children's, per process) and
-//! resident memory (summed). It kills the process group with `SIGKILL` when the
-//! CPU time passes [`Limits::cpu`] (so a busy loop with a 1 s limit dies at
-//! ~1 s, not at the 2 s `RLIMIT_CPU`), the resident memory passes
-//! [`Limits::memory`], or the wall clock passes [`Limits::wall`] (a sleeper is
-//! TLE, not a hung judge). Between samples it sleeps on a pidfd, so a program
-//! that exits is reaped at once.
-//!
-//! # Cleanup
-//!
-//! After every run the whole process group is killed (a background child does
-//! not outlive its run) and the program is reaped with `wait4`. A child that
-//! called `setsid` has left the group; with an identity, a helper running as
-//! the slot uid then sends `SIGKILL` to every process of that uid
-//! (`kill(-1)`), and the calling process, which makes itself a child
-//! subreaper, reaps the ones reparented to it (an init that never reaps would
-//! otherwise keep them as zombies, counted against the slot's `RLIMIT_NPROC`
-//! for good). So **a slot serves one run at a time** (a run holds the slot's
-//! host-wide lock, `flock` on [`SLOT_LOCK_DIR`]`/slot-<uid>.lock`, from spawn
-//! to sweep: two judge processes that share slot uids take turns rather than
-//! kill each other's programs), **nothing else may run as a slot uid, and the
-//! calling process must not reap with `waitpid(-1)`.** While the run lasts an escapee is outside the watchdog's
-//! view (bounded by its own rlimits and killed at the end); without an
-//! identity (not root) it survives the run. The cgroup issue closes both.
 //!
 //! # Measuring
 //!
-//! CPU time is `ru_utime + ru_stime` from `wait4` (or the watchdog's figure
-//! for the tree, when larger). Peak memory is `ru_maxrss`, which has a catch:
-//! the child is forked from the judge, and at `exec` the kernel records the
-//! forked copy's resident size (the judge's anonymous memory, whose page
-//! tables `fork` copied) into the child's high-water mark, so `ru_maxrss` is
-//! never below that (measured: a parent holding 500 MiB makes `/bin/true`
-//! report 500 MiB). Small programs therefore report at least the judge's
-//! anonymous size (about 1–3 MiB for `judge-exec`), and where that figure
-//! would make a run MLE, the watchdog's samples decide instead
-//! ([`Usage::memory`] has the rule). The judge should stay small (the
-//! checker streams), and a later issue spawns from a small helper, which
-//! removes the catch.
+//! CPU time: the cgroup's (every task of the run, user + system), else
+//! `ru_utime + ru_stime` of the program and what it reaped, or the
+//! watchdog's figure for the tree when larger. Peak memory: the cgroup's
+//! peak less the file cache charged to it (see `cgroup.rs`), else the larger
+//! of `ru_maxrss` and the watchdog's largest sample of the tree's resident
+//! size. `ru_maxrss` is honest here because the program descends from the
+//! helper, whose own resident size is small, not from the judge.
 
+use crate::cgroup::{Group, Hierarchy};
+use crate::helper::Request;
+use crate::jail::{self, Jail};
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How often the watchdog samples the program.
 pub const POLL: Duration = Duration::from_millis(10);
 
 /// An unprivileged identity to run as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     pub uid: u32,
     pub gid: u32,
 }
 
 /// Every limit of one run, by name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
-    /// CPU time (user + system) of the process tree; the watchdog kills past
+    /// CPU time (user + system) of the whole run; the watchdog kills past
     /// it. `RLIMIT_CPU` is set to ⌈this⌉ + 1 s as a backstop.
     pub cpu: Duration,
     /// Wall-clock time from spawn; the watchdog kills past it.
     pub wall: Duration,
-    /// Resident memory of the process tree, bytes; the watchdog kills past it.
+    /// Memory of the whole run, bytes: the cgroup's hard limit is this +
+    /// `cgroup::SLACK`; without a cgroup the watchdog kills past it. Also
+    /// the size cap of the run's `/tmp`.
     pub memory: u64,
     /// `RLIMIT_AS` per process, bytes; `None`: unlimited. Only a backstop for
     /// memory the watchdog cannot see (allocated between two samples, or by
@@ -110,10 +102,17 @@ pub struct Limits {
     /// `RLIMIT_FSIZE`, bytes: how large any file the program writes (its
     /// stdout and stderr included) may grow.
     pub output: u64,
-    /// `RLIMIT_NPROC`: processes + threads of the identity's uid. Ignored
-    /// without an identity (the count would include the caller's own
-    /// processes).
+    /// Tasks (processes + threads): `RLIMIT_NPROC` of the slot uid and the
+    /// cgroup's `pids.max`. Ignored without an identity (the count would
+    /// include the caller's own processes).
     pub processes: Option<u64>,
+}
+
+/// A directory of the host the run sees, at the same path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    pub path: PathBuf,
+    pub writable: bool,
 }
 
 /// What to run.
@@ -131,10 +130,13 @@ pub struct Spec {
     /// Who to run as; `None`: as the caller (when not root).
     pub identity: Option<Identity>,
     pub limits: Limits,
+    /// The host directories the jailed run sees (`cwd` must be among them
+    /// or below one); ignored by the basic level, which sees the host.
+    pub binds: Vec<Bind>,
 }
 
 /// How the program ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Exit {
     Code(i32),
     Signal(i32),
@@ -150,56 +152,232 @@ impl Exit {
     }
 }
 
-/// Which watchdog limit killed the program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which limit stopped the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Fired {
+    /// The watchdog: CPU time.
     Cpu,
+    /// The watchdog: wall-clock time.
     Wall,
+    /// The watchdog (resident memory) or the cgroup's OOM killer.
     Memory,
 }
 
-/// What one run used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Usage {
-    pub exit: Exit,
-    /// The watchdog limit that killed it, if one did.
-    pub fired: Option<Fired>,
-    /// CPU time, user + system.
-    pub cpu: Duration,
-    pub wall: Duration,
-    /// Peak memory, bytes: the larger of `ru_maxrss` and the largest resident
-    /// size the watchdog saw for the whole tree; but when `ru_maxrss` is over
-    /// the memory limit and yet within [`INHERITED_SLACK`] of the judge's
-    /// anonymous resident size at the fork (so it may be the judge's size, not
-    /// the program's), the watchdog's figure alone: a judge larger than a
-    /// task's memory limit must not make every run MLE.
-    pub memory: u64,
+impl Fired {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fired::Cpu => "cpu",
+            Fired::Wall => "wall",
+            Fired::Memory => "memory",
+        }
+    }
 }
 
-/// How far above the judge's anonymous resident size `ru_maxrss` must be to be
-/// believed as the program's own (the forked copy touches a few pages before
-/// `exec`).
-pub const INHERITED_SLACK: u64 = 1 << 20;
+/// What one run used.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub exit: Exit,
+    /// The limit that killed it, if one did.
+    pub fired: Option<Fired>,
+    /// CPU time, user + system, of the whole run.
+    pub cpu: Duration,
+    pub wall: Duration,
+    /// Peak memory, bytes (see the module doc).
+    pub memory: u64,
+    /// A denied system call the program attempted (the run was then
+    /// killed, and `exit` is `SIGSYS`).
+    pub denied: Option<String>,
+}
 
-/// Runs `spec` to the end. `Err` only for the judge's own failures (the
-/// program could not be started, the kernel refused a call): the caller's JE.
+/// Runs `spec` to the end, in a sandbox helper. `Err` only for the judge's
+/// own failures (the program could not be started, the kernel refused a
+/// call): the caller's JE.
 pub fn run(spec: Spec) -> Result<Usage, String> {
-    let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits } = spec;
-    let program = match argv.first() {
-        Some(p) if p.starts_with("./") => cwd.join(&p[2..]),
+    let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
+    let req = Request { argv, cwd, env, identity, limits, binds };
+    crate::helper::run(&req, [stdin, stdout, stderr])
+}
+
+/*** The mechanisms (decided once per helper) ***/
+
+/// Which isolation and accounting the helper uses.
+#[derive(Debug)]
+pub struct Mechanisms {
+    /// Runs are jailed (namespaces, bind-mounted root, seccomp): root only.
+    pub namespaces: bool,
+    /// The cgroup hierarchy runs get groups in, if any.
+    pub cgroup: Option<Hierarchy>,
+}
+
+static MECHANISMS: OnceLock<Mechanisms> = OnceLock::new();
+
+/// Called once when a helper starts: its own network namespace, the jail's
+/// mount point, the cgroup parents; adopts orphans (for the basic level).
+pub(crate) fn helper_init() {
+    become_subreaper();
+    MECHANISMS.get_or_init(|| {
+        let root = unsafe { libc::geteuid() } == 0;
+        let namespaces =
+            root && unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 && std::fs::create_dir_all(jail::ROOT).is_ok();
+        let cgroup = if root { Hierarchy::detect() } else { None };
+        if let Some(h) = &cgroup {
+            h.remove_stale();
+        }
+        Mechanisms { namespaces, cgroup }
+    });
+}
+
+/// The mechanisms a helper started now would use, without changing this
+/// process (for `judge-exec --probe`).
+pub fn probe_mechanisms() -> Mechanisms {
+    let root = unsafe { libc::geteuid() } == 0;
+    Mechanisms { namespaces: probe_namespaces(), cgroup: if root { Hierarchy::detect() } else { None } }
+}
+
+/// Whether helpers started now will jail their runs (root, and the
+/// namespaces can be made).
+pub fn probe_namespaces() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    root && {
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let f =
+                libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+            unsafe { libc::_exit(if libc::unshare(f) == 0 { 0 } else { 1 }) };
+        }
+        pid > 0 && reap(pid).map(|(s, _)| s == 0).unwrap_or(false)
+    }
+}
+
+fn mechanisms() -> &'static Mechanisms {
+    MECHANISMS.get_or_init(|| Mechanisms { namespaces: false, cgroup: None })
+}
+
+/// The helper's cgroup (made at its first jailed run).
+static GROUP: Mutex<Option<Group>> = Mutex::new(None);
+
+/// Work left for after the reply (so the judge does not wait for it):
+/// none at the moment; the hook stays for asynchronous cleanup.
+pub(crate) fn after_reply() {}
+
+/// When the helper exits: its cgroup goes.
+pub(crate) fn helper_exit() {
+    if let Some(g) = GROUP.lock().unwrap().take() {
+        g.kill_all();
+        if let Err(e) = g.remove() {
+            eprintln!("ojrunner-sandbox-helper: removing its cgroup: {e}");
+        }
+    }
+}
+
+/*** One run, in the helper ***/
+
+/// Runs one request (in the helper; `hangup` is the judge's socket: if it
+/// closes, the run is killed).
+pub(crate) fn run_here(req: Request, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    let program = match req.argv.first() {
+        Some(p) if p.starts_with("./") => req.cwd.join(&p[2..]),
         Some(p) => PathBuf::from(p),
         None => return Err("empty command".into()),
     };
-    // Held until the sweep is done: another judge process using the same
+    // Held until the run is cleaned up: another judge process using the same
     // slot uid waits instead of having its program swept away.
-    let _slot_lock = match identity {
-        Some(id) => {
-            become_subreaper();
-            Some(lock_slot(id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?)
-        }
+    let _slot_lock = match req.identity {
+        Some(id) => Some(lock_slot(id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?),
         None => None,
     };
+    match req.identity {
+        Some(id) if mechanisms().namespaces => run_jailed(req, program, id, stdio, hangup),
+        _ => run_direct(req, program, stdio, hangup),
+    }
+}
 
+fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    static FILTER: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
+    let limits = &req.limits;
+    let mut slot = GROUP.lock().unwrap();
+    if slot.is_none() {
+        if let Some(h) = mechanisms().cgroup.as_ref() {
+            let name = format!("helper-{}", std::process::id());
+            *slot = h
+                .create(&name, limits.memory, limits.processes)
+                .map_err(|e| eprintln!("ojrunner-sandbox-helper: no cgroup: {e}"))
+                .ok();
+        }
+    }
+    let group = slot.as_ref();
+    let oom_before = match group.map(|g| g.reset(limits.memory, limits.processes)).transpose() {
+        Ok(n) => n.unwrap_or(0),
+        Err(e) => return Err(format!("resetting the run's cgroup: {e}")),
+    };
+    let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
+    let rlimits = rlimits(limits, true);
+    let jail = Jail {
+        program: cs(program.as_os_str().as_bytes())?,
+        argv: req.argv.iter().map(|a| cs(a.as_bytes())).collect::<Result<_, _>>()?,
+        env: req.env.iter().map(|(k, v)| cs(format!("{k}={v}").as_bytes())).collect::<Result<_, _>>()?,
+        cwd: req.cwd.clone(),
+        binds: &req.binds,
+        tmp_size: limits.memory,
+        rlimits: &rlimits,
+        uid: id.uid,
+        gid: id.gid,
+        group,
+        stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
+        filter: FILTER.get_or_init(crate::seccomp::program),
+    };
+    let start = Instant::now();
+    let (pid, mut report) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
+    drop(stdio);
+    let watch = watch(pid, limits, start, group, hangup);
+    // Init's death kills every process of the run's PID namespace.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = reap(pid);
+    let wall = start.elapsed();
+    let mut buf = Vec::new();
+    let _ = report.read_to_end(&mut buf);
+    let rep: jail::Report = serde_json::from_slice(&buf).unwrap_or_default();
+    if let Some(g) = group {
+        // Nothing is left after init's death; this is a second belt.
+        if !g.is_empty() {
+            g.kill_all();
+        }
+    }
+    if watch.hangup {
+        return Err("the judge went away".into());
+    }
+    if let Some(e) = rep.error {
+        return Err(e);
+    }
+    let mut exit = match rep.status {
+        Some(s) => decode(s),
+        None => Exit::Signal(libc::SIGKILL),
+    };
+    let denied = rep.denied.map(crate::seccomp::name_of);
+    if denied.is_some() {
+        exit = Exit::Signal(libc::SIGSYS);
+    }
+    let rusage_cpu = Duration::from_micros(rep.cpu_us);
+    let maxrss = rep.maxrss_kib * 1024;
+    let (cpu, memory, oom) = match group {
+        Some(g) => {
+            let memory = match g.memory_peak() {
+                Some(peak) => peak.saturating_sub(g.file_cache()),
+                None => maxrss.max(watch.peak_memory),
+            };
+            (g.cpu().max(rusage_cpu), memory, g.oom_kills() > oom_before)
+        }
+        None => (rusage_cpu.max(watch.cpu), maxrss.max(watch.peak_memory), false),
+    };
+    let fired = watch.fired.or(oom.then_some(Fired::Memory));
+    Ok(Usage { exit, fired, cpu, wall, memory, denied })
+}
+
+/// The basic level: the program forked by the helper, in its own process
+/// group, cleaned up by `killpg` and a sweep of the slot uid.
+fn run_direct(req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    let Request { argv, cwd, env, identity, limits, .. } = req;
+    let [stdin, stdout, stderr] = stdio;
     // Everything the child needs is computed here: `pre_exec` must not allocate.
     let rlimits = rlimits(&limits, identity.is_some());
     let parent = std::process::id() as libc::pid_t;
@@ -216,15 +394,14 @@ pub fn run(spec: Spec) -> Result<Usage, String> {
     unsafe {
         cmd.pre_exec(move || child_setup(&rlimits, identity, parent));
     }
-
-    let inherited = own_anonymous_resident();
     let start = Instant::now();
     let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     let pid = child.id() as libc::pid_t;
     // From here on the child is reaped with wait4 below, never by `child`.
     drop(child);
+    drop(cmd);
 
-    let watch = watch(pid, &limits, start);
+    let watch = watch(pid, &limits, start, None, hangup);
     // Kill the group: the program if a limit fired, and any background child.
     // The group exists until the leader is reaped, so this cannot hit a reused pid.
     unsafe { libc::killpg(pid, libc::SIGKILL) };
@@ -233,20 +410,21 @@ pub fn run(spec: Spec) -> Result<Usage, String> {
     if let Some(id) = identity {
         sweep(id);
     }
+    if watch.hangup {
+        return Err("the judge went away".into());
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let cpu = (tv(ru.ru_utime) + tv(ru.ru_stime)).max(watch.cpu);
+    let memory = (ru.ru_maxrss as u64 * 1024).max(watch.peak_memory);
+    Ok(Usage { exit: decode(status), fired: watch.fired, cpu, wall, memory, denied: None })
+}
 
-    let exit = if libc::WIFSIGNALED(status) {
+fn decode(status: libc::c_int) -> Exit {
+    if libc::WIFSIGNALED(status) {
         Exit::Signal(libc::WTERMSIG(status))
     } else {
         Exit::Code(libc::WEXITSTATUS(status))
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    let cpu = (tv(ru.ru_utime) + tv(ru.ru_stime)).max(watch.cpu);
-    let maxrss = ru.ru_maxrss as u64 * 1024;
-    // ru_maxrss may be the judge's own size (see the module doc): distrust it
-    // only where that matters, when it alone would make the run MLE.
-    let suspect = maxrss > limits.memory && maxrss <= inherited + INHERITED_SLACK && watch.samples > 0;
-    let memory = if suspect { watch.peak_memory } else { maxrss.max(watch.peak_memory) };
-    Ok(Usage { exit, fired: watch.fired, cpu, wall, memory })
+    }
 }
 
 /// `(resource, soft, hard)` triples for the child.
@@ -304,29 +482,37 @@ struct Watch {
     fired: Option<Fired>,
     cpu: Duration,
     peak_memory: u64,
-    samples: u32,
+    /// The judge's socket closed: the run was abandoned.
+    hangup: bool,
 }
 
-/// Samples the program every [`POLL`] until it exits or a limit fires. Does
-/// not reap it.
-fn watch(pid: libc::pid_t, limits: &Limits, start: Instant) -> Watch {
+/// Samples the run every [`POLL`] (sooner when the wall limit is nearer)
+/// until `pid` exits, a limit fires or the judge hangs up. Does not reap.
+/// With a cgroup, CPU time is the group's and memory is left to the
+/// kernel's limit; without, both come from `pid`'s process tree.
+fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, group: Option<&Group>, hangup: RawFd) -> Watch {
     let pidfd = pidfd_open(pid);
-    let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, samples: 0 };
+    let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
     loop {
         let exited = has_exited(pid);
-        if let Some(s) = sample_tree(pid) {
-            w.samples += 1;
-            w.cpu = w.cpu.max(s.cpu);
-            w.peak_memory = w.peak_memory.max(s.resident);
+        match group {
+            Some(g) => w.cpu = w.cpu.max(g.cpu()),
+            None => {
+                if let Some(s) = sample_tree(pid) {
+                    w.cpu = w.cpu.max(s.cpu);
+                    w.peak_memory = w.peak_memory.max(s.resident);
+                }
+            }
         }
         if exited {
             return w;
         }
+        let elapsed = start.elapsed();
         w.fired = if w.cpu > limits.cpu {
             Some(Fired::Cpu)
         } else if w.peak_memory > limits.memory {
             Some(Fired::Memory)
-        } else if start.elapsed() > limits.wall {
+        } else if elapsed > limits.wall {
             Some(Fired::Wall)
         } else {
             None
@@ -334,13 +520,18 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant) -> Watch {
         if w.fired.is_some() {
             return w;
         }
-        match &pidfd {
-            // Readable as soon as the program exits.
-            Some(fd) => {
-                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                unsafe { libc::poll(&mut p, 1, POLL.as_millis() as libc::c_int) };
-            }
-            None => std::thread::sleep(POLL),
+        // Wake at the next sample, or just past the wall limit, or at once
+        // when the run ends (the pidfd) or the judge goes (its socket).
+        let to_wall = limits.wall.saturating_sub(elapsed) + Duration::from_millis(1);
+        let wait = POLL.min(to_wall).as_millis().max(1) as libc::c_int;
+        let mut fds = [
+            libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
+        ];
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+        if fds[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            w.hangup = true;
+            return w;
         }
     }
 }
@@ -424,21 +615,6 @@ fn stat_of(pid: libc::pid_t) -> Option<(u64, u64)> {
 
 fn sysconf(name: libc::c_int) -> u64 {
     (unsafe { libc::sysconf(name) }).max(1) as u64
-}
-
-/// The calling process's anonymous (and shared-memory) resident size, bytes:
-/// what `fork` copies into the child's page tables, hence into its
-/// `ru_maxrss`. (File-backed pages of read-only mappings are not copied.)
-fn own_anonymous_resident() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |key: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    (kib("RssAnon:") + kib("RssShmem:")) * 1024
 }
 
 /// Makes the calling process the reaper of its orphaned descendants (once),
@@ -585,6 +761,7 @@ mod tests {
             stderr: scratch("err"),
             identity: None,
             limits,
+            binds: vec![],
         };
         let usage = run(spec).unwrap();
         let mut out = String::new();
@@ -653,6 +830,7 @@ mod tests {
             stderr: scratch("err2"),
             identity: None,
             limits: limits(),
+            binds: vec![],
         };
         assert!(run(spec).unwrap_err().contains("/no-such-program"));
     }
@@ -666,7 +844,8 @@ mod tests {
         l.memory = 64 << 20;
         let (u, _) = sh("exec /bin/true", "", l);
         assert_eq!(u.exit, Exit::Code(0));
-        assert!(u.memory < 64 << 20, "charged {} MiB", u.memory >> 20);
+        // The helper, not this process, forks the program: not even a few MiB leak in.
+        assert!(u.memory < 8 << 20, "charged {} KiB", u.memory >> 10);
         drop(ballast);
     }
 

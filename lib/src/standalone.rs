@@ -3,7 +3,7 @@
 //! `complete` payload, plus its name), then a summary line.
 
 use crate::config::exit;
-use crate::judge::{Compiled, Judge, Slot};
+use crate::judge::{CaseRun, Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::protocol::{CaseResult, Status};
 use log::error;
@@ -53,7 +53,7 @@ pub fn run(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i6
             Compiled::Ready => {
                 let scratch = work.join("cases").join(name);
                 let _ = std::fs::create_dir_all(&scratch);
-                judge.run_case(
+                judge.run_case_detailed(
                     lang,
                     &srcdir,
                     &tests.join(format!("{name}.in")),
@@ -61,19 +61,84 @@ pub fn run(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i6
                     &task,
                     &slot,
                     &scratch,
+                    judge.checker,
                 )
             }
-            Compiled::Failed { message } => CaseResult::compile_error(message),
-            Compiled::JudgeError(w) => CaseResult::judge_error(w),
+            Compiled::Failed { message } => CaseRun { result: CaseResult::compile_error(message), limit: None },
+            Compiled::JudgeError(w) => CaseRun { result: CaseResult::judge_error(w), limit: None },
         };
+        let CaseRun { result: r, limit } = r;
         worst = worst.worst(r.status);
         let mut v = serde_json::to_value(&r).unwrap();
         v["case"] = json!(name);
+        v["limit"] = json!(limit);
         println!("{v}");
     }
     println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
     let _ = std::fs::remove_dir_all(&work);
     if worst == Status::AC {
+        exit::OK
+    } else {
+        exit::FAILURE
+    }
+}
+
+/// `judge-exec --probe`: prints, as one JSON object, the sandbox mechanisms
+/// this machine gives the judge, then proves them with one sandboxed run of
+/// `/bin/true`. Exits 0 if that run worked.
+pub fn probe() -> i32 {
+    let m = crate::sandbox::probe_mechanisms();
+    let seccomp = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
+    let user_notif = seccomp.split_whitespace().any(|a| a == "user_notif");
+    let slot = Slot::for_index(0);
+    let trial = (|| {
+        let null = || std::fs::File::options().read(true).write(true).open("/dev/null");
+        let spec = crate::sandbox::Spec {
+            argv: vec!["/bin/true".into()],
+            cwd: "/".into(),
+            env: vec![],
+            stdin: null()?,
+            stdout: null()?,
+            stderr: null()?,
+            identity: slot.identity(),
+            limits: crate::sandbox::Limits {
+                cpu: std::time::Duration::from_secs(1),
+                wall: std::time::Duration::from_secs(5),
+                memory: 64 << 20,
+                address_space: None,
+                stack: None,
+                output: 1 << 20,
+                processes: Some(16),
+            },
+            binds: vec![],
+        };
+        Ok::<_, std::io::Error>(crate::sandbox::run(spec))
+    })();
+    let trial = match trial {
+        Ok(Ok(u)) => json!({"ok": u.exit == crate::sandbox::Exit::Code(0), "exit": u.exit.code(),
+            "wall_us": u.wall.as_micros() as u64, "memory_kib": u.memory / 1024}),
+        Ok(Err(e)) => json!({"ok": false, "error": e}),
+        Err(e) => json!({"ok": false, "error": e.to_string()}),
+    };
+    let ok = trial["ok"] == json!(true);
+    let jailed = m.namespaces && slot.identity().is_some();
+    let v = json!({
+        "helper": true,
+        "identity": slot.identity().map(|i| i.uid),
+        "namespaces": if jailed { json!(["pid", "mount", "ipc", "uts", "net"]) } else { json!([]) },
+        "root": if jailed { "bind mounts, read-only" } else { "host" },
+        "seccomp": if jailed && user_notif { json!("deny list, user notification") } else { json!(null) },
+        "no_new_privs": true,
+        "capabilities": if jailed { "all dropped" } else { "none held" },
+        "cgroup": m.cgroup.as_ref().map(|h| h.kind),
+        "cgroup_controllers": if m.cgroup.is_some() { json!(["memory", "pids", "cpu"]) } else { json!([]) },
+        "memory": if m.cgroup.is_some() { "cgroup peak less file cache" } else { "ru_maxrss and /proc samples" },
+        "cpu": if m.cgroup.is_some() { "cgroup" } else { "rusage and /proc samples" },
+        "rlimits": ["CPU", "AS", "STACK", "FSIZE", "NPROC", "CORE"],
+        "trial": trial,
+    });
+    println!("{v}");
+    if ok {
         exit::OK
     } else {
         exit::FAILURE

@@ -11,7 +11,7 @@ use crate::sandbox::{Exit, Fired, Limits, Usage};
 /// | 1 | TLE | the watchdog killed it for CPU or wall time; or it died of `SIGXCPU` (the `RLIMIT_CPU` backstop); or its CPU time (user + system) exceeds the limit, however it ended |
 /// | 2 | OLE | it died of `SIGXFSZ` (wrote past `RLIMIT_FSIZE`); or its stdout or stderr reached the output limit (a program that ignores `SIGXFSZ`, as Python does, gets `EFBIG` and may exit cleanly with truncated output) |
 /// | 3 | MLE | the watchdog killed it for resident memory; or its peak memory exceeds the limit, however it ended (a crash after the limit was passed is the limit's doing) |
-/// | 4 | RE | a non-zero exit code, or any other signal |
+/// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge.rs`) |
 /// | 5 | — (`None`) | it exited 0 within every limit: the checker decides AC or WA |
 ///
 /// The order is Normal-OJ's (TLE → OLE → MLE → RE). Two consequences:
@@ -80,6 +80,7 @@ mod tests {
             cpu: Duration::from_millis(cpu_ms),
             wall: Duration::from_millis(cpu_ms + 5),
             memory: memory_mib << 20,
+            denied: None,
         }
     }
 

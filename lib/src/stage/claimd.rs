@@ -11,6 +11,7 @@
 use crate::archive;
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
+use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{self, Answer, Hub};
 use crate::language::Languages;
 use crate::patience;
@@ -43,19 +44,9 @@ pub struct Cli {
 /// Claims that may still read their testdata.
 const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
 
-/// Why `claimd` stops before its loop ends.
-struct Exit(i32, String);
-
 pub fn main() -> i32 {
     crate::logger::init("claimd");
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => exit::OK,
-        Err(Exit(code, msg)) => {
-            error!("{msg}");
-            code
-        }
-    }
+    daemon::exit_code(run(Cli::parse()).map(|()| exit::OK))
 }
 
 struct Claimd {
@@ -71,21 +62,12 @@ struct Claimd {
     last_contact: Option<i64>,
 }
 
-fn run(cli: Cli) -> Result<(), Exit> {
+fn run(cli: Cli) -> Result<(), Failure> {
     let c = &cli.common;
-    let cfg = |e: config::ConfigError| Exit(exit::CONFIG, e.0);
-    let hub =
-        Hub::new(&c.backend_url().map_err(cfg)?, &c.testdata_url().map_err(cfg)?, &c.sandbox_token().map_err(cfg)?);
-    let registration_token = c.registration_token().map_err(cfg)?;
-    let languages = match &cli.languages {
-        Some(p) => Languages::load(p).map_err(|e| Exit(exit::CONFIG, format!("languages {}: {e}", p.display())))?,
-        None => Languages::builtin(),
-    };
-    let spool = Spool::open(&c.spool).map_err(|e| Exit(exit::TEMPORARY, e.0))?;
-    let inbox = Inbox::new();
-    let stops = signals::forward(inbox.tx.clone()).map_err(|e| Exit(exit::TEMPORARY, format!("signals: {e}")))?;
-    control::listen(&c.spool, "claimd", inbox.tx.clone())
-        .map_err(|e| Exit(exit::TEMPORARY, format!("control socket: {e}")))?;
+    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
+    let registration_token = c.registration_token()?;
+    let languages = daemon::languages(cli.languages.as_deref())?;
+    let Daemon { spool, inbox, stops } = Daemon::start("claimd", &c.spool)?;
     let mut d = Claimd {
         cache: Cache::new(&c.spool),
         spool,
@@ -106,8 +88,8 @@ fn run(cli: Cli) -> Result<(), Exit> {
 impl Claimd {
     /// The identity in the spool, registering first if there is none. None
     /// if told to stop while registering.
-    fn identity(&mut self) -> Result<Option<Identity>, Exit> {
-        if let Some(id) = self.spool.identity().map_err(|e| Exit(exit::TEMPORARY, e.0))? {
+    fn identity(&mut self) -> Result<Option<Identity>, Failure> {
+        if let Some(id) = self.spool.identity()? {
             return Ok(Some(id));
         }
         let mut tries = 0;
@@ -119,7 +101,7 @@ impl Claimd {
             let why = match self.hub.register(&self.registration_token, &self.name) {
                 Answer::Status(201, body) => match hub::parse_registration(&body) {
                     Ok(reg) => {
-                        let gone = self.spool.set_identity(&reg).map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+                        let gone = self.spool.set_identity(&reg)?;
                         info!(
                             "registered as {} ({} s heartbeat, {} jobs at most){}",
                             reg.runner_id,
@@ -132,12 +114,12 @@ impl Claimd {
                             }
                         );
                         control::poke(self.spool.dir(), "leased");
-                        return self.spool.identity().map_err(|e| Exit(exit::TEMPORARY, e.0));
+                        return self.spool.identity().map_err(Failure::from);
                     }
                     Err(e) => format!("unreadable registration ({e})"),
                 },
                 Answer::Status(401, _) => {
-                    return Err(Exit(exit::FAILURE, "the hub refused the registration token (401)".into()));
+                    return Err(Failure(exit::FAILURE, "the hub refused the registration token (401)".into()));
                 }
                 a => a.describe(),
             };
@@ -149,7 +131,7 @@ impl Claimd {
         }
     }
 
-    fn run(&mut self) -> Result<(), Exit> {
+    fn run(&mut self) -> Result<(), Failure> {
         let mut said_draining = false;
         loop {
             let draining = self.stops.requested() || self.spool.draining().unwrap_or(false);
@@ -231,9 +213,9 @@ impl Claimd {
     }
 
     /// Asks the hub for one job if there is room; the new claim, if any.
-    fn claim_once(&mut self) -> Result<Option<Claim>, Exit> {
+    fn claim_once(&mut self) -> Result<Option<Claim>, Failure> {
         let Some(id) = self.identity()? else { return Ok(None) };
-        let held = self.spool.held_count().map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+        let held = self.spool.held_count()?;
         if held >= id.config.max_concurrent_jobs.max(1) {
             return Ok(None);
         }
@@ -250,8 +232,7 @@ impl Claimd {
                     );
                     return Ok(None);
                 };
-                let (claim_id, old) =
-                    self.spool.insert_claim(&id.runner_id, &job_id, &body).map_err(|e| Exit(exit::TEMPORARY, e.0))?;
+                let (claim_id, old) = self.spool.insert_claim(&id.runner_id, &job_id, &body)?;
                 if !old.is_empty() {
                     info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
                     for o in old {
@@ -261,7 +242,7 @@ impl Claimd {
                     info!("job {job_id}: claimed as claim {claim_id}");
                 }
                 control::poke(self.spool.dir(), "leased");
-                self.spool.claim(claim_id).map_err(|e| Exit(exit::TEMPORARY, e.0))
+                self.spool.claim(claim_id).map_err(Failure::from)
             }
             Answer::Status(204, _) => {
                 self.last_contact = Some(crate::spool::now_ms());

@@ -10,7 +10,8 @@
 
 use crate::checker::Checker;
 use crate::config::{self, exit, Common};
-use crate::control::{self, Event, Inbox};
+use crate::control::{self, Event};
+use crate::daemon::{self, Daemon, Failure};
 use crate::judge::{Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::patience;
@@ -39,6 +40,11 @@ pub struct Cli {
     /// The language table (default: the built-in copy of etc/languages.json).
     #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
     pub languages: Option<PathBuf>,
+
+    /// Print, as JSON, which isolation and measurement mechanisms this
+    /// machine gives the sandbox (cgroups, namespaces, seccomp), and exit.
+    #[arg(long)]
+    pub probe: bool,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -70,26 +76,18 @@ pub enum Command {
 pub fn main() -> i32 {
     crate::logger::init("judge-exec");
     let cli = Cli::parse();
-    let languages = match &cli.languages {
-        Some(p) => match Languages::load(p) {
-            Ok(l) => l,
-            Err(e) => {
-                error!("languages {}: {e}", p.display());
-                return exit::CONFIG;
-            }
-        },
-        None => Languages::builtin(),
+    if cli.probe {
+        config::default_sigpipe();
+        return crate::standalone::probe();
+    }
+    let languages = match daemon::languages(cli.languages.as_deref()) {
+        Ok(l) => l,
+        Err(f) => return daemon::exit_code(Err(f)),
     };
     if let Some(Command::Run { lang, src, tests, time, mem }) = &cli.command {
         return crate::standalone::run(&languages, lang, src, tests, *time, *mem);
     }
-    match run(&cli, languages) {
-        Ok(code) => code,
-        Err((code, msg)) => {
-            error!("{msg}");
-            code
-        }
-    }
+    daemon::exit_code(run(&cli, languages))
 }
 
 /// What a worker reports back to the main loop.
@@ -97,13 +95,9 @@ enum Done {
     Claim(i64),
 }
 
-fn run(cli: &Cli, languages: Languages) -> Result<i32, (i32, String)> {
+fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     let c: &Common = &cli.common;
-    let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
-    let inbox = Inbox::new();
-    let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
-    control::listen(&c.spool, "judge-exec", inbox.tx.clone())
-        .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+    let Daemon { mut spool, inbox, stops } = Daemon::start("judge-exec", &c.spool)?;
     let n =
         cli.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
     let judge = Judge::default();
@@ -118,7 +112,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, (i32, String)> {
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
             .spawn(move || worker(i, &spool_dir, &judge, &languages, rx, done, wake))
-            .map_err(|e| (exit::TEMPORARY, format!("worker thread: {e}")))?;
+            .map_err(|e| Failure(exit::TEMPORARY, format!("worker thread: {e}")))?;
         workers.push(Some(tx));
     }
     config::notify_ready(c.notify_fd);

@@ -12,11 +12,11 @@
 //! drain; a restarted runner registers again.
 
 use crate::config::{self, exit, Common};
-use crate::control::{self, Event, Inbox};
+use crate::control::Event;
+use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{Answer, Hub};
 use crate::patience;
-use crate::signals;
-use crate::spool::{now_ms, Spool};
+use crate::spool::now_ms;
 use clap::Parser;
 use log::{error, info, warn};
 use serde_json::json;
@@ -32,25 +32,13 @@ pub struct Cli {
 
 pub fn main() -> i32 {
     crate::logger::init("leased");
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err((code, msg)) => {
-            error!("{msg}");
-            code
-        }
-    }
+    daemon::exit_code(run(Cli::parse()))
 }
 
-fn run(cli: Cli) -> Result<i32, (i32, String)> {
+fn run(cli: Cli) -> Result<i32, Failure> {
     let c = &cli.common;
-    let cfg = |e: config::ConfigError| (exit::CONFIG, e.0);
-    let hub = Hub::new(&c.backend_url().map_err(cfg)?, &c.testdata_url().map_err(cfg)?, "");
-    let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
-    let inbox = Inbox::new();
-    let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
-    control::listen(&c.spool, "leased", inbox.tx.clone())
-        .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool)?;
     config::notify_ready(c.notify_fd);
     let drain_deadline = Duration::from_secs(c.drain_timeout);
     let mut stopping_since: Option<Instant> = None;
@@ -65,7 +53,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
             stopping_since = Some(Instant::now());
             info!("stopping once no job is held (leases stay renewed until the final sends)");
         }
-        let id = spool.identity().map_err(|e| (exit::TEMPORARY, e.0))?;
+        let id = spool.identity()?;
         if id.is_none() && stopping_since.is_some() {
             info!("stopped (no identity: nothing to keep)");
             return Ok(exit::OK);
@@ -74,7 +62,7 @@ fn run(cli: Cli) -> Result<i32, (i32, String)> {
         if let Some(id) = id {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
             crate::stage::drop_lost_claims(&mut spool);
-            let jobs = spool.held_jobs().map_err(|e| (exit::TEMPORARY, e.0))?;
+            let jobs = spool.held_jobs()?;
             if let Some(since) = stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
                     info!("stopped ({} job(s) still held)", jobs.len());

@@ -10,10 +10,10 @@
 //! On TERM it keeps sending until the outbox is empty, then exits.
 
 use crate::config::{self, exit, Common};
-use crate::control::{self, Event, Inbox};
+use crate::control::Event;
+use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{Answer, Hub};
 use crate::patience;
-use crate::signals;
 use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
 use clap::Parser;
 use log::{error, info, warn};
@@ -34,25 +34,13 @@ pub struct Cli {
 
 pub fn main() -> i32 {
     crate::logger::init("reportd");
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err((code, msg)) => {
-            error!("{msg}");
-            code
-        }
-    }
+    daemon::exit_code(run(Cli::parse()))
 }
 
-fn run(cli: Cli) -> Result<i32, (i32, String)> {
+fn run(cli: Cli) -> Result<i32, Failure> {
     let c = &cli.common;
-    let cfg = |e: config::ConfigError| (exit::CONFIG, e.0);
-    let hub = Hub::new(&c.backend_url().map_err(cfg)?, &c.testdata_url().map_err(cfg)?, "");
-    let spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
-    let inbox = Inbox::new();
-    let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
-    control::listen(&c.spool, "reportd", inbox.tx.clone())
-        .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter { spool, hub, event_retry: HashMap::new(), sent: 0, last_answer: String::new() };
     let mut said = false;

@@ -1,0 +1,382 @@
+//! Control groups: one group per run, for its memory limit and peak, its CPU
+//! time, its number of tasks, and a way to find every process it left.
+//!
+//! Two layouts are supported, chosen once by [`Hierarchy::detect`]:
+//!
+//! | layout | when | files used |
+//! |---|---|---|
+//! | v2 | a cgroup2 mount whose root offers `memory`, `pids` and `cpu` | `memory.max`, `memory.peak`, `memory.stat`, `memory.events`, `pids.max`, `cpu.stat`, `cgroup.kill` |
+//! | v1 | separate `memory`, `pids` and `cpuacct` mounts under `/sys/fs/cgroup` | `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `memory.max_usage_in_bytes`, `memory.stat`, `memory.oom_control`, `pids.max`, `cpuacct.usage` |
+//!
+//! Without either (not root, no controllers) the sandbox falls back to
+//! rlimits and `/proc` sampling alone.
+//!
+//! Each helper has one group (`ojrunner/helper-<pid>`), reset before each
+//! of its runs ([`Group::reset`]: a helper serves one run at a time, and the
+//! run's PID namespace is empty when the run is over) and removed when the
+//! helper exits; a new helper removes the groups of dead ones. Making and
+//! removing a memory cgroup per run would cost milliseconds.
+//!
+//! The groups live in `ojrunner/` below the cgroup the judge itself is in
+//! (v1: per controller; v2: below the hierarchy's root, which is the only
+//! place a process may sit next to enabled controllers). The program joins
+//! them itself, between fork and exec, by writing `0` to the `cgroup.procs`
+//! files the helper opened for it ([`Group::join`]).
+//!
+//! # What "peak memory" means
+//!
+//! The kernel's peak (`memory.max_usage_in_bytes`, `memory.peak`) counts
+//! every page charged to the group, page cache included: a program writing
+//! 60 MiB to stdout (a file) would be charged 60 MiB it never held. So the
+//! peak reported is the kernel's peak minus the file cache charged at the end
+//! of the run ([`Group::file_cache`]); `/tmp` (tmpfs, "shmem") stays counted,
+//! as it is memory. The hard limit is set [`SLACK`] above the task's limit so
+//! a program that passes the limit is seen passing it (MLE) rather than
+//! stopped just short of it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How far above the task's memory limit the kernel's hard limit is set.
+pub const SLACK: u64 = 4 << 20;
+
+/// Which cgroup interface is in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    V1,
+    V2,
+}
+
+/// Where runs' groups are made: one directory per controller (v1) or one
+/// directory for all (v2).
+#[derive(Clone, Debug)]
+pub struct Hierarchy {
+    pub kind: Kind,
+    /// v1: `memory`, `pids`, `cpuacct` parents; v2: the one parent three times.
+    memory: PathBuf,
+    pids: PathBuf,
+    cpu: PathBuf,
+}
+
+/// One run's group(s).
+#[derive(Debug)]
+pub struct Group {
+    kind: Kind,
+    memory: PathBuf,
+    pids: PathBuf,
+    cpu: PathBuf,
+    /// Open `cgroup.procs` files, one per distinct directory.
+    procs: Vec<File>,
+}
+
+impl Hierarchy {
+    /// The hierarchy this machine offers to root, if any. Creates the
+    /// `ojrunner` parent directories.
+    pub fn detect() -> Option<Hierarchy> {
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        Hierarchy::v2(&mounts).or_else(|| Hierarchy::v1(&mounts, &own))
+    }
+
+    fn v2(mounts: &str) -> Option<Hierarchy> {
+        let root = mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1]))
+        })?;
+        let offered = fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+        let has = |c: &str| offered.split_whitespace().any(|x| x == c);
+        if !(has("memory") && has("pids") && has("cpu")) {
+            return None;
+        }
+        let base = root.join("ojrunner");
+        fs::write(root.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
+        ensure_dir(&base).ok()?;
+        fs::write(base.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
+        Some(Hierarchy { kind: Kind::V2, memory: base.clone(), pids: base.clone(), cpu: base })
+    }
+
+    fn v1(mounts: &str, own: &str) -> Option<Hierarchy> {
+        // "hierarchy-id:controllers:path" lines of /proc/self/cgroup.
+        let own_path = |controller: &str| {
+            own.lines()
+                .find_map(|l| {
+                    let mut p = l.splitn(3, ':');
+                    let (_, ctrls, path) = (p.next()?, p.next()?, p.next()?);
+                    ctrls.split(',').any(|c| c == controller).then(|| path.trim_start_matches('/').to_string())
+                })
+                .unwrap_or_default()
+        };
+        let dir = |controller: &str| -> Option<PathBuf> {
+            let mount = mounts.lines().find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(2) == Some(&"cgroup") && f.get(3)?.split(',').any(|o| o == controller))
+                    .then(|| PathBuf::from(f[1]))
+            })?;
+            let base = mount.join(own_path(controller)).join("ojrunner");
+            ensure_dir(&base).ok()?;
+            Some(base)
+        };
+        Some(Hierarchy { kind: Kind::V1, memory: dir("memory")?, pids: dir("pids")?, cpu: dir("cpuacct")? })
+    }
+
+    /// Removes the groups `helper-<pid>` of helpers that died without
+    /// cleaning up (their processes are killed first).
+    pub fn remove_stale(&self) {
+        let mut dirs = vec![self.memory.clone(), self.pids.clone(), self.cpu.clone()];
+        dirs.dedup();
+        for parent in dirs {
+            for e in fs::read_dir(&parent).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name.strip_prefix("helper-") else { continue };
+                let status = fs::read_to_string(Path::new("/proc").join(pid).join("status")).unwrap_or_default();
+                if status.is_empty() || status.contains("State:\tZ") {
+                    for _ in 0..100 {
+                        if kill_procs(&e.path()) == 0 {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    let _ = fs::remove_dir(e.path());
+                }
+            }
+        }
+    }
+
+    /// Makes the group `name` with the given limits (bytes of memory, tasks).
+    pub fn create(&self, name: &str, memory: u64, tasks: Option<u64>) -> io::Result<Group> {
+        let (m, p, c) = (self.memory.join(name), self.pids.join(name), self.cpu.join(name));
+        let mut dirs = vec![m.clone(), p.clone(), c.clone()];
+        dirs.dedup();
+        for d in &dirs {
+            // A leftover of a crashed judge: empty it first.
+            if d.exists() {
+                kill_procs(d);
+                let _ = fs::remove_dir(d);
+            }
+            fs::create_dir(d).map_err(|e| annotate(e, d))?;
+        }
+        let g = Group {
+            kind: self.kind,
+            procs: dirs
+                .iter()
+                .map(|d| OpenOptions::new().write(true).open(d.join("cgroup.procs")))
+                .collect::<io::Result<_>>()?,
+            memory: m,
+            pids: p,
+            cpu: c,
+        };
+        let hard = memory.saturating_add(SLACK).to_string();
+        match self.kind {
+            Kind::V1 => {
+                write(&g.memory, "memory.limit_in_bytes", &hard)?;
+                // Absent without swap accounting; must not be below the limit above.
+                let _ = write(&g.memory, "memory.memsw.limit_in_bytes", &hard);
+                let _ = write(&g.memory, "memory.swappiness", "0");
+            }
+            Kind::V2 => {
+                write(&g.memory, "memory.max", &hard)?;
+                let _ = write(&g.memory, "memory.swap.max", "0");
+            }
+        }
+        if let Some(n) = tasks {
+            write(&g.pids, "pids.max", &n.to_string())?;
+        }
+        Ok(g)
+    }
+}
+
+impl Group {
+    /// Readies the (empty) group for the next run: new limits, counters
+    /// back to zero. Returns the OOM-kill count so far (it cannot be reset).
+    pub fn reset(&self, memory: u64, tasks: Option<u64>) -> io::Result<u64> {
+        let hard = memory.saturating_add(SLACK).to_string();
+        match self.kind {
+            Kind::V1 => {
+                // memsw must stay >= the limit: raise it first, lower it last.
+                let _ = write(&self.memory, "memory.memsw.limit_in_bytes", "-1");
+                if write(&self.memory, "memory.limit_in_bytes", &hard).is_err() {
+                    // Earlier runs' page cache is over the new limit and
+                    // could not be reclaimed on the spot: drop it all (slow,
+                    // ~100 ms, hence not after every run).
+                    self.reclaim();
+                    write(&self.memory, "memory.limit_in_bytes", &hard)?;
+                }
+                let _ = write(&self.memory, "memory.memsw.limit_in_bytes", &hard);
+                write(&self.memory, "memory.max_usage_in_bytes", "0")?;
+                write(&self.cpu, "cpuacct.usage", "0")?;
+            }
+            Kind::V2 => {
+                write(&self.memory, "memory.max", &hard)?;
+                // Since Linux 6.12 a write resets the peak.
+                let _ = write(&self.memory, "memory.peak", "0");
+            }
+        }
+        write(&self.pids, "pids.max", &tasks.map_or("max".to_string(), |n| n.to_string()))?;
+        Ok(self.oom_kills())
+    }
+
+    /// Reclaims all the page cache charged to the (empty) group.
+    pub fn reclaim(&self) {
+        if self.kind == Kind::V1 {
+            let _ = write(&self.memory, "memory.force_empty", "0");
+        }
+    }
+
+    /// Moves the calling process into the group. Between fork and exec: one
+    /// `write` per open `cgroup.procs`, no allocation.
+    pub fn join(&self) -> io::Result<()> {
+        for f in &self.procs {
+            if unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU time (user + system) of every task that ran in the group.
+    pub fn cpu(&self) -> Duration {
+        match self.kind {
+            Kind::V1 => Duration::from_nanos(read_u64(&self.cpu.join("cpuacct.usage")).unwrap_or(0)),
+            Kind::V2 => Duration::from_micros(stat_field(&self.cpu.join("cpu.stat"), "usage_usec").unwrap_or(0)),
+        }
+    }
+
+    /// Memory charged now, bytes.
+    pub fn memory_now(&self) -> u64 {
+        let f = match self.kind {
+            Kind::V1 => "memory.usage_in_bytes",
+            Kind::V2 => "memory.current",
+        };
+        read_u64(&self.memory.join(f)).unwrap_or(0)
+    }
+
+    /// The kernel's peak, bytes (page cache included; see the module doc).
+    /// v2 without `memory.peak` (kernel < 5.19) gives `None`.
+    pub fn memory_peak(&self) -> Option<u64> {
+        let f = match self.kind {
+            Kind::V1 => "memory.max_usage_in_bytes",
+            Kind::V2 => "memory.peak",
+        };
+        read_u64(&self.memory.join(f))
+    }
+
+    /// File-backed page cache charged to the group now (not tmpfs), bytes.
+    pub fn file_cache(&self) -> u64 {
+        let stat = self.memory.join("memory.stat");
+        match self.kind {
+            Kind::V1 => {
+                let cache = stat_field(&stat, "cache").unwrap_or(0);
+                cache.saturating_sub(stat_field(&stat, "shmem").unwrap_or(0))
+            }
+            Kind::V2 => stat_field(&stat, "file").unwrap_or(0).saturating_sub(stat_field(&stat, "shmem").unwrap_or(0)),
+        }
+    }
+
+    /// How many tasks of the group the kernel's OOM killer has killed.
+    pub fn oom_kills(&self) -> u64 {
+        let f = match self.kind {
+            Kind::V1 => "memory.oom_control",
+            Kind::V2 => "memory.events",
+        };
+        stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0)
+    }
+
+    /// Whether any task is left in the group.
+    pub fn is_empty(&self) -> bool {
+        [&self.memory, &self.pids, &self.cpu]
+            .iter()
+            .all(|d| fs::read_to_string(d.join("cgroup.procs")).map(|s| s.trim().is_empty()).unwrap_or(true))
+    }
+
+    /// Kills every task of the group, until none is left (at most ~1 s).
+    pub fn kill_all(&self) {
+        if self.kind == Kind::V2 && write(&self.pids, "cgroup.kill", "1").is_ok() {
+            wait_empty(self, 500);
+            return;
+        }
+        for _ in 0..500 {
+            let any = [&self.memory, &self.pids, &self.cpu].iter().map(|d| kill_procs(d)).sum::<usize>();
+            if any == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Removes the group's directories (every task must be gone).
+    pub fn remove(self) -> io::Result<()> {
+        let mut dirs = vec![self.memory, self.pids, self.cpu];
+        dirs.dedup();
+        drop(self.procs);
+        for d in dirs {
+            // An exiting task may still be counted for a moment.
+            let mut tries = 0;
+            while let Err(e) = fs::remove_dir(&d) {
+                if e.kind() == io::ErrorKind::NotFound {
+                    break;
+                }
+                tries += 1;
+                if tries > 200 {
+                    return Err(annotate(e, &d));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn wait_empty(g: &Group, tries: u32) {
+    for _ in 0..tries {
+        if g.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// `SIGKILL`s every task listed in `dir/cgroup.procs`; how many there were.
+fn kill_procs(dir: &Path) -> usize {
+    let list = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    let pids: Vec<libc::pid_t> = list.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    for &p in &pids {
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    pids.len()
+}
+
+fn ensure_dir(d: &Path) -> io::Result<()> {
+    match fs::create_dir(d) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(annotate(e, d)),
+        _ => Ok(()),
+    }
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    let p = dir.join(file);
+    OpenOptions::new().write(true).open(&p).and_then(|mut f| f.write_all(value.as_bytes())).map_err(|e| annotate(e, &p))
+}
+
+fn read_u64(p: &Path) -> Option<u64> {
+    fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// The value of `key` in a "key value" per line file.
+fn stat_field(p: &Path, key: &str) -> Option<u64> {
+    let text = fs::read_to_string(p).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        (f.next()? == key).then(|| f.next()?.parse().ok())?
+    })
+}
+
+fn annotate(e: io::Error, p: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+}

@@ -1,0 +1,386 @@
+//! The jail: a run's own namespaces, file system, credentials and filter.
+//!
+//! # Theory of operation
+//!
+//! Three processes per run, below the helper (`helper.rs`), which is root in
+//! the host's namespaces except the network (it made one empty network
+//! namespace for itself at startup: no interface is up, so no run reaches
+//! any socket of the host, and a network namespace per run would cost 0.4 ms):
+//!
+//! - **init** (cloned with new PID, mount, IPC and UTS namespaces; PID 1 of
+//!   its namespace; root): builds the root file system ([`build_root`]),
+//!   forks the program, receives its seccomp listener, and supervises it:
+//!   a denied call is named and kills the run; the program's exit (status and
+//!   `rusage`) is reported to the helper on a pipe, then init exits. When
+//!   PID 1 exits the kernel kills every process left in its namespace: a
+//!   background child cannot outlive its run, `setsid` or not.
+//! - **program** (PID 2): joins the run's cgroups, takes its stdio, limits,
+//!   drops every capability and becomes the slot uid, sets `no_new_privs`,
+//!   installs the filter (`seccomp.rs`), passes the listener to init and
+//!   `exec`s. A failure before `exec` is written as an `errno` to a
+//!   close-on-exec pipe: the judge's error, not the program's.
+//!
+//! The helper watches init (`sandbox.rs`) and kills it (hence everything)
+//! when a limit fires.
+//!
+//! # The root file system (a 1 MiB tmpfs, read-only once built)
+//!
+//! | path | what |
+//! |---|---|
+//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
+//! | `/etc` | only [`ETC`]: the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
+//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (binds of the host's nodes), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a tmpfs like `/tmp`) |
+//! | `/proc` | the run's own PID namespace only |
+//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
+//! | each [`Bind`] | the work directories, at the same paths as on the host, read-only unless writable |
+
+use crate::cgroup::Group;
+use crate::sandbox::Bind;
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Where init builds the root (a mount point that exists only inside its
+/// private mount namespace).
+pub const ROOT: &str = "/run/ojrunner/root";
+
+/// The entries of the host's `/etc` a run sees (a trailing `*` is a prefix).
+pub const ETC: &[&str] =
+    &["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "java-*", "python3*", "ssl"];
+
+/// Everything a run needs, prepared by the helper (init and the program
+/// only make system calls with it).
+pub struct Jail<'a> {
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+    pub cwd: PathBuf,
+    pub binds: &'a [Bind],
+    /// Bytes of `/tmp` (and `/dev/shm`).
+    pub tmp_size: u64,
+    pub rlimits: &'a [(libc::__rlimit_resource_t, u64, u64)],
+    pub uid: u32,
+    pub gid: u32,
+    pub group: Option<&'a Group>,
+    pub stdio: [RawFd; 3],
+    pub filter: &'a [libc::sock_filter],
+}
+
+/// What init tells the helper.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Report {
+    /// The judge's failure: building the root, or starting the program.
+    pub error: Option<String>,
+    /// The program's wait status, once it exited.
+    pub status: Option<i32>,
+    /// `ru_utime + ru_stime`, µs, of the program and the children it reaped.
+    pub cpu_us: u64,
+    /// `ru_maxrss`, KiB.
+    pub maxrss_kib: u64,
+    /// The number of a denied system call, if one was attempted.
+    pub denied: Option<i32>,
+}
+
+/// Starts init (new PID, mount, IPC, UTS namespaces). Returns its pid and
+/// the read end of its report pipe.
+pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, File)> {
+    let (r, w) = pipe()?;
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::SIGCHLD;
+    // A raw clone with no new stack behaves as fork: the helper is
+    // single-threaded, so the child may do anything.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        drop(r);
+        init(j, w);
+    }
+    Ok((pid as libc::pid_t, r))
+}
+
+fn init(j: &Jail, mut report: File) -> ! {
+    let mut rep = Report::default();
+    match supervise(j, &mut rep) {
+        Ok(()) => {}
+        Err(e) => rep.error = Some(e),
+    }
+    let _ = report.write_all(&serde_json::to_vec(&rep).unwrap_or_default());
+    unsafe { libc::_exit(0) }
+}
+
+fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
+    build_root(j).map_err(|e| format!("building the sandbox's root: {e}"))?;
+    let mut sv = [0; 2];
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
+        return Err(format!("socketpair: {}", io::Error::last_os_error()));
+    }
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+    let (mut err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(ours);
+        program(j, theirs.as_raw_fd(), err_w.as_raw_fd());
+    }
+    drop(theirs);
+    drop(err_w);
+    let listener = crate::helper::recv_fd(ours.as_raw_fd());
+    let mut errno = [0u8; 4];
+    if err_r.read(&mut errno).unwrap_or(0) == 4 {
+        let e = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
+        let (step, e) = match i32::from_ne_bytes(errno) {
+            n if n >= 1000 => ("setting up the program", io::Error::from_raw_os_error(n / 1000)),
+            _ => ("exec", e),
+        };
+        reap(pid);
+        return Err(format!("cannot start {}: {step}: {e}", j.program.to_string_lossy()));
+    }
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: listener.as_ref().map_or(-1, |l| l.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+        ];
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            continue;
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            if let Some(nr) = crate::seccomp::receive(fds[1].fd) {
+                rep.denied.get_or_insert(nr);
+                // Everyone in the namespace but init itself.
+                unsafe { libc::kill(-1, libc::SIGKILL) };
+            }
+        }
+        if fds[0].revents != 0 || pidfd < 0 {
+            break;
+        }
+    }
+    let (status, ru) = reap(pid);
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    rep.status = Some(status);
+    rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
+    rep.maxrss_kib = ru.ru_maxrss as u64;
+    Ok(())
+}
+
+fn reap(pid: libc::pid_t) -> (i32, libc::rusage) {
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    while unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } < 0 {
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    (status, ru)
+}
+
+/// The program's side: from init's fork to `exec`. On failure, writes
+/// `errno` (+ 1000 × errno for a setup step) on `err` and exits 127.
+fn program(j: &Jail, sock: RawFd, err: RawFd) -> ! {
+    let fail = |code: i32| -> ! {
+        unsafe {
+            libc::write(err, code.to_ne_bytes().as_ptr().cast(), 4);
+            libc::_exit(127)
+        }
+    };
+    let os = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) * 1000;
+    let check = |r: libc::c_long| {
+        if r < 0 {
+            fail(os())
+        }
+    };
+    unsafe {
+        if let Some(g) = j.group {
+            if g.join().is_err() {
+                fail(os());
+            }
+        }
+        // stdio: first out of the way (they may sit on 0-2), then into place.
+        let mut high = [0; 3];
+        for (i, &fd) in j.stdio.iter().enumerate() {
+            high[i] = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
+            check(high[i] as libc::c_long);
+        }
+        for (i, &fd) in high.iter().enumerate() {
+            check(libc::dup2(fd, i as RawFd) as libc::c_long);
+        }
+        let cwd = CString::new(j.cwd.as_os_str().as_bytes()).unwrap_or_default();
+        check(libc::chdir(cwd.as_ptr()) as libc::c_long);
+        for &(resource, soft, hard) in j.rlimits {
+            let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+            check(libc::setrlimit(resource, &rl) as libc::c_long);
+        }
+        libc::umask(0o022);
+        // The bounding set first (it needs CAP_SETPCAP), then the uid change
+        // clears the permitted, effective and ambient sets.
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && cap < 41 {
+                fail(os());
+            }
+        }
+        check(libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()));
+        check(libc::syscall(libc::SYS_setresgid, j.gid, j.gid, j.gid));
+        check(libc::syscall(libc::SYS_setresuid, j.uid, j.uid, j.uid));
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long);
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long);
+        if libc::getppid() != 1 {
+            fail(libc::ESRCH * 1000);
+        }
+        match crate::seccomp::install(j.filter) {
+            Ok(listener) => {
+                if crate::helper::send_fd(sock, listener.as_raw_fd()).is_err() {
+                    fail(os());
+                }
+            }
+            Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO) * 1000),
+        }
+        let argv: Vec<*const libc::c_char> =
+            j.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        let envp: Vec<*const libc::c_char> =
+            j.env.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        libc::execve(j.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        fail(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+fn pipe() -> io::Result<(File, File)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}
+
+/*** The root file system ***/
+
+const RO: libc::c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+
+fn build_root(j: &Jail) -> io::Result<()> {
+    let root = Path::new(ROOT);
+    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=1m,nr_inodes=4096,mode=755"),
+    )?;
+    for d in ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let host = Path::new("/").join(d);
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                std::os::unix::fs::symlink(std::fs::read_link(&host)?, root.join(d))?
+            }
+            Ok(m) if m.is_dir() => bind(&host, &root.join(d), false)?,
+            _ => {}
+        }
+    }
+    std::fs::create_dir(root.join("etc"))?;
+    for entry in std::fs::read_dir("/etc")?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let wanted = ETC.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *p,
+        });
+        if wanted {
+            bind(&entry.path(), &root.join("etc").join(&*name), false)?;
+        }
+    }
+    std::fs::write(
+        root.join("etc/passwd"),
+        format!("root:x:0:0::/:/bin/false\njudge:x:{}:{}::/tmp:/bin/false\n", j.uid, j.gid),
+    )?;
+    std::fs::write(root.join("etc/group"), format!("root:x:0:\njudge:x:{}:\n", j.gid))?;
+    std::fs::write(root.join("etc/hosts"), "127.0.0.1 localhost\n")?;
+    let dev = root.join("dev");
+    std::fs::create_dir(&dev)?;
+    for n in ["null", "zero", "full", "random", "urandom"] {
+        bind(&Path::new("/dev").join(n), &dev.join(n), true)?;
+    }
+    for (link, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(to, dev.join(link))?;
+    }
+    let tmpfs = format!("size={},nr_inodes=16384,mode=1777", j.tmp_size.max(1 << 20));
+    for t in [dev.join("shm"), root.join("tmp")] {
+        std::fs::create_dir(&t)?;
+        mount(Some("tmpfs"), &t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
+    }
+    std::fs::create_dir(root.join("proc"))?;
+    mount(Some("proc"), &root.join("proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
+    for b in j.binds {
+        bind_as(&b.path, &root.join(b.path.strip_prefix("/").unwrap_or(&b.path)), !b.writable, false)?;
+    }
+    let host = b"sandbox";
+    unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) };
+    // Swap the roots, drop the old one, freeze the new one.
+    let c = |p: &str| CString::new(p).unwrap();
+    unsafe {
+        if libc::chdir(c(ROOT).as_ptr()) != 0
+            || libc::syscall(libc::SYS_pivot_root, c(".").as_ptr(), c(".").as_ptr()) != 0
+            || libc::umount2(c(".").as_ptr(), libc::MNT_DETACH) != 0
+            || libc::chdir(c("/").as_ptr()) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | RO, None)
+}
+
+/// Bind-mounts `src` on `dst` (created, as a directory or an empty file),
+/// then makes it read-only (unless `writable`), `nosuid` and `nodev` (unless
+/// `device`: the device nodes of `/dev`).
+fn bind(src: &Path, dst: &Path, device: bool) -> io::Result<()> {
+    bind_as(src, dst, !device, device)
+}
+
+fn bind_as(src: &Path, dst: &Path, read_only: bool, device: bool) -> io::Result<()> {
+    if std::fs::metadata(src)?.is_dir() {
+        std::fs::create_dir_all(dst)?;
+    } else {
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p)?;
+        }
+        File::create(dst)?;
+    }
+    mount(Some(&src.to_string_lossy()), dst, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    if !device {
+        flags |= libc::MS_NODEV;
+    }
+    mount(None, dst, None, flags, None)
+}
+
+fn mount(
+    src: Option<&str>,
+    dst: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let cs = |s: &str| CString::new(s).unwrap();
+    let (src, fstype, data) = (src.map(cs), fstype.map(cs), data.map(cs));
+    let dst_c = CString::new(dst.as_os_str().as_bytes()).unwrap();
+    let ptr = |o: &Option<CString>| o.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    let r = unsafe { libc::mount(ptr(&src), dst_c.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("mount {}: {e}", dst.display())));
+    }
+    Ok(())
+}

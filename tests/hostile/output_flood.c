@@ -1,0 +1,3 @@
+#define _GNU_SOURCE
+#include <stdio.h>
+int main(void) { for (;;) fputs("flood flood flood flood flood flood flood flood\n", stdout); }
