@@ -54,6 +54,7 @@ struct Claimd {
     hub: Hub,
     cache: Cache,
     languages: Languages,
+    languages_path: Option<PathBuf>,
     stops: Stops,
     inbox: Inbox,
     registration_token: String,
@@ -73,6 +74,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         spool,
         hub,
         languages,
+        languages_path: cli.languages.clone(),
         stops,
         inbox,
         registration_token,
@@ -174,6 +176,16 @@ impl Claimd {
                 info!("SIGQUIT: stopped at once");
                 std::process::exit(exit::OK);
             }
+            Some(Event::Signal(libc::SIGHUP)) => match &self.languages_path {
+                Some(p) => match Languages::load(p) {
+                    Ok(l) => {
+                        self.languages = l;
+                        info!("SIGHUP: language table {} reloaded", p.display());
+                    }
+                    Err(e) => warn!("SIGHUP: language table {}: {e}; keeping the old one", p.display()),
+                },
+                None => info!("SIGHUP: the built-in language table has nothing to reload"),
+            },
             Some(Event::Signal(sig)) => info!("{}", signals::name(sig)),
             _ => {}
         }

@@ -24,7 +24,7 @@ use log::{error, info, warn};
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, RwLock};
 
 /// judge-exec: compiles and runs submissions in a sandbox, and decides verdicts.
 #[derive(Parser, Debug)]
@@ -96,6 +96,8 @@ enum Done {
 }
 
 fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
+    // Shared with the workers; SIGHUP reloads it from --languages.
+    let languages = Arc::new(RwLock::new(languages));
     let c: &Common = &cli.common;
     let Daemon { mut spool, inbox, stops } = Daemon::start("judge-exec", &c.spool)?;
     let n =
@@ -108,7 +110,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         let done = done_tx.clone();
         let wake = inbox.tx.clone();
         let spool_dir = c.spool.clone();
-        let (judge, languages) = (judge.clone(), languages.clone());
+        let (judge, languages) = (judge.clone(), Arc::clone(&languages));
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
             .spawn(move || worker(i, &spool_dir, &judge, &languages, rx, done, wake))
@@ -180,6 +182,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
                 info!("SIGQUIT: stopped at once");
                 return Ok(exit::OK);
             }
+            Some(Event::Signal(sig)) if sig == libc::SIGHUP => reload(cli.languages.as_deref(), &languages),
             Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
                 info!("{}: finishing the {} claim(s) in flight, starting none", signals::name(sig), busy.len());
             }
@@ -192,7 +195,7 @@ fn worker(
     i: usize,
     spool_dir: &Path,
     judge: &Judge,
-    languages: &Languages,
+    languages: &RwLock<Languages>,
     rx: mpsc::Receiver<Claim>,
     done: mpsc::Sender<Done>,
     wake: mpsc::Sender<Event>,
@@ -205,7 +208,9 @@ fn worker(
     for claim in rx {
         let id = claim.id;
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        match judge_claim(&mut spool, judge, languages, &claim, &slot) {
+        // A claim is judged with the table as it was when it began.
+        let table = languages.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
+        match judge_claim(&mut spool, judge, &table, &claim, &slot) {
             Ok(true) => {
                 info!("{tag}: judged");
                 control::poke(spool_dir, "reportd");
@@ -291,4 +296,19 @@ fn judge_claim(
         warn!("job {} claim {}: judged JE: the judge could not compile", claim.job_id, claim.id);
     }
     spool.finish(claim.id, &Outcome { tasks }).map_err(|e| e.0)
+}
+
+/// SIGHUP: reads the language table again. A table that does not load is
+/// logged and the old one kept.
+fn reload(path: Option<&Path>, languages: &RwLock<Languages>) {
+    let Some(path) = path else {
+        return info!("SIGHUP: the built-in language table has nothing to reload");
+    };
+    match Languages::load(path) {
+        Ok(l) => {
+            *languages.write().unwrap_or_else(|e| e.into_inner()) = l;
+            info!("SIGHUP: language table {} reloaded", path.display());
+        }
+        Err(e) => warn!("SIGHUP: language table {}: {e}; keeping the old one", path.display()),
+    }
 }

@@ -1,0 +1,116 @@
+//! Daemon manners a supervisor relies on: readiness on a notification fd,
+//! HUP reloads what can be reloaded, CONT is harmless, `runnerd status`
+//! tells the runner's state.
+
+use nix::sys::signal::Signal;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use testkit::*;
+
+/// The shipped language table without `name`.
+fn table_without(name: &str) -> String {
+    let mut t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("etc/languages.json")).unwrap()).unwrap();
+    t["languages"].as_array_mut().unwrap().retain(|l| l["name"] != name);
+    t.to_string()
+}
+
+#[test]
+fn sighup_reloads_the_language_table_and_sigcont_changes_nothing() {
+    let dir = TempDir::new("m-hup");
+    let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let table = write_file(dir.path(), "languages.json", &table_without("python3"));
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let table_env = table.to_str().unwrap().to_string();
+    let mut runner = start_runner_logged(&hub, &spool, &[("OJ_LANGUAGES", &table_env)], &log);
+    let before = hub.submit(1, "python3", &examples().join("submissions/ab_ok.py"));
+    wait_for("python3 refused by the table", Duration::from_secs(60), || {
+        (hub.submission(&before)["aborts"].as_array().unwrap().len() >= 1).then_some(())
+    });
+    // The operator adds python3 and says so.
+    std::fs::copy(repo().join("etc/languages.json"), &table).unwrap();
+    runner.signal(Signal::SIGHUP);
+    wait_for("both stages to reload", Duration::from_secs(30), || {
+        (std::fs::read_to_string(&log).unwrap_or_default().matches("language table").count() >= 2).then_some(())
+    });
+    runner.signal(Signal::SIGCONT);
+    let after = hub.submit(1, "python3", &examples().join("submissions/ab_ok.py"));
+    let s = wait_for("the new submission judged", Duration::from_secs(60), || {
+        let s = hub.submission(&after);
+        (s["state"] == "done").then_some(s)
+    });
+    assert_eq!(s["verdict"], "AC", "{s}");
+    assert!(runner.running(), "HUP and CONT stopped nothing");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn every_stage_reports_readiness_on_its_notification_fd() {
+    let dir = TempDir::new("m-ready");
+    let hub = Hub::start(dir.path(), &[]);
+    let spool = dir.path().join("spool");
+    for stage in ["claimd", "leased", "reportd", "judge-exec", "runnerd"] {
+        let (mut rd, wr) = std::io::pipe().unwrap();
+        let fd = wr.as_raw_fd();
+        let mut cmd = Command::new(bin(stage));
+        cmd.envs(runner_env(&hub, &spool)).args(["--notify-fd", "3"]).stderr(Stdio::null());
+        // SAFETY: dup2 in the child before exec, async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        drop(wr);
+        let mut p = Proc { child, name: stage.into() };
+        let mut got = Vec::new();
+        // Ready is a newline, then the fd is closed: read to the end.
+        let reader = std::thread::spawn(move || {
+            let _ = rd.read_to_end(&mut got);
+            got
+        });
+        wait_for(&format!("{stage} to report ready"), Duration::from_secs(30), || reader.is_finished().then_some(()));
+        assert_eq!(reader.join().unwrap(), b"\n", "{stage} wrote one newline and closed the fd");
+        assert!(p.running(), "{stage} is up when it says so");
+        p.signal(Signal::SIGTERM);
+        assert_eq!(p.wait_exit(Duration::from_secs(60)), 0, "{stage} stops cleanly");
+    }
+}
+
+#[test]
+fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
+    let dir = TempDir::new("m-status");
+    let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    wait_for("the submission judged", Duration::from_secs(60), || {
+        (hub.submission(&sub)["state"] == "done").then_some(())
+    });
+    let out = Command::new(bin("runnerd")).arg("status").env("OJ_SPOOL", &spool).output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let spool_line = &lines[0];
+    assert!(spool_line["runner_id"].as_str().unwrap().starts_with("rn_"), "{spool_line}");
+    assert_eq!(spool_line["claims"]["reported"], 1, "{spool_line}");
+    assert_eq!(spool_line["outbox"], 0, "{spool_line}");
+    assert!(spool_line["held_jobs"].as_array().unwrap().is_empty(), "{spool_line}");
+    assert!(spool_line["last_beat_at_ms"].as_i64().is_some(), "{spool_line}");
+    let stage = |n: &str| lines.iter().find(|l| l["stage"] == n).unwrap_or_else(|| panic!("no {n} line")).clone();
+    assert_eq!(stage("runnerd")["ready"], true);
+    assert!(stage("leased")["last_beat"].as_str().unwrap().contains("204"), "{}", stage("leased"));
+    assert_eq!(stage("reportd")["sent"], 1);
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
