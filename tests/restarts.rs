@@ -318,3 +318,28 @@ fn a_drain_keeps_the_leases_until_its_last_outcome_is_delivered() {
     assert_clean_ac(&s);
     assert_eq!(s["complete_calls"], 1, "landed on its first answer, not refused as reclaimed: {s}");
 }
+
+#[test]
+fn a_claim_request_in_flight_when_the_drain_begins_is_read_to_the_end_and_handed_back() {
+    let dir = TempDir::new("r-inflight-claim");
+    let hub = hub_with_ab(dir.path());
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "20")]);
+    wait_for("claimd's long poll to wait at the hub", Duration::from_secs(30), || {
+        let runners = hub.cli(&["status", "--runners"]);
+        runners.lines().any(|l| l.contains("\"polling\":true")).then_some(())
+    });
+    runner.signal(Signal::SIGTERM);
+    wait_for("the drain to begin", Duration::from_secs(10), || {
+        (spool_int(&spool, "SELECT count(*) FROM control WHERE key = 'draining'") == Some(1)).then_some(())
+    });
+    // The hub answers the poll already sent with this job.
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    let s = hub.submission(&sub);
+    assert_eq!(s["handouts"], 1, "the poll in flight got the job: {s}");
+    assert_eq!(s["state"], "pending", "and the drain handed it back: {s}");
+    let aborts = s["aborts"].as_array().unwrap();
+    assert_eq!((aborts.len(), &aborts[0]["reason"]), (1, &serde_json::json!("drain")), "{s}");
+    assert_eq!(s["attempts"], 0, "costing no attempt: {s}");
+}

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The steps from one schema version to the next: `MIGRATIONS[v]` takes
 /// version `v` to `v + 1`.
@@ -93,6 +93,8 @@ const MIGRATIONS: &[&str] = &[
     // v2: how many times each job was handed out (claims and reclaims), so
     // attempts can be checked against drain refunds.
     "ALTER TABLE jobs ADD COLUMN handouts INTEGER NOT NULL DEFAULT 0;",
+    // v3: when a runner's long poll ends, while one waits (tests wait for it).
+    "ALTER TABLE runners ADD COLUMN polling_until INTEGER;",
 ];
 
 /// Opens (creating if need be) and migrates the database at `path`. Any

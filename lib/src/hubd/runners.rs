@@ -38,13 +38,22 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Records that a long poll of runner `id` waits until `until` (ms), or
+/// that none does.
+pub fn polling(conn: &Connection, id: &str, until: Option<i64>) -> rusqlite::Result<()> {
+    conn.execute("UPDATE runners SET polling_until = ?2 WHERE id = ?1", params![id, until])?;
+    Ok(())
+}
+
 /// One JSON line per runner, oldest first: `status --runners`.
 pub fn list(conn: &Connection) -> rusqlite::Result<Vec<serde_json::Value>> {
-    conn.prepare("SELECT id, name, registered_at, last_seen FROM runners ORDER BY registered_at, id")?
+    let now = db::now_ms();
+    conn.prepare("SELECT id, name, registered_at, last_seen, polling_until FROM runners ORDER BY registered_at, id")?
         .query_map([], |r| {
             Ok(serde_json::json!({
                 "runner_id": r.get::<_, String>(0)?, "name": r.get::<_, String>(1)?,
                 "registered_at": r.get::<_, i64>(2)?, "last_seen": r.get::<_, i64>(3)?,
+                "polling": r.get::<_, Option<i64>>(4)?.is_some_and(|t| t > now),
             }))
         })?
         .collect()

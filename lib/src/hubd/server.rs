@@ -309,15 +309,23 @@ fn next_job(hub: &Hub, conn: &mut Connection, req: &Request, rn: &str, query: &s
     let wait = query_param(query, "wait").and_then(|w| w.parse::<f64>().ok()).unwrap_or(0.0);
     let until = Instant::now() + Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SEC));
     runners::touch(conn, rn)?;
-    loop {
+    let polling = wait > 0.0;
+    if polling {
+        runners::polling(conn, rn, Some(db::now_ms() + (until - Instant::now()).as_millis() as i64))?;
+    }
+    let reply = loop {
         if let Some(claim) = queue::claim(conn, rn, &hub.cfg.policy)? {
-            return Ok(Reply::json(200, queue::payload(&claim, &base_url(hub, req))));
+            break Reply::json(200, queue::payload(&claim, &base_url(hub, req)));
         }
         if Instant::now() >= until || hub.shutdown.load(Ordering::SeqCst) {
-            return Ok(Reply::empty(204));
+            break Reply::empty(204);
         }
         std::thread::sleep(Duration::from_millis(100));
+    };
+    if polling {
+        runners::polling(conn, rn, None)?;
     }
+    Ok(reply)
 }
 
 /// The base of `code_url`: where this hub listens, or, when it listens on
