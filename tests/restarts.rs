@@ -343,3 +343,30 @@ fn a_claim_request_in_flight_when_the_drain_begins_is_read_to_the_end_and_handed
     assert_eq!((aborts.len(), &aborts[0]["reason"]), (1, &serde_json::json!("drain")), "{s}");
     assert_eq!(s["attempts"], 0, "costing no attempt: {s}");
 }
+
+#[test]
+fn an_old_claims_outcome_still_queued_when_its_job_is_claimed_again_is_never_sent() {
+    let dir = TempDir::new("r-late-outcome");
+    let hub = hub_with_ab(dir.path());
+    // Outcomes wait behind 503s, and so do heartbeats: the hub's lease runs out.
+    hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let first = wait_for("the first claim's outcome to be queued", Duration::from_secs(60), || {
+        spool_claims(&spool).into_iter().find(|c| c.state == "judged")
+    });
+    hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/heartbeat"]);
+    wait_for("the job to be claimed again", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.job_id == first.job_id && c.claim_id > first.claim_id).then_some(())
+    });
+    hub.cli(&["fault", "--clear"]);
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+    assert_eq!(s["complete_calls"], 1, "only the new claim's outcome reached the hub: {s}");
+    let old = spool_claims(&spool).into_iter().find(|c| c.claim_id == first.claim_id).unwrap();
+    assert_eq!(old.state, "discarded", "{old:?}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
