@@ -193,13 +193,28 @@ fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight()
     for s in &back {
         assert_eq!(s["attempts"], 0, "a drain costs no attempt: {s}");
     }
-    // A new runner on the same spool takes the rest.
+    // A new runner on the same spool takes the rest: each job it handed
+    // back is claimed again as a new claim, with its own row and directory.
+    let drained: Vec<String> = back
+        .iter()
+        .filter(|s| !s["aborts"].as_array().unwrap().is_empty())
+        .map(|s| s["job_id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!drained.is_empty(), "some claims were handed back: {back:?}");
     let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
     let status = hub.wait_all_judged(Duration::from_secs(180));
     for id in &subs {
         let s = status.iter().find(|s| s["submission_id"] == id.as_str()).unwrap();
         assert_eq!(s["completes"], 1, "{s}");
+        assert_eq!(s["complete_calls"], 1, "{s}");
         assert_eq!(s["attempts"], 1, "{s}");
+    }
+    let claims = spool_claims(&spool);
+    for job in &drained {
+        let mine: Vec<_> = claims.iter().filter(|c| &c.job_id == job).collect();
+        assert_eq!(mine.len(), 2, "the aborted claim and a new one: {mine:?}");
+        assert_ne!(mine[0].claim_id, mine[1].claim_id, "each its own claim (and directory)");
+        assert!(mine.iter().all(|c| c.state == "reported"), "{mine:?}");
     }
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
