@@ -46,6 +46,22 @@ fn sighup_reloads_the_language_table_and_sigcont_changes_nothing() {
     });
     assert_eq!(s["verdict"], "AC", "{s}");
     assert!(runner.running(), "HUP and CONT stopped nothing");
+    // A testdata fetch that fails (its URL carries the token) is logged
+    // without it; no secret is ever logged.
+    hub.cli(&["fault", "--status", "500", "--count", "1", "--path-contains", "/checksum"]);
+    let again = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    wait_for("the next submission judged", Duration::from_secs(60), || {
+        (hub.submission(&again)["state"] == "done").then_some(())
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("prep try 1 failed"), "the failure was logged:\n{text}");
+    let token: String = rusqlite::Connection::open(spool.join("spool.db"))
+        .unwrap()
+        .query_row("SELECT token FROM identity", [], |r| r.get(0))
+        .unwrap();
+    for secret in [REGISTRATION_TOKEN, TESTDATA_TOKEN, token.as_str()] {
+        assert!(!text.contains(secret), "a secret in the log: {secret}");
+    }
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
 }
