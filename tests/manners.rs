@@ -19,7 +19,7 @@ fn table_without(name: &str) -> String {
 }
 
 #[test]
-fn sighup_reloads_the_language_table_and_sigcont_changes_nothing() {
+fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_logged() {
     let dir = TempDir::new("m-hup");
     let hub = Hub::start(dir.path(), &[]);
     hub.add_problem(1, &examples().join("problems/1"));
