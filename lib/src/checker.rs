@@ -3,14 +3,35 @@
 //! [`Checker::Diff`] is Normal-OJ's only checker (`SubmissionExecutor.strip`
 //! in its Sandbox): split both outputs into lines, strip trailing white space
 //! from each line, drop trailing empty lines, compare the lists. Leading and
-//! interior white space are significant. Two stricter/looser variants are
-//! offered for problems that want them: [`Checker::Exact`] (byte equality) and
-//! [`Checker::Token`] (equal white-space separated tokens).
+//! interior white space are significant. Stricter/looser variants are
+//! offered for problems that want them: [`Checker::Exact`] (byte equality),
+//! [`Checker::Token`] (equal white-space separated tokens) and
+//! [`Checker::Float`] (tokens, numbers equal within a tolerance).
 //!
-//! All three stream both files through fixed buffers, so checking a 64 MiB
+//! These four stream both files through fixed buffers, so checking a 64 MiB
 //! output costs the judge no memory (which matters: the judge's own resident
 //! size leaks into the memory figure of the next program it forks, see
 //! `sandbox.rs`).
+//!
+//! Two more are programs shipped in the testdata, compiled once and run
+//! sandboxed by the judge (`judge.rs`): [`Checker::Special`] (a testlib-style
+//! `checker input output answer`) and [`Checker::Interactive`] (an
+//! `interactor input output answer` talking to the program through two
+//! pipes). [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)
+//! compiles them and returns the checker holding the binary; the name alone
+//! ([`Checker::from_job`]) gives [`Checker::Unprepared`], which judges every
+//! case JE rather than falling back to another comparison.
+//!
+//! # Names (a job's `checker` field, `judge-exec run --checker`)
+//!
+//! | name | checker |
+//! |---|---|
+//! | absent, `diff`, anything unknown (Normal-OJ's placeholder text) | [`Checker::Diff`] |
+//! | `exact` | [`Checker::Exact`] |
+//! | `token` | [`Checker::Token`] |
+//! | `float`, `float:EPS`, `float:abs=A,rel=R` | [`Checker::Float`]: `EPS` is both tolerances; default 1e-6 |
+//! | `special` | [`Checker::Special`]: `checker.cpp` or `checker.c` in the testdata |
+//! | `interactive` | [`Checker::Interactive`]: `interactor.cpp` or `interactor.c` in the testdata |
 //!
 //! Differences from Python's `str.splitlines` + `rstrip` (Normal-OJ decodes the
 //! output as UTF-8, dropping invalid bytes): lines end at `\n`, `\r\n` or a lone
@@ -20,10 +41,17 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The default tolerance of [`Checker::Float`], absolute and relative.
+pub const FLOAT_EPS: f64 = 1e-6;
 
 /// Which comparison decides AC or WA.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// `Copy`: a compiled checker is held as an interned `&'static Path` (see
+/// [`Program`]), so a checker is passed by value to every case.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Checker {
     /// Normal-OJ's default: line lists equal after stripping trailing white
     /// space per line and trailing empty lines.
@@ -33,17 +61,113 @@ pub enum Checker {
     Exact,
     /// The white-space separated tokens are identical.
     Token,
+    /// The white-space separated tokens are pairwise equal: two tokens that
+    /// both read as finite numbers when `|out - ans| <= abs` or
+    /// `|out - ans| <= rel * |ans|`, any others when identical.
+    Float { abs: f64, rel: f64 },
+    /// A testlib-style checker program, run sandboxed after the program as
+    /// `checker input output answer`: exit 0 AC, 1 (WA) or 2 (PE) WA,
+    /// anything else JE.
+    Special(Program),
+    /// A testlib-style interactor, run sandboxed alongside the program as
+    /// `interactor input output answer`, its stdin the program's stdout and
+    /// its stdout the program's stdin: exit 0 AC, 1 or 2 WA, anything else JE.
+    Interactive(Program),
+    /// `special` or `interactive` named but not compiled (see
+    /// [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)), or
+    /// a malformed name: every case is JE.
+    Unprepared,
+}
+
+// The tolerances are never NaN (`parse` refuses them).
+impl Eq for Checker {}
+
+/// A compiled checker or interactor: its binary, root-owned and runnable by
+/// the slots, in a directory of its own (the run sees only that directory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub binary: &'static Path,
+}
+
+impl Program {
+    /// Interns `binary`: each distinct path is allocated once per process
+    /// (there are as many as compiled checkers, keyed by testdata version).
+    pub fn new(binary: PathBuf) -> Program {
+        static PATHS: Mutex<Vec<&'static Path>> = Mutex::new(Vec::new());
+        let mut paths = PATHS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = paths.iter().find(|p| **p == binary) {
+            return Program { binary: p };
+        }
+        let p: &'static Path = Box::leak(binary.into_boxed_path());
+        paths.push(p);
+        Program { binary: p }
+    }
+
+    /// The directory the run binds (read-only).
+    pub fn dir(&self) -> &'static Path {
+        self.binary.parent().unwrap_or(Path::new("/"))
+    }
+}
+
+/// What a checker name asks for, before anything is compiled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Named {
+    /// A checker that needs nothing but the files.
+    Builtin(Checker),
+    /// `special`: compile `checker.cpp` / `checker.c` of the testdata.
+    Special,
+    /// `interactive`: compile `interactor.cpp` / `interactor.c` of the testdata.
+    Interactive,
+}
+
+/// Reads a checker name (see the module doc). Unknown names are Normal-OJ's
+/// placeholder: `diff`. `Err` for a malformed `float:…`.
+pub fn parse(name: Option<&str>) -> Result<Named, String> {
+    let name = name.map(str::trim).unwrap_or("diff");
+    Ok(match name {
+        "exact" => Named::Builtin(Checker::Exact),
+        "token" => Named::Builtin(Checker::Token),
+        "special" => Named::Special,
+        "interactive" => Named::Interactive,
+        "float" => Named::Builtin(Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS }),
+        _ => match name.strip_prefix("float:") {
+            Some(spec) => Named::Builtin(parse_float(spec)?),
+            None => Named::Builtin(Checker::Diff),
+        },
+    })
+}
+
+fn parse_float(spec: &str) -> Result<Checker, String> {
+    let number = |s: &str| match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("checker float: bad tolerance {s:?} (want e.g. float:1e-4 or float:abs=1e-6,rel=1e-9)")),
+    };
+    if !spec.contains('=') {
+        let eps = number(spec)?;
+        return Ok(Checker::Float { abs: eps, rel: eps });
+    }
+    // Only the tolerances named count: the other is 0.
+    let (mut abs, mut rel) = (0.0, 0.0);
+    for item in spec.split(',') {
+        match item.split_once('=').map(|(k, v)| (k.trim(), v)) {
+            Some(("abs", v)) => abs = number(v)?,
+            Some(("rel", v)) => rel = number(v)?,
+            _ => return Err(format!("checker float: bad item {item:?} (want abs=X or rel=Y)")),
+        }
+    }
+    Ok(Checker::Float { abs, rel })
 }
 
 impl Checker {
-    /// The checker a job's `checker` field names. Normal-OJ sends a
-    /// placeholder program text there, and its runner ignores it: anything but
-    /// `exact` or `token` means the default, `diff`.
+    /// The checker a job's `checker` field names, without compiling anything.
+    /// Normal-OJ sends a placeholder program text there, and its runner
+    /// ignores it: anything unknown means the default, `diff`. `special` and
+    /// `interactive` (and a malformed `float:…`) give [`Checker::Unprepared`]:
+    /// use [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker).
     pub fn from_job(name: Option<&str>) -> Checker {
-        match name.map(str::trim) {
-            Some("exact") => Checker::Exact,
-            Some("token") => Checker::Token,
-            _ => Checker::Diff,
+        match parse(name) {
+            Ok(Named::Builtin(c)) => c,
+            _ => Checker::Unprepared,
         }
     }
 
@@ -52,6 +176,10 @@ impl Checker {
             Checker::Diff => "diff",
             Checker::Exact => "exact",
             Checker::Token => "token",
+            Checker::Float { .. } => "float",
+            Checker::Special(_) => "special",
+            Checker::Interactive(_) => "interactive",
+            Checker::Unprepared => "unprepared",
         }
     }
 
@@ -72,12 +200,20 @@ impl Checker {
         self.check(BufReader::with_capacity(64 * 1024, output), BufReader::with_capacity(64 * 1024, ans))
     }
 
-    /// Compares two streams: `Ok(true)` is AC.
+    /// Compares two streams: `Ok(true)` is AC. The program checkers cannot
+    /// compare streams (the judge runs them): an error.
     pub fn check(self, output: impl BufRead, answer: impl BufRead) -> io::Result<bool> {
         match self {
             Checker::Diff => diff(output, answer),
             Checker::Exact => exact(output, answer),
             Checker::Token => token(output, answer),
+            Checker::Float { abs, rel } => float(output, answer, abs, rel),
+            Checker::Special(_) | Checker::Interactive(_) => {
+                Err(io::Error::other(format!("the {} checker is run by the judge", self.as_str())))
+            }
+            Checker::Unprepared => Err(io::Error::other(
+                "the checker was not prepared (special/interactive need Judge::prepare_checker), or its name is malformed",
+            )),
         }
     }
 }
@@ -220,6 +356,47 @@ fn token(mut out: impl BufRead, mut ans: impl BufRead) -> io::Result<bool> {
     }
 }
 
+/// A token that reads as a number (not `inf`, `nan` or a word that Rust's
+/// parser would take).
+fn number(tok: &[u8]) -> Option<f64> {
+    let first = *tok.first()?;
+    if !(first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.')) {
+        return None;
+    }
+    if !tok.iter().all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')) {
+        return None;
+    }
+    std::str::from_utf8(tok).ok()?.parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+fn float(mut out: impl BufRead, mut ans: impl BufRead, abs: f64, rel: f64) -> io::Result<bool> {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    loop {
+        let more_a = next_token(&mut out, &mut a)?;
+        let more_b = next_token(&mut ans, &mut b)?;
+        if more_a != more_b {
+            return Ok(false);
+        }
+        if !more_a {
+            return Ok(true);
+        }
+        if a == b {
+            continue;
+        }
+        match (number(&a), number(&b)) {
+            (Some(x), Some(y)) => {
+                let d = (x - y).abs();
+                // A little slack for the decimal representation of the bound itself.
+                let slack = 1e-12 * d.max(f64::MIN_POSITIVE);
+                if !(d <= abs + slack || d <= rel * y.abs() + slack) {
+                    return Ok(false);
+                }
+            }
+            _ => return Ok(false),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +520,47 @@ mod tests {
         assert_eq!(Checker::from_job(Some("print(\"not implement yet. qaq\")")), Checker::Diff);
         assert_eq!(Checker::from_job(Some("token")), Checker::Token);
         assert_eq!(Checker::from_job(Some("exact")), Checker::Exact);
+        assert_eq!(Checker::from_job(Some("float")), Checker::Float { abs: 1e-6, rel: 1e-6 });
+        assert_eq!(Checker::from_job(Some(" float:1e-4 ")), Checker::Float { abs: 1e-4, rel: 1e-4 });
+        assert_eq!(Checker::from_job(Some("float:abs=0.5")), Checker::Float { abs: 0.5, rel: 0.0 });
+        assert_eq!(Checker::from_job(Some("float:abs=1e-3,rel=1e-9")), Checker::Float { abs: 1e-3, rel: 1e-9 });
+        assert_eq!(Checker::from_job(Some("special")), Checker::Unprepared);
+        assert_eq!(Checker::from_job(Some("interactive")), Checker::Unprepared);
+        assert_eq!(Checker::from_job(Some("float:x")), Checker::Unprepared);
+        assert!(parse(Some("float:-1")).is_err());
+        assert!(parse(Some("float:nan")).is_err());
+        assert!(parse(Some("float:abs=1,bogus=2")).is_err());
+        assert_eq!(parse(Some("special")), Ok(Named::Special));
+        assert_eq!(parse(None), Ok(Named::Builtin(Checker::Diff)));
+    }
+
+    #[test]
+    fn float_compares_numbers_within_tolerance() {
+        let f = |eps: f64| Checker::Float { abs: eps, rel: eps };
+        assert!(run(f(1e-6), "3.1415926\n", "3.14159260000001"));
+        assert!(run(f(1e-6), "0.3333333", "0.33333333333"));
+        assert!(!run(f(1e-6), "0.33333", "0.33333333333"));
+        assert!(run(f(1e-4), "0.33333", "0.33333333333"));
+        // Relative: 1e12 off by 1000 is within 1e-6 of it.
+        assert!(run(f(1e-6), "1000000001000", "1e12"));
+        assert!(!run(Checker::Float { abs: 1e-6, rel: 0.0 }, "1000000001000", "1e12"));
+        // Words must match exactly; counts must match.
+        assert!(run(f(1e-6), "YES 1.0000001", "YES 1"));
+        assert!(!run(f(1e-6), "yes 1", "YES 1"));
+        assert!(!run(f(1e-6), "1 2", "1 2 3"));
+        assert!(!run(f(1e-6), "nan", "0"));
+        assert!(!run(f(1e-6), "inf", "1e308"));
+        assert!(run(f(1e-6), "-0.0000001", "0"));
+    }
+
+    #[test]
+    fn program_checkers_are_interned_and_cannot_compare_streams() {
+        let a = Program::new(PathBuf::from("/x/y/main"));
+        let b = Program::new(PathBuf::from("/x/y/main"));
+        assert!(std::ptr::eq(a.binary, b.binary));
+        assert_eq!(a.dir(), Path::new("/x/y"));
+        assert!(Checker::Special(a).check("1".as_bytes(), "1".as_bytes()).is_err());
+        assert!(Checker::Unprepared.check("1".as_bytes(), "1".as_bytes()).is_err());
     }
 
     #[test]

@@ -20,20 +20,47 @@
 //!   answer file by path; the namespace issue hides the file system.)
 //! - Every directory above `src_dir` and `scratch` must be searchable by
 //!   others (`o+x`), or the slot uid cannot reach them.
+//!
+//! # Checker programs (special judges, interactors)
+//!
+//! [`Judge::prepare_checker`] compiles `checker.cpp`/`.c` or
+//! `interactor.cpp`/`.c` of the testdata (with the built-in `cpp17`/`c11`
+//! command, as the worker's slot, any `*.h` of the testdata beside it, so a
+//! shipped `testlib.h` is found) once per testdata version, into
+//! `cache/<key>/` (root-owned, 0755; `key` hashes the testdata path, the
+//! sources and the compile command; a `flock` on `cache/<key>.lock` makes a
+//! second worker wait for the first one's compile and then reuse it).
+//!
+//! They run sandboxed like a case, under [`Judge::checker_limits`], as the
+//! worker's *auxiliary* slot ([`Slot::auxiliary`]: uid 61000 + i), never as
+//! the contestant's slot: an interactor runs while the program does, and two
+//! runs on one slot would serialize on the slot lock (and deadlock the
+//! pair); a distinct uid also keeps the program away from the answer. Each
+//! case gets `<scratch>.judge/`, made by root, owned by the auxiliary uid,
+//! mode 0700, with copies of the input, the answer (and, for a checker, the
+//! program's output): the testdata stays root-only, the contestant's uid
+//! cannot enter the directory, and the program's jail does not even show it.
+//! The run sees that directory and the binary's directory, nothing else of
+//! the host. It is removed after the case.
 
-use crate::checker::Checker;
-use crate::language::Language;
+use crate::checker::{self, Checker, Named, Program};
+use crate::language::{Language, Languages};
 use crate::protocol::{CaseResult, Status, Task};
 use crate::sandbox::{self, Bind, Identity, Limits};
 use crate::verdict;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The first uid (and gid) of the slots, when running as root.
 pub const SLOT_BASE_UID: u32 = 60000;
+
+/// How far above a worker's slot uid its auxiliary slot is (checkers and
+/// interactors): worker i's is 61000 + i.
+pub const AUX_UID_OFFSET: u32 = 1000;
 
 /// Address space a run may reserve beyond its memory limit (the `RLIMIT_AS`
 /// backstop): room for what runtimes reserve and never touch.
@@ -58,6 +85,19 @@ impl Slot {
             Slot { uid: id, gid: id }
         } else {
             Slot { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }
+        }
+    }
+
+    /// The slot a worker's checker or interactor runs as: uid and gid
+    /// [`AUX_UID_OFFSET`] above this one (when running as root; else the
+    /// same caller). Its own uid, so that an interactor can run while the
+    /// program does (each slot serves one run at a time) and so that nothing
+    /// the checker may read is open to the contestant's uid.
+    pub fn auxiliary(&self) -> Slot {
+        if self.identity().is_some() {
+            Slot { uid: self.uid + AUX_UID_OFFSET, gid: self.gid + AUX_UID_OFFSET }
+        } else {
+            *self
         }
     }
 
@@ -142,6 +182,113 @@ impl Judge {
             output: self.output_limit,
             processes: Some(lang.processes),
         }
+    }
+
+    /// The limits of a checker's or interactor's run: 10 s of CPU, 1 GiB;
+    /// wall time 20 s, or (an interactor) the program's wall limit + 10 s,
+    /// since it waits for the program.
+    pub fn checker_limits(&self, program_wall: Option<Duration>) -> Limits {
+        let memory = 1 << 30;
+        Limits {
+            cpu: Duration::from_secs(10),
+            wall: program_wall.map_or(Duration::from_secs(20), |w| w + Duration::from_secs(10)),
+            memory,
+            address_space: Some(memory + ADDRESS_SPACE_HEADROOM),
+            stack: Some(memory),
+            output: self.output_limit,
+            processes: Some(16),
+        }
+    }
+
+    /// The checker a job's `checker` field names (see `checker.rs`), ready
+    /// to judge: `special` and `interactive` compile `checker.cpp`/`.c` or
+    /// `interactor.cpp`/`.c` of `testdata` into `cache` (once per testdata
+    /// version and source; concurrent callers wait for one compile) as
+    /// `slot`. `Err` (the caller marks every case JE with it): a malformed
+    /// name, no source, a compile error (the compiler's message).
+    pub fn prepare_checker(
+        &self,
+        job_checker: Option<&str>,
+        testdata: &Path,
+        cache: &Path,
+        slot: &Slot,
+    ) -> Result<Checker, String> {
+        match checker::parse(job_checker)? {
+            Named::Builtin(c) => Ok(c),
+            Named::Special => Ok(Checker::Special(self.build_program(testdata, "checker", cache, slot)?)),
+            Named::Interactive => Ok(Checker::Interactive(self.build_program(testdata, "interactor", cache, slot)?)),
+        }
+    }
+
+    /// Compiles `testdata/<stem>.cpp` (or `.c`) into the cache, or finds it there.
+    fn build_program(&self, testdata: &Path, stem: &str, cache: &Path, slot: &Slot) -> Result<Program, String> {
+        let (source, lang_name) = [("cpp", "cpp17"), ("c", "c11")]
+            .iter()
+            .map(|(ext, l)| (testdata.join(format!("{stem}.{ext}")), *l))
+            .find(|(p, _)| p.is_file())
+            .ok_or_else(|| format!("{stem}: no {stem}.cpp or {stem}.c in the testdata"))?;
+        let languages = Languages::builtin();
+        let lang =
+            languages.by_name(lang_name).ok_or_else(|| format!("{stem}: no {lang_name} in the built-in table"))?;
+        let binary_name = lang
+            .run
+            .first()
+            .and_then(|r| r.strip_prefix("./"))
+            .ok_or_else(|| format!("{stem}: {lang_name} does not run ./BINARY"))?
+            .to_string();
+        let code = std::fs::read(&source).map_err(|e| format!("{stem}: {}: {e}", source.display()))?;
+        // Headers shipped beside it (testlib.h), in name order.
+        let mut headers: Vec<(String, Vec<u8>)> = Vec::new();
+        for entry in std::fs::read_dir(testdata).map_err(|e| format!("{stem}: {}: {e}", testdata.display()))? {
+            let entry = entry.map_err(|e| format!("{stem}: {e}"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if (name.ends_with(".h") || name.ends_with(".hpp")) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let bytes = std::fs::read(entry.path()).map_err(|e| format!("{stem}: {name}: {e}"))?;
+                headers.push((name, bytes));
+            }
+        }
+        headers.sort();
+        let key = cache_key(&[
+            testdata.as_os_str().as_encoded_bytes(),
+            stem.as_bytes(),
+            &code,
+            &serde_json::to_vec(&(&lang.compile, &headers)).unwrap_or_default(),
+        ]);
+        let fail = |what: &str, e: std::io::Error| format!("{stem}: {what}: {e}");
+        std::fs::create_dir_all(cache).map_err(|e| fail(&cache.display().to_string(), e))?;
+        set_mode(cache, 0o711).map_err(|e| fail("cache", e))?;
+        let _lock = lock_file(&cache.join(format!("{key}.lock"))).map_err(|e| fail("locking the cache", e))?;
+        let dir = cache.join(&key);
+        let binary = dir.join(&binary_name);
+        if binary.is_file() {
+            return Ok(Program::new(binary));
+        }
+        let build = cache.join(format!("{key}.build"));
+        let _ = std::fs::remove_dir_all(&build);
+        std::fs::create_dir(&build).map_err(|e| fail("build directory", e))?;
+        let written = (|| {
+            std::fs::write(build.join(&lang.source), &code)?;
+            for (name, bytes) in &headers {
+                std::fs::write(build.join(name), bytes)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })();
+        written.map_err(|e| fail("build directory", e))?;
+        let result = match self.compile(lang, &build, slot) {
+            Compiled::Ready => (|| {
+                // Only the binary is kept: the runs must not read the source.
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir(&dir)?;
+                std::fs::rename(build.join(&binary_name), &binary)?;
+                set_mode(&binary, 0o755)?;
+                set_mode(&dir, 0o755)
+            })()
+            .map_err(|e| fail("caching the binary", e)),
+            Compiled::Failed { message } => Err(format!("{stem} does not compile: {message}")),
+            Compiled::JudgeError(why) => Err(format!("{stem}: {why}")),
+        };
+        let _ = std::fs::remove_dir_all(&build);
+        result.map(|()| Program::new(binary))
     }
 
     /// The limits of a compile of `lang`.
@@ -276,6 +423,13 @@ impl Judge {
         checker: Checker,
     ) -> CaseRun {
         let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
+        match checker {
+            Checker::Interactive(p) => {
+                return self.run_interactive(lang, src_dir, input, answer, task, slot, scratch, p)
+            }
+            Checker::Unprepared => return je(&Checker::Unprepared.check(&b""[..], &b""[..]).unwrap_err().to_string()),
+            _ => {}
+        }
         let identity = slot.identity();
         let opened = (|| {
             set_mode(src_dir, 0o755)?;
@@ -317,14 +471,178 @@ impl Judge {
             Some(s) => s,
             // Through the judge's own handle: `scratch` belongs to the slot, and
             // a program could have put a link to the answer at `scratch/stdout`.
-            None => match checker.check_output(&mut stdout, answer) {
-                Ok(true) => Status::AC,
-                Ok(false) => Status::WA,
-                Err(e) => return je(&format!("checker: {e}")),
+            None => match checker {
+                Checker::Special(p) => match self.run_checker(p, input, &mut stdout, answer, slot, scratch) {
+                    Ok(s) => s,
+                    Err(e) => return je(&e),
+                },
+                _ => match checker.check_output(&mut stdout, answer) {
+                    Ok(true) => Status::AC,
+                    Ok(false) => Status::WA,
+                    Err(e) => return je(&format!("checker: {e}")),
+                },
             },
         };
         let capped = |f: &mut File| f.rewind().map(|_| read_capped(f, self.output_cap)).unwrap_or_default();
-        let mut stderr = capped(&mut stderr);
+        let (out, err) = (capped(&mut stdout), capped(&mut stderr));
+        self.finish(status, &usage, out, err)
+    }
+}
+
+impl Judge {
+    /// Runs a special checker on a finished case: `checker input output
+    /// answer` in `<scratch>.judge/`, as the auxiliary slot. Exit 0 AC, 1 or
+    /// 2 WA; `Err` (JE) for anything else, with the checker's stderr.
+    fn run_checker(
+        &self,
+        p: Program,
+        input: &Path,
+        output: &mut File,
+        answer: &Path,
+        slot: &Slot,
+        scratch: &Path,
+    ) -> Result<Status, String> {
+        let aux = slot.auxiliary();
+        let dir = CheckDir::new(scratch, input, answer).map_err(|e| format!("checker: preparing: {e}"))?;
+        let prepared = (|| {
+            output.rewind()?;
+            let out = dir.path.join("output");
+            let mut copy = create_fresh(&out, 0o444)?;
+            std::io::copy(output, &mut copy)?;
+            let log = create_fresh(&dir.path.join("checker.log"), 0o600)?;
+            dir.hand_to(&aux)?;
+            Ok::<_, std::io::Error>(log)
+        })();
+        let mut log = prepared.map_err(|e| format!("checker: preparing: {e}"))?;
+        let limits = self.checker_limits(None);
+        let arg = |n: &str| dir.path.join(n).to_string_lossy().into_owned();
+        let spec = sandbox::Spec {
+            argv: vec![p.binary.to_string_lossy().into_owned(), arg("input"), arg("output"), arg("answer")],
+            cwd: dir.path.clone(),
+            env: environment(&dir.path, if jailed(aux.identity()) { Path::new("/tmp") } else { &dir.path }),
+            stdin: File::open("/dev/null").map_err(|e| format!("checker: {e}"))?,
+            stdout: log.try_clone().map_err(|e| format!("checker: {e}"))?,
+            stderr: log.try_clone().map_err(|e| format!("checker: {e}"))?,
+            identity: aux.identity(),
+            limits: limits.clone(),
+            binds: vec![
+                Bind { path: dir.path.clone(), writable: false },
+                Bind { path: p.dir().to_path_buf(), writable: false },
+            ],
+        };
+        let usage = sandbox::run(spec).map_err(|e| format!("checker: {e}"))?;
+        let said = log.rewind().map(|_| read_capped(&mut log, self.output_cap)).unwrap_or_default();
+        program_verdict("checker", &usage, &said, self.output_cap)
+    }
+
+    /// An interactive case: the program and the interactor at once, each
+    /// sandboxed as its own slot (the program as `slot`, the interactor as
+    /// [`Slot::auxiliary`]), connected by two pipes. The program's own
+    /// TLE/MLE/OLE wins; its RE too, except after the interactor's WA when
+    /// it died of `SIGPIPE` (WA) and when the interactor failed (JE);
+    /// otherwise the interactor's exit decides: 0 AC, 1 or 2 WA, else JE.
+    #[allow(clippy::too_many_arguments)]
+    fn run_interactive(
+        &self,
+        lang: &Language,
+        src_dir: &Path,
+        input: &Path,
+        answer: &Path,
+        task: &Task,
+        slot: &Slot,
+        scratch: &Path,
+        p: Program,
+    ) -> CaseRun {
+        let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
+        let identity = slot.identity();
+        let aux = slot.auxiliary();
+        let opened = (|| {
+            set_mode(src_dir, 0o755)?;
+            if let Some(id) = identity {
+                std::os::unix::fs::chown(scratch, Some(id.uid), Some(id.gid))?;
+            }
+            let stderr = create_fresh(&scratch.join("stderr"), 0o644)?;
+            let dir = CheckDir::new(scratch, input, answer)?;
+            let log = create_fresh(&dir.path.join("interactor.log"), 0o600)?;
+            dir.hand_to(&aux)?;
+            // Interactor -> program, program -> interactor.
+            let (to_prog_r, to_prog_w) = pipe()?;
+            let (from_prog_r, from_prog_w) = pipe()?;
+            Ok::<_, std::io::Error>((stderr, dir, log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]))
+        })();
+        let (mut stderr, dir, mut log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]) = match opened {
+            Ok(x) => x,
+            Err(e) => return je(&format!("preparing the case: {e}")),
+        };
+        let limits = self.case_limits(lang, task);
+        let ilimits = self.checker_limits(Some(limits.wall));
+        let (err_w, log_w1, log_w2) = match (stderr.try_clone(), log.try_clone(), log.try_clone()) {
+            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+            _ => return je("cannot duplicate the output files"),
+        };
+        let program = sandbox::Spec {
+            argv: lang.run.clone(),
+            cwd: src_dir.to_path_buf(),
+            env: environment(src_dir, if jailed(identity) { Path::new("/tmp") } else { scratch }),
+            stdin: to_prog_r,
+            stdout: from_prog_w,
+            stderr: err_w,
+            identity,
+            limits: limits.clone(),
+            binds: vec![Bind { path: src_dir.to_path_buf(), writable: false }],
+        };
+        let arg = |n: &str| dir.path.join(n).to_string_lossy().into_owned();
+        let interactor = sandbox::Spec {
+            argv: vec![p.binary.to_string_lossy().into_owned(), arg("input"), arg("output"), arg("answer")],
+            cwd: dir.path.clone(),
+            env: environment(&dir.path, if jailed(aux.identity()) { Path::new("/tmp") } else { &dir.path }),
+            stdin: from_prog_r,
+            stdout: to_prog_w,
+            stderr: log_w1,
+            identity: aux.identity(),
+            limits: ilimits,
+            binds: vec![
+                Bind { path: dir.path.clone(), writable: true },
+                Bind { path: p.dir().to_path_buf(), writable: false },
+            ],
+        };
+        drop(log_w2);
+        // Each run holds its pipe ends until it returns: the other side sees
+        // EOF once a side has ended.
+        let (usage, iusage) = std::thread::scope(|s| {
+            let prog = s.spawn(|| sandbox::run(program));
+            let i = sandbox::run(interactor);
+            (prog.join().unwrap_or_else(|_| Err("the program's run panicked".into())), i)
+        });
+        let usage = match usage {
+            Ok(u) => u,
+            Err(e) => return je(&e),
+        };
+        let said = log.rewind().map(|_| read_capped(&mut log, self.output_cap)).unwrap_or_default();
+        let interactor_verdict = match iusage {
+            Ok(u) => program_verdict("interactor", &u, &said, self.output_cap),
+            Err(e) => Err(format!("interactor: {e}")),
+        };
+        drop(dir);
+        let size = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
+        let own = verdict::decide(&usage, &limits, size(&stderr));
+        let sigpipe = usage.exit == sandbox::Exit::Signal(libc::SIGPIPE) && usage.denied.is_none();
+        let status = match (own, interactor_verdict) {
+            (Some(Status::RE), Ok(Status::WA)) if sigpipe => Status::WA,
+            // A failed interactor (testlib's _fail) is the judge's fault even
+            // when the program then failed for want of a dialogue.
+            (Some(Status::RE), Err(e)) => return je(&e),
+            (Some(s), _) => s,
+            (None, Ok(s)) => s,
+            (None, Err(e)) => return je(&e),
+        };
+        let capped = |f: &mut File| f.rewind().map(|_| read_capped(f, self.output_cap)).unwrap_or_default();
+        let stderr = capped(&mut stderr);
+        self.finish(status, &usage, String::new(), stderr)
+    }
+
+    /// The case's result from the program's usage and its (capped) streams.
+    fn finish(&self, status: Status, usage: &sandbox::Usage, stdout: String, mut stderr: String) -> CaseRun {
         if let Some(call) = &usage.denied {
             // The note must fit: cut the program's own words first.
             let note = format!("\n[judge] system call {call} denied by the sandbox\n");
@@ -345,11 +663,114 @@ impl Judge {
             exec_time: usage.cpu.as_millis() as i64,
             memory_usage: (usage.memory / 1024) as i64,
             exit_code: usage.exit.code(),
-            stdout: capped(&mut stdout),
+            stdout,
             stderr,
         };
         CaseRun { result, limit }
     }
+}
+
+/// A checker program's verdict (testlib's exit codes): 0 AC, 1 (WA) or 2
+/// (PE) WA; `Err` for any other exit, a signal or a limit, with what it said.
+fn program_verdict(what: &str, usage: &sandbox::Usage, said: &str, cap: usize) -> Result<Status, String> {
+    let why = match (usage.fired, &usage.denied, usage.exit) {
+        (None, None, sandbox::Exit::Code(0)) => return Ok(Status::AC),
+        (None, None, sandbox::Exit::Code(1 | 2)) => return Ok(Status::WA),
+        (Some(f), _, _) => format!("{what} exceeded its {} limit", f.as_str()),
+        (None, Some(call), _) => format!("{what}: system call {call} denied by the sandbox"),
+        (None, None, sandbox::Exit::Code(c)) => format!("{what} failed (exit {c})"),
+        (None, None, sandbox::Exit::Signal(s)) => format!("{what} died of signal {s}"),
+    };
+    let said = said.trim_end();
+    Err(cap_string(if said.is_empty() { why } else { format!("{why}: {said}") }, cap))
+}
+
+/// `<scratch>.judge/`: what a checker or interactor may see of one case.
+/// Removed on drop.
+struct CheckDir {
+    path: PathBuf,
+}
+
+impl CheckDir {
+    /// Makes the directory (root's, 0700) with copies of the input and the
+    /// answer (0444).
+    fn new(scratch: &Path, input: &Path, answer: &Path) -> std::io::Result<CheckDir> {
+        let mut name = scratch.file_name().unwrap_or_default().to_os_string();
+        name.push(".judge");
+        let path = scratch.with_file_name(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path).map_err(|e| annotate(e, &path))?,
+            Ok(_) => std::fs::remove_file(&path).map_err(|e| annotate(e, &path))?,
+            Err(_) => {}
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(&path).map_err(|e| annotate(e, &path))?;
+        let dir = CheckDir { path };
+        for (from, to) in [(input, "input"), (answer, "answer")] {
+            let mut src = File::open(from).map_err(|e| annotate(e, from))?;
+            let mut dst = create_fresh(&dir.path.join(to), 0o444)?;
+            std::io::copy(&mut src, &mut dst).map_err(|e| annotate(e, from))?;
+        }
+        Ok(dir)
+    }
+
+    /// Gives the directory (not the files in it) to the run's slot.
+    fn hand_to(&self, slot: &Slot) -> std::io::Result<()> {
+        if let Some(id) = slot.identity() {
+            std::os::unix::fs::chown(&self.path, Some(id.uid), Some(id.gid)).map_err(|e| annotate(e, &self.path))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CheckDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+fn pipe() -> std::io::Result<(File, File)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}
+
+/// Opens (creating, root only) and `flock`s `p`; unlocked when dropped.
+fn lock_file(p: &Path) -> std::io::Result<File> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .map_err(|e| annotate(e, p))?;
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(f)
+}
+
+/// 128 bits (hex) of two differently seeded hashes of `parts`: a cache key.
+/// (SipHash with fixed keys: stable within a build; a new Rust may change
+/// it, which only costs a recompile.)
+fn cache_key(parts: &[&[u8]]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut out = String::new();
+    for seed in [0u8, 1] {
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new_with_keys(0x6f6a_7275_6e6e_6572, seed as u64);
+        for p in parts {
+            p.hash(&mut h);
+        }
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
 }
 
 /// Whether runs as `identity` are jailed (then `TMPDIR` is the run's

@@ -1,6 +1,9 @@
 //! `judge-exec run`: judging without a hub or a spool, for problem setters
 //! and shell pipelines. One JSON line per case (the fields of a case in the
-//! `complete` payload, plus its name), then a summary line.
+//! `complete` payload, plus its name and the limit that stopped it), then a
+//! summary line. The checker is named as a job's `checker` field names it
+//! (`checker.rs`); `special` and `interactive` take their sources from the
+//! tests directory and are compiled into the run's work directory.
 
 use crate::config::exit;
 use crate::judge::{CaseRun, Compiled, Judge, Slot};
@@ -11,8 +14,25 @@ use serde_json::json;
 use std::path::Path;
 
 /// `judge-exec run`: judge a source against a directory of cases, printing
-/// JSON lines; exits 0 when every case is AC, 1 otherwise.
+/// JSON lines; exits 0 when every case is AC, 1 otherwise. Normal-OJ's
+/// `diff` checker: see [`run_with_checker`].
 pub fn run(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i64, mem: i64) -> i32 {
+    run_with_checker(languages, lang, src, tests, time, mem, None)
+}
+
+/// `judge-exec run --checker NAME`: [`run`] with the checker `checker`
+/// names (`None`: diff). A checker that cannot be prepared (a malformed
+/// name, no source in `tests`, a compile error) makes every case JE with
+/// the reason.
+pub fn run_with_checker(
+    languages: &Languages,
+    lang: &str,
+    src: &Path,
+    tests: &Path,
+    time: i64,
+    mem: i64,
+    checker: Option<&str>,
+) -> i32 {
     let Some(lang) = lang.parse::<i64>().ok().and_then(|i| languages.by_id(i)).or_else(|| languages.by_name(lang))
     else {
         error!("unknown language {lang:?}");
@@ -46,7 +66,12 @@ pub fn run(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i6
     let slot = Slot::for_index(0);
     let task =
         crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
-    let compiled = judge.compile(lang, &srcdir, &slot);
+    let prepared = judge.prepare_checker(checker, tests, &work.join("checkers"), &slot);
+    let compiled = match &prepared {
+        Ok(_) => judge.compile(lang, &srcdir, &slot),
+        Err(why) => Compiled::JudgeError(why.clone()),
+    };
+    let checker = prepared.unwrap_or_default();
     let mut worst = Status::AC;
     for name in &names {
         let r = match &compiled {
@@ -61,7 +86,7 @@ pub fn run(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i6
                     &task,
                     &slot,
                     &scratch,
-                    judge.checker,
+                    checker,
                 )
             }
             Compiled::Failed { message } => CaseRun { result: CaseResult::compile_error(message), limit: None },

@@ -8,7 +8,6 @@
 //! A claim superseded while it runs (the hub handed its job again) stops at
 //! its next case and leaves nothing behind.
 
-use crate::checker::Checker;
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
@@ -70,6 +69,9 @@ pub enum Command {
         /// Memory limit per case, in KiB.
         #[arg(long, default_value_t = 262144)]
         mem: i64,
+        /// The checker: diff, exact, token, float[:EPS], special, interactive.
+        #[arg(long, value_name = "NAME")]
+        checker: Option<String>,
     },
 }
 
@@ -84,8 +86,8 @@ pub fn main() -> i32 {
         Ok(l) => l,
         Err(f) => return daemon::exit_code(Err(f)),
     };
-    if let Some(Command::Run { lang, src, tests, time, mem }) = &cli.command {
-        return crate::standalone::run(&languages, lang, src, tests, *time, *mem);
+    if let Some(Command::Run { lang, src, tests, time, mem, checker }) = &cli.command {
+        return crate::standalone::run_with_checker(&languages, lang, src, tests, *time, *mem, checker.as_deref());
     }
     daemon::exit_code(run(&cli, languages))
 }
@@ -240,13 +242,17 @@ fn judge_claim(
     };
     let mut done = spool.case_results(claim.id).map_err(|e| e.0)?;
     let all = job.case_count();
-    let compiled = match languages.by_id(job.language) {
-        None => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
-        Some(_) if done.len() == all => Compiled::Ready,
-        Some(lang) => judge.compile(lang, &src, slot),
+    // The checker first: a special judge or interactor that does not build
+    // makes every case JE, and the submission need not be compiled.
+    let checker = judge.prepare_checker(job.checker.as_deref(), &td, &spool.dir().join("checkers"), slot);
+    let compiled = match (languages.by_id(job.language), &checker) {
+        (_, Err(e)) => Compiled::JudgeError(format!("checker: {e}")),
+        (None, _) => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
+        (Some(_), _) if done.len() == all => Compiled::Ready,
+        (Some(lang), _) => judge.compile(lang, &src, slot),
     };
     let lang = languages.by_id(job.language);
-    let checker = Checker::from_job(job.checker.as_deref());
+    let checker = checker.unwrap_or_default();
     for (t, task) in job.tasks.iter().enumerate() {
         for c in 0..task.case_count as usize {
             if done.contains_key(&(t, c)) {

@@ -1,0 +1,332 @@
+//! Every checker end to end, through `Judge` and through `judge-exec run`:
+//! the built-in comparisons (diff, exact, token, float), a special judge
+//! compiled from the testdata, and an interactive problem (an interactor and
+//! the program connected by two pipes, both sandboxed). Fixtures (checker,
+//! interactor and program sources) are in `tests/checkers/`.
+//!
+//! Run as root (programs run as slot uids 60040–60049 and, for checkers and
+//! interactors, their auxiliary uids 61040–61049).
+
+use ojrunner::checker::Checker;
+use ojrunner::judge::{CaseRun, Compiled, Judge, Slot};
+use ojrunner::language::Languages;
+use ojrunner::protocol::{Status, Task};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use testkit::{bin, repo, TempDir};
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("tests/checkers").join(name)
+}
+
+/// A program that copies its input to its output.
+const ECHO: &str = "#include <stdio.h>\nint main(void){int c;while((c=getchar())!=EOF)putchar(c);return 0;}\n";
+
+/// A testdata directory (root-only, as claimd makes them) under `work`:
+/// cases `00CC.in`/`00CC.out`, and `extra` files copied in under new names.
+fn testdata(work: &Path, cases: &[(&str, &str)], extra: &[(&str, PathBuf)]) -> PathBuf {
+    let dir = work.join("testdata");
+    std::fs::create_dir(&dir).unwrap();
+    for (c, (input, answer)) in cases.iter().enumerate() {
+        std::fs::write(dir.join(format!("00{c:02}.in")), input).unwrap();
+        std::fs::write(dir.join(format!("00{c:02}.out")), answer).unwrap();
+    }
+    for (name, from) in extra {
+        std::fs::copy(from, dir.join(name)).unwrap();
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// Judges `source` (c11) on every case of `td` with the checker `name` as
+/// worker `slot` would: prepare the checker, compile, run each case.
+fn judge(work: &Path, source: &str, td: &Path, name: Option<&str>, time: i64, slot: usize) -> Vec<CaseRun> {
+    let j = Judge::default();
+    let langs = Languages::builtin();
+    let lang = langs.by_name("c11").unwrap();
+    let slot = Slot::for_index(slot);
+    let checker = j.prepare_checker(name, td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+    let src = work.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join(&lang.source), source).unwrap();
+    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
+    let count = std::fs::read_dir(td)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "in"))
+        .count();
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: time, case_count: count as i64 };
+    (0..count)
+        .map(|c| {
+            let scratch = work.join("cases").join(format!("00{c:02}"));
+            let _ = std::fs::remove_dir_all(&scratch);
+            std::fs::create_dir_all(&scratch).unwrap();
+            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
+            j.run_case_detailed(lang, &src, &input, &answer, &task, &slot, &scratch, checker)
+        })
+        .collect()
+}
+
+fn statuses(runs: &[CaseRun]) -> Vec<Status> {
+    runs.iter().map(|r| r.result.status).collect()
+}
+
+#[test]
+fn builtin_checkers_accept_right_and_reject_wrong_answers() {
+    let work = TempDir::new("checkers-builtin");
+    // (checker, [(output, answer, verdict)])
+    let table: &[(&str, &[(&str, &str, Status)])] = &[
+        ("diff", &[("1 2  \n\n", "1 2\n", Status::AC), ("1  2\n", "1 2\n", Status::WA)]),
+        ("exact", &[("1 2\n", "1 2\n", Status::AC), ("1 2 \n", "1 2\n", Status::WA)]),
+        ("token", &[("1\n2   3", "1 2 3\n", Status::AC), ("1 2\n", "1 2 3\n", Status::WA)]),
+        (
+            "float",
+            &[
+                ("3.1415926 YES\n", "3.14159265 YES\n", Status::AC),
+                ("1000000001000\n", "1e12\n", Status::AC),
+                ("3.1415\n", "3.14159265\n", Status::WA),
+                ("3.14159265 NO\n", "3.14159265 YES\n", Status::WA),
+            ],
+        ),
+        ("float:1e-3", &[("3.1415\n", "3.14159265\n", Status::AC), ("3.13\n", "3.14159265\n", Status::WA)]),
+    ];
+    for (i, (name, cases)) in table.iter().enumerate() {
+        let w = work.path().join(format!("{i}"));
+        std::fs::create_dir(&w).unwrap();
+        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let pairs: Vec<(&str, &str)> = cases.iter().map(|(o, a, _)| (*o, *a)).collect();
+        let td = testdata(&w, &pairs, &[]);
+        let want: Vec<Status> = cases.iter().map(|c| c.2).collect();
+        assert_eq!(statuses(&judge(&w, ECHO, &td, Some(name), 1000, 40)), want, "checker {name}");
+    }
+}
+
+#[test]
+fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
+    let work = TempDir::new("checkers-names");
+    let td = testdata(work.path(), &[("1\n", "1\n")], &[]);
+    let (j, slot, cache) = (Judge::default(), Slot::for_index(41), work.path().join("cache"));
+    assert_eq!(j.prepare_checker(None, &td, &cache, &slot), Ok(Checker::Diff));
+    assert_eq!(j.prepare_checker(Some("print(\"not implement yet. qaq\")"), &td, &cache, &slot), Ok(Checker::Diff));
+    assert!(j.prepare_checker(Some("float:lots"), &td, &cache, &slot).unwrap_err().contains("tolerance"));
+    let e = j.prepare_checker(Some("special"), &td, &cache, &slot).unwrap_err();
+    assert!(e.contains("checker.cpp or checker.c"), "{e}");
+    let e = j.prepare_checker(Some("interactive"), &td, &cache, &slot).unwrap_err();
+    assert!(e.contains("interactor.cpp or interactor.c"), "{e}");
+    // Unprepared (the name alone): JE, never a silent diff.
+    let langs = Languages::builtin();
+    let lang = langs.by_name("c11").unwrap();
+    let src = work.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("main.c"), ECHO).unwrap();
+    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
+    let scratch = work.path().join("case");
+    std::fs::create_dir(&scratch).unwrap();
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: 1 };
+    let r = j.run_case_with(
+        lang,
+        &src,
+        &td.join("0000.in"),
+        &td.join("0000.out"),
+        &task,
+        &slot,
+        &scratch,
+        Checker::from_job(Some("special")),
+    );
+    assert_eq!(r.status, Status::JE, "{r:?}");
+}
+
+#[test]
+fn a_special_judge_accepts_any_permutation_where_diff_says_wa() {
+    let work = TempDir::new("checkers-special");
+    let cases = [("3 1 2\n", "1 2 3\n"), ("1 2 3\n", "1 2 3\n"), ("3 1 1\n", "1 2 3\n"), ("1 2\n", "1 2 3\n")];
+    let td = testdata(work.path(), &cases, &[("checker.c", fixture("perm_checker.c"))]);
+    assert_eq!(
+        statuses(&judge(work.path(), ECHO, &td, Some("diff"), 1000, 42)),
+        [Status::WA, Status::AC, Status::WA, Status::WA]
+    );
+    let runs = judge(work.path(), ECHO, &td, Some("special"), 1000, 42);
+    assert_eq!(statuses(&runs), [Status::AC, Status::AC, Status::WA, Status::WA]);
+    // The case still reports the program's own output and usage.
+    assert_eq!(runs[0].result.stdout, "3 1 2\n");
+    assert!(runs[0].result.memory_usage > 0);
+    // Compiled once: a second preparation finds it in the cache.
+    let (j, slot, cache) = (Judge::default(), Slot::for_index(42), work.path().join("cache"));
+    let a = j.prepare_checker(Some("special"), &td, &cache, &slot).unwrap();
+    let b = j.prepare_checker(Some("special"), &td, &cache, &slot).unwrap();
+    assert_eq!(a, b);
+    let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+    assert_eq!(entries.len(), 1, "one compiled checker, no build leftovers");
+    // No per-case checker directories are left behind.
+    let left: Vec<_> = std::fs::read_dir(work.path().join("cases"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".judge"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn concurrent_preparations_compile_once() {
+    let work = TempDir::new("checkers-concurrent");
+    let td = testdata(work.path(), &[("1\n", "1\n")], &[("checker.c", fixture("perm_checker.c"))]);
+    let cache = work.path().join("cache");
+    let got: Vec<Checker> = std::thread::scope(|s| {
+        let hs: Vec<_> = [43, 44]
+            .map(|i| {
+                let (td, cache) = (&td, &cache);
+                s.spawn(move || {
+                    Judge::default().prepare_checker(Some("special"), td, cache, &Slot::for_index(i)).unwrap()
+                })
+            })
+            .into_iter()
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(got[0], got[1]);
+    assert!(matches!(got[0], Checker::Special(_)));
+}
+
+#[test]
+fn a_broken_checker_is_je_with_its_message_and_a_bad_one_does_not_compile() {
+    let work = TempDir::new("checkers-broken");
+    let td = testdata(work.path(), &[("1\n", "1\n")], &[("checker.cpp", fixture("broken_checker.cpp"))]);
+    let runs = judge(work.path(), ECHO, &td, Some("special"), 1000, 45);
+    assert_eq!(runs[0].result.status, Status::JE, "{:?}", runs[0]);
+    assert!(runs[0].result.stderr.contains("exit 3") && runs[0].result.stderr.contains("broken"), "{:?}", runs[0]);
+
+    let w2 = work.path().join("b");
+    std::fs::create_dir(&w2).unwrap();
+    std::fs::write(work.path().join("bad.c"), "int main(void) { return syntax error; }\n").unwrap();
+    let td = testdata(&w2, &[("1\n", "1\n")], &[("checker.c", work.path().join("bad.c"))]);
+    let e =
+        Judge::default().prepare_checker(Some("special"), &td, &w2.join("cache"), &Slot::for_index(45)).unwrap_err();
+    assert!(e.contains("does not compile") && e.contains("error"), "{e}");
+}
+
+fn guess_problem(work: &Path) -> PathBuf {
+    let cases = [("100 37\n", "37\n"), ("1000000 1\n", "1\n"), ("1000000000 999999999\n", "999999999\n")];
+    testdata(work, &cases, &[("interactor.c", fixture("guess_interactor.c"))])
+}
+
+#[test]
+fn an_interactive_problem_judges_by_the_interactor() {
+    let work = TempDir::new("checkers-interactive");
+    let td = guess_problem(work.path());
+    let source = |f: &str| std::fs::read_to_string(fixture(f)).unwrap();
+    let ok = judge(work.path(), &source("guess_ok.c"), &td, Some("interactive"), 1000, 46);
+    assert_eq!(statuses(&ok), [Status::AC; 3], "{ok:?}");
+    let wrong = judge(work.path(), &source("guess_wrong.c"), &td, Some("interactive"), 1000, 46);
+    assert_eq!(statuses(&wrong), [Status::WA, Status::AC, Status::WA], "{wrong:?}");
+    let t = std::time::Instant::now();
+    let silent = judge(work.path(), &source("guess_silent.c"), &td, Some("interactive"), 200, 46);
+    assert_eq!(statuses(&silent), [Status::TLE; 3], "{silent:?}");
+    assert_eq!(silent[0].limit, Some("wall"));
+    // Wall limit 3 × 200 ms + 1 s per case, and nothing waits longer.
+    assert!(t.elapsed() < std::time::Duration::from_secs(12), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_broken_interactor_is_je_and_a_crashing_program_is_re() {
+    let work = TempDir::new("checkers-interactive-je");
+    // The interactor refuses an answer file that disagrees with the input (exit 3).
+    let td = testdata(work.path(), &[("100 37\n", "38\n")], &[("interactor.c", fixture("guess_interactor.c"))]);
+    let ok = std::fs::read_to_string(fixture("guess_ok.c")).unwrap();
+    let r = judge(work.path(), &ok, &td, Some("interactive"), 1000, 47);
+    assert_eq!(r[0].result.status, Status::JE, "{r:?}");
+    assert!(r[0].result.stderr.contains("disagrees"), "{r:?}");
+    let w2 = work.path().join("b");
+    std::fs::create_dir(&w2).unwrap();
+    std::fs::set_permissions(&w2, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let td = guess_problem(&w2);
+    let crash = "#include <stdio.h>\nint main(void){long n;scanf(\"%ld\",&n);*(volatile int*)0=1;return 0;}\n";
+    let r = judge(&w2, crash, &td, Some("interactive"), 1000, 47);
+    assert_eq!(r[0].result.status, Status::RE, "{r:?}");
+}
+
+#[test]
+fn the_program_cannot_read_the_answer() {
+    let work = TempDir::new("checkers-peek");
+    let td = guess_problem(work.path());
+    let scratch = work.path().join("cases").join("0000");
+    let paths = [
+        td.join("0000.out"),
+        PathBuf::from(format!("{}.judge/answer", scratch.display())),
+        PathBuf::from(format!("{}.judge/input", scratch.display())),
+    ];
+    let list: Vec<String> = paths.iter().map(|p| format!("{:?}", p.to_string_lossy())).collect();
+    let source = std::fs::read_to_string(fixture("guess_peek.c")).unwrap().replace("ANSWER_PATHS", &list.join(", "));
+    // Interactive: the interactor is running with the answer next to it.
+    let runs = judge(work.path(), &source, &td, Some("interactive"), 1000, 48);
+    assert_eq!(runs[0].result.status, Status::WA, "{:?}", runs[0]);
+    for p in &paths {
+        assert!(runs[0].result.stderr.contains(&format!("cannot read {}", p.display())), "{:?}", runs[0]);
+    }
+    // A special judge: the answer is never where the program runs either.
+    let w2 = work.path().join("s");
+    std::fs::create_dir(&w2).unwrap();
+    std::fs::set_permissions(&w2, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let td2 = testdata(&w2, &[("1\n", "42\n")], &[("checker.c", fixture("perm_checker.c"))]);
+    let peek = format!(
+        "#include <stdio.h>\nint main(void){{long x=0;FILE*f=fopen({:?},\"r\");if(f&&fscanf(f,\"%ld\",&x)==1){{printf(\"%ld\\n\",x);return 0;}}printf(\"0\\n\");return 0;}}\n",
+        td2.join("0000.out").to_string_lossy()
+    );
+    let runs = judge(&w2, &peek, &td2, Some("special"), 1000, 48);
+    assert_eq!(runs[0].result.status, Status::WA, "{:?}", runs[0]);
+}
+
+/// `judge-exec run … --checker NAME`: JSON lines with `status` and `limit`.
+fn cli(src: &Path, tests: &Path, checker: &str, time: &str) -> (i32, Vec<serde_json::Value>) {
+    let out = Command::new(bin("judge-exec"))
+        .args(["run", "--lang", "c11", "--src"])
+        .arg(src)
+        .arg("--tests")
+        .arg(tests)
+        .args(["--time", time, "--checker", checker])
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    (out.status.code().unwrap_or(-1), lines)
+}
+
+#[test]
+fn judge_exec_run_takes_every_checker() {
+    let work = TempDir::new("checkers-cli");
+    let echo = work.path().join("echo.c");
+    std::fs::write(&echo, ECHO).unwrap();
+    let td = testdata(
+        work.path(),
+        &[("3 1 2\n", "1 2 3\n"), ("2.0000001\n", "2\n")],
+        &[("checker.c", fixture("perm_checker.c"))],
+    );
+    let (code, lines) = cli(&echo, &td, "special", "1000");
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["status"], "AC");
+    assert_eq!(lines[0]["case"], "0000");
+    assert!(lines[0].get("limit").is_some(), "{:?}", lines[0]);
+    assert_eq!(lines[2]["summary"], true);
+    let (code, lines) = cli(&echo, &td, "diff", "1000");
+    assert_eq!((code, &lines[0]["status"], &lines[1]["status"]), (1, &"WA".into(), &"WA".into()));
+    let (_, lines) = cli(&echo, &td, "float", "1000");
+    assert_eq!(lines[1]["status"], "AC");
+    let (code, lines) = cli(&echo, &td, "interactive", "1000");
+    assert_eq!(code, 1);
+    assert_eq!(lines[0]["status"], "JE");
+    assert!(lines[0]["stderr"].as_str().unwrap().contains("interactor.c"), "{:?}", lines[0]);
+
+    let w2 = work.path().join("g");
+    std::fs::create_dir(&w2).unwrap();
+    std::fs::set_permissions(&w2, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let td = guess_problem(&w2);
+    let (code, lines) = cli(&fixture("guess_ok.c"), &td, "interactive", "1000");
+    assert_eq!(code, 0, "{lines:?}");
+    let (code, lines) = cli(&fixture("guess_silent.c"), &td, "interactive", "200");
+    assert_eq!(code, 1);
+    assert_eq!((&lines[0]["status"], &lines[0]["limit"]), (&"TLE".into(), &"wall".into()), "{lines:?}");
+}
