@@ -22,6 +22,12 @@ demo: build
 test: build
 	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1
 
+# Speed and accuracy of the sandbox, as ratios against baselines measured
+# in the same run (see BENCHMARKS.md). Reports; never gates.
+bench:
+	$(CARGO) build --release --workspace --bins
+	$(CARGO) run --release -q -p ojrunner-tests --bin ojrunner-bench
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

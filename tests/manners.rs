@@ -30,7 +30,7 @@ fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_lo
     let mut runner = start_runner_logged(&hub, &spool, &[("OJ_LANGUAGES", &table_env)], &log);
     let before = hub.submit(1, "python3", &examples().join("submissions/ab_ok.py"));
     wait_for("python3 refused by the table", Duration::from_secs(60), || {
-        (hub.submission(&before)["aborts"].as_array().unwrap().len() >= 1).then_some(())
+        (!hub.submission(&before)["aborts"].as_array().unwrap().is_empty()).then_some(())
     });
     // The operator adds python3 and says so.
     std::fs::copy(repo().join("etc/languages.json"), &table).unwrap();

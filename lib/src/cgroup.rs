@@ -17,6 +17,27 @@
 //! helper exits; a new helper removes the groups of dead ones. Making and
 //! removing a memory cgroup per run would cost milliseconds.
 //!
+//! # The helper lives in its group
+//!
+//! Moving a task between cgroups takes the kernel's global
+//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
+//! period whenever no other migration happened in the last few
+//! milliseconds: 5 to 13 ms on this kind of machine, once per run if each
+//! run's program joined its group (measured: the first of ten joins 8.8 ms,
+//! the next nine 0.01 ms). So the helper joins its group once
+//! ([`Group::join`], when the group is made) and stays there: the run's
+//! processes are born in it, and no run migrates anything. What that costs:
+//!
+//! - the group's counters include the helper: its CPU time (the caller
+//!   subtracts the helper's own clock, which is exact) and the pages it
+//!   charged (its resident charge, measured at [`Group::reset`] as
+//!   [`Baseline::resident`], is subtracted from the peak and added to the
+//!   hard limit); `pids.max` has [`RESIDENT_TASKS`] more for the helper and
+//!   the jail's init;
+//! - [`Group::kill_all`] and [`Group::is_empty`] leave the calling process
+//!   out, and [`Group::remove`] first moves the caller back to the group it
+//!   came from ([`Group::leave`]).
+//!
 //! The groups live in `ojrunner/` below the cgroup the judge itself is in
 //! (v1: per controller; v2: below the hierarchy's root, which is the only
 //! place a process may sit next to enabled controllers). The program joins
@@ -43,6 +64,19 @@ use std::time::Duration;
 /// How far above the task's memory limit the kernel's hard limit is set.
 pub const SLACK: u64 = 4 << 20;
 
+/// Tasks in a run's group that are not the run's: the helper and the jail's init.
+pub const RESIDENT_TASKS: u64 = 2;
+
+/// What [`Group::reset`] found in the group before a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Baseline {
+    /// The OOM-kill count so far (it cannot be reset).
+    pub oom_kills: u64,
+    /// Bytes charged to the group that are not file cache (the helper's own
+    /// pages, charged since it joined): not the run's.
+    pub resident: u64,
+}
+
 /// Which cgroup interface is in use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -60,6 +94,9 @@ pub struct Hierarchy {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
+    /// The `cgroup.procs` files of the groups the caller was in when the
+    /// hierarchy was detected (where [`Group::leave`] goes back to).
+    home: Vec<PathBuf>,
 }
 
 /// One run's group(s).
@@ -71,6 +108,7 @@ pub struct Group {
     cpu: PathBuf,
     /// Open `cgroup.procs` files, one per distinct directory.
     procs: Vec<File>,
+    home: Vec<PathBuf>,
 }
 
 impl Hierarchy {
@@ -99,7 +137,8 @@ impl Hierarchy {
         fs::write(root.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
         ensure_dir(&base).ok()?;
         fs::write(base.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
-        Some(Hierarchy { kind: Kind::V2, memory: base.clone(), pids: base.clone(), cpu: base })
+        let home = vec![root.join("cgroup.procs")];
+        Some(Hierarchy { kind: Kind::V2, memory: base.clone(), pids: base.clone(), cpu: base, home })
     }
 
     fn v1(mounts: &str, own: &str) -> Option<Hierarchy> {
@@ -113,17 +152,22 @@ impl Hierarchy {
                 })
                 .unwrap_or_default()
         };
-        let dir = |controller: &str| -> Option<PathBuf> {
+        let mut home = Vec::new();
+        let mut dir = |controller: &str| -> Option<PathBuf> {
             let mount = mounts.lines().find_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 (f.get(2) == Some(&"cgroup") && f.get(3)?.split(',').any(|o| o == controller))
                     .then(|| PathBuf::from(f[1]))
             })?;
-            let base = mount.join(own_path(controller)).join("ojrunner");
+            let own = mount.join(own_path(controller));
+            let base = own.join("ojrunner");
             ensure_dir(&base).ok()?;
+            home.push(own.join("cgroup.procs"));
             Some(base)
         };
-        Some(Hierarchy { kind: Kind::V1, memory: dir("memory")?, pids: dir("pids")?, cpu: dir("cpuacct")? })
+        let (memory, pids, cpu) = (dir("memory")?, dir("pids")?, dir("cpuacct")?);
+        home.dedup();
+        Some(Hierarchy { kind: Kind::V1, memory, pids, cpu, home })
     }
 
     /// Removes the groups `helper-<pid>` of helpers that died without
@@ -149,7 +193,8 @@ impl Hierarchy {
         }
     }
 
-    /// Makes the group `name` with the given limits (bytes of memory, tasks).
+    /// Makes the group `name` with the given limits (bytes of memory, tasks
+    /// of the run: [`RESIDENT_TASKS`] are added).
     pub fn create(&self, name: &str, memory: u64, tasks: Option<u64>) -> io::Result<Group> {
         let (m, p, c) = (self.memory.join(name), self.pids.join(name), self.cpu.join(name));
         let mut dirs = vec![m.clone(), p.clone(), c.clone()];
@@ -171,6 +216,7 @@ impl Hierarchy {
             memory: m,
             pids: p,
             cpu: c,
+            home: self.home.clone(),
         };
         let hard = memory.saturating_add(SLACK).to_string();
         match self.kind {
@@ -186,17 +232,19 @@ impl Hierarchy {
             }
         }
         if let Some(n) = tasks {
-            write(&g.pids, "pids.max", &n.to_string())?;
+            write(&g.pids, "pids.max", &(n + RESIDENT_TASKS).to_string())?;
         }
         Ok(g)
     }
 }
 
 impl Group {
-    /// Readies the (empty) group for the next run: new limits, counters
-    /// back to zero. Returns the OOM-kill count so far (it cannot be reset).
-    pub fn reset(&self, memory: u64, tasks: Option<u64>) -> io::Result<u64> {
-        let hard = memory.saturating_add(SLACK).to_string();
+    /// Readies the group (empty but for the caller) for the next run: new
+    /// limits (the hard memory limit also covers what the caller has
+    /// charged), counters back to zero.
+    pub fn reset(&self, memory: u64, tasks: Option<u64>) -> io::Result<Baseline> {
+        let resident = self.memory_now().saturating_sub(self.file_cache());
+        let hard = memory.saturating_add(SLACK).saturating_add(resident).to_string();
         match self.kind {
             Kind::V1 => {
                 // memsw must stay >= the limit: raise it first, lower it last.
@@ -218,8 +266,8 @@ impl Group {
                 let _ = write(&self.memory, "memory.peak", "0");
             }
         }
-        write(&self.pids, "pids.max", &tasks.map_or("max".to_string(), |n| n.to_string()))?;
-        Ok(self.oom_kills())
+        write(&self.pids, "pids.max", &tasks.map_or("max".to_string(), |n| (n + RESIDENT_TASKS).to_string()))?;
+        Ok(Baseline { oom_kills: self.oom_kills(), resident })
     }
 
     /// Reclaims all the page cache charged to the (empty) group.
@@ -229,8 +277,9 @@ impl Group {
         }
     }
 
-    /// Moves the calling process into the group. Between fork and exec: one
-    /// `write` per open `cgroup.procs`, no allocation.
+    /// Moves the calling process into the group: one `write` per open
+    /// `cgroup.procs`, no allocation. Slow (see the module doc): once per
+    /// helper, not per run.
     pub fn join(&self) -> io::Result<()> {
         for f in &self.procs {
             if unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) } != 1 {
@@ -288,19 +337,28 @@ impl Group {
         stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0)
     }
 
-    /// Whether any task is left in the group.
-    pub fn is_empty(&self) -> bool {
-        [&self.memory, &self.pids, &self.cpu]
-            .iter()
-            .all(|d| fs::read_to_string(d.join("cgroup.procs")).map(|s| s.trim().is_empty()).unwrap_or(true))
+    /// Moves the calling process back to the groups it was in before
+    /// [`Group::join`].
+    pub fn leave(&self) -> io::Result<()> {
+        for p in &self.home {
+            OpenOptions::new().write(true).open(p).and_then(|mut f| f.write_all(b"0")).map_err(|e| annotate(e, p))?;
+        }
+        Ok(())
     }
 
-    /// Kills every task of the group, until none is left (at most ~1 s).
+    /// Whether any task but the caller is left in the group.
+    pub fn is_empty(&self) -> bool {
+        let me = std::process::id().to_string();
+        let mut dirs = vec![&self.memory, &self.pids, &self.cpu];
+        dirs.dedup();
+        dirs.iter().all(|d| {
+            fs::read_to_string(d.join("cgroup.procs")).map(|s| s.split_whitespace().all(|p| p == me)).unwrap_or(true)
+        })
+    }
+
+    /// Kills every task of the group but the caller, until none is left
+    /// (at most ~1 s).
     pub fn kill_all(&self) {
-        if self.kind == Kind::V2 && write(&self.pids, "cgroup.kill", "1").is_ok() {
-            wait_empty(self, 500);
-            return;
-        }
         for _ in 0..500 {
             let any = [&self.memory, &self.pids, &self.cpu].iter().map(|d| kill_procs(d)).sum::<usize>();
             if any == 0 {
@@ -310,8 +368,10 @@ impl Group {
         }
     }
 
-    /// Removes the group's directories (every task must be gone).
+    /// Removes the group's directories (every other task must be gone; the
+    /// caller leaves first).
     pub fn remove(self) -> io::Result<()> {
+        let _ = self.leave();
         let mut dirs = vec![self.memory, self.pids, self.cpu];
         dirs.dedup();
         drop(self.procs);
@@ -333,19 +393,12 @@ impl Group {
     }
 }
 
-fn wait_empty(g: &Group, tries: u32) {
-    for _ in 0..tries {
-        if g.is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// `SIGKILL`s every task listed in `dir/cgroup.procs`; how many there were.
+/// `SIGKILL`s every task listed in `dir/cgroup.procs` but the caller; how
+/// many there were.
 fn kill_procs(dir: &Path) -> usize {
+    let me = std::process::id() as libc::pid_t;
     let list = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-    let pids: Vec<libc::pid_t> = list.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    let pids: Vec<libc::pid_t> = list.split_whitespace().filter_map(|p| p.parse().ok()).filter(|&p| p != me).collect();
     for &p in &pids {
         unsafe { libc::kill(p, libc::SIGKILL) };
     }

@@ -14,7 +14,8 @@
 //!   `rusage`) is reported to the helper on a pipe, then init exits. When
 //!   PID 1 exits the kernel kills every process left in its namespace: a
 //!   background child cannot outlive its run, `setsid` or not.
-//! - **program** (PID 2): joins the run's cgroups, takes its stdio, limits,
+//! - **program** (PID 2): born in the run's cgroups (the helper lives in
+//!   them), takes its stdio, limits,
 //!   drops every capability and becomes the slot uid, sets `no_new_privs`,
 //!   installs the filter (`seccomp.rs`), passes the listener to init and
 //!   `exec`s. A failure before `exec` is written as an `errno` to a
@@ -83,6 +84,9 @@ pub struct Report {
     pub maxrss_kib: u64,
     /// The number of a denied system call, if one was attempted.
     pub denied: Option<i32>,
+    /// init's own CPU time, µs (it is in the run's cgroup; not the program's).
+    #[serde(default)]
+    pub init_cpu_us: u64,
 }
 
 /// Starts init (new PID, mount, IPC, UTS namespaces). Returns its pid and
@@ -105,10 +109,15 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, File)> {
 
 fn init(j: &Jail, mut report: File) -> ! {
     let mut rep = Report::default();
+    // The helper is never the OOM killer's pick; the run's processes are.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "0");
     match supervise(j, &mut rep) {
         Ok(()) => {}
         Err(e) => rep.error = Some(e),
     }
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    rep.init_cpu_us = t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000;
     let _ = report.write_all(&serde_json::to_vec(&rep).unwrap_or_default());
     unsafe { libc::_exit(0) }
 }
@@ -197,11 +206,9 @@ fn program(j: &Jail, sock: RawFd, err: RawFd) -> ! {
         }
     };
     unsafe {
-        if let Some(g) = j.group {
-            if g.join().is_err() {
-                fail(os());
-            }
-        }
+        // The run's cgroup: the helper lives in it, so the program was born
+        // there (no migration: see `cgroup.rs`).
+        let _ = j.group;
         // stdio: first out of the way (they may sit on 0-2), then into place.
         let mut high = [0; 3];
         for (i, &fd) in j.stdio.iter().enumerate() {

@@ -222,6 +222,10 @@ pub(crate) fn helper_init() {
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
+            // The helper lives in its run's cgroup (see `cgroup.rs`): the
+            // memory controller's OOM killer must never pick it (the jail's
+            // init sets its own back to 0 for the run).
+            let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
         }
         Mechanisms { namespaces, cgroup }
     });
@@ -299,17 +303,28 @@ fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], ha
     if slot.is_none() {
         if let Some(h) = mechanisms().cgroup.as_ref() {
             let name = format!("helper-{}", std::process::id());
+            // The helper joins its group once and stays: the run's processes
+            // are born in it, and no run pays for a migration.
             *slot = h
                 .create(&name, limits.memory, limits.processes)
+                .and_then(|g| match g.join() {
+                    Ok(()) => Ok(g),
+                    Err(e) => {
+                        let _ = g.remove();
+                        Err(e)
+                    }
+                })
                 .map_err(|e| eprintln!("ojrunner-sandbox-helper: no cgroup: {e}"))
                 .ok();
         }
     }
     let group = slot.as_ref();
-    let oom_before = match group.map(|g| g.reset(limits.memory, limits.processes)).transpose() {
-        Ok(n) => n.unwrap_or(0),
+    let baseline = match group.map(|g| g.reset(limits.memory, limits.processes)).transpose() {
+        Ok(b) => b.unwrap_or_default(),
         Err(e) => return Err(format!("resetting the run's cgroup: {e}")),
     };
+    // The helper's own CPU time is counted by the group too: subtracted.
+    let own_cpu = own_cpu();
     let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
     let rlimits = rlimits(limits, true);
     let jail = Jail {
@@ -329,20 +344,20 @@ fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], ha
     let start = Instant::now();
     let (pid, mut report) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
     drop(stdio);
-    let watch = watch(pid, limits, start, group, hangup);
+    let watch = watch(pid, limits, start, group.map(|g| (g, own_cpu)), hangup);
     // Init's death kills every process of the run's PID namespace.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let _ = reap(pid);
     let wall = start.elapsed();
     let mut buf = Vec::new();
     let _ = report.read_to_end(&mut buf);
-    let rep: jail::Report = serde_json::from_slice(&buf).unwrap_or_default();
     if let Some(g) = group {
         // Nothing is left after init's death; this is a second belt.
         if !g.is_empty() {
             g.kill_all();
         }
     }
+    let rep: jail::Report = serde_json::from_slice(&buf).unwrap_or_default();
     if watch.hangup {
         return Err("the judge went away".into());
     }
@@ -362,10 +377,13 @@ fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], ha
     let (cpu, memory, oom) = match group {
         Some(g) => {
             let memory = match g.memory_peak() {
-                Some(peak) => peak.saturating_sub(g.file_cache()),
+                Some(peak) => peak.saturating_sub(g.file_cache() + baseline.resident),
                 None => maxrss.max(watch.peak_memory),
             };
-            (g.cpu().max(rusage_cpu), memory, g.oom_kills() > oom_before)
+            // The group's time less the helper's and init's (building the
+            // root, supervising): the program's tree.
+            let theirs = group_cpu(g, own_cpu).saturating_sub(Duration::from_micros(rep.init_cpu_us));
+            (theirs.max(rusage_cpu), memory, g.oom_kills() > baseline.oom_kills)
         }
         None => (rusage_cpu.max(watch.cpu), maxrss.max(watch.peak_memory), false),
     };
@@ -490,13 +508,13 @@ struct Watch {
 /// until `pid` exits, a limit fires or the judge hangs up. Does not reap.
 /// With a cgroup, CPU time is the group's and memory is left to the
 /// kernel's limit; without, both come from `pid`'s process tree.
-fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, group: Option<&Group>, hangup: RawFd) -> Watch {
+fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, group: Option<(&Group, Duration)>, hangup: RawFd) -> Watch {
     let pidfd = pidfd_open(pid);
     let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
     loop {
         let exited = has_exited(pid);
         match group {
-            Some(g) => w.cpu = w.cpu.max(g.cpu()),
+            Some((g, own)) => w.cpu = w.cpu.max(group_cpu(g, own)),
             None => {
                 if let Some(s) = sample_tree(pid) {
                     w.cpu = w.cpu.max(s.cpu);
@@ -534,6 +552,19 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, group: Option<&Group
             return w;
         }
     }
+}
+
+/// The calling process's own CPU time (its threads, not its children).
+fn own_cpu() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// CPU time of the group less what the helper (which lives in it) used
+/// since `own_at_reset`.
+fn group_cpu(g: &Group, own_at_reset: Duration) -> Duration {
+    g.cpu().saturating_sub(own_cpu().saturating_sub(own_at_reset))
 }
 
 fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {

@@ -1,0 +1,449 @@
+//! `make bench`: the sandbox's cost and accuracy, against baselines measured
+//! in the same run (see BENCHMARKS.md).
+//!
+//! 1. One run of a trivial static program: p50 and p99 wall cost of a
+//!    sandboxed run (`sandbox::run`: helper, namespaces, cgroup, limits,
+//!    measurement, teardown), of a bare fork/exec/wait, and of `bwrap`
+//!    (installed with apt-get if missing), as ratios to bare.
+//! 2. Judged cases per second: one job of 1,000 A+B cases through
+//!    `Judge::run_case` (the checker and per-case results on).
+//! 3. Accuracy: memory of a program touching N MiB, CPU time of a 0.5 s
+//!    spin, the kill of a busy loop under a 1 s limit and of a sleeper at its
+//!    wall limit.
+//!
+//! Every target is printed with PASS or MISS. The exit status is 0 unless the
+//! bench itself failed (a benchmark reports; it does not gate).
+
+use ojrunner::judge::{Compiled, Judge, Slot};
+use ojrunner::language::Languages;
+use ojrunner::protocol::{Status, Task};
+use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
+use std::ffi::CString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use testkit::TempDir;
+
+/// The slot the bench runs as (a high index, away from the tests' slots).
+const SLOT: usize = 40;
+
+const TRIVIAL: &str = "int main(void) { return 0; }\n";
+
+/// Touches exactly `argv[1]` MiB with one anonymous mapping, then exits.
+/// Static, no stdio: its own footprint is a few pages.
+const TOUCH: &str = r#"
+#include <stdlib.h>
+#include <sys/mman.h>
+int main(int argc, char **argv) {
+    size_t n = (size_t)atol(argv[1]) << 20;
+    volatile char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 1;
+    for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+    return 0;
+}
+"#;
+
+/// Spins until its own CPU clock reads `argv[1]` ms (the calibration is the
+/// kernel's clock of the process itself), then exits.
+const SPIN: &str = r#"
+#include <stdlib.h>
+#include <time.h>
+int main(int argc, char **argv) {
+    long ms = atol(argv[1]);
+    struct timespec t;
+    volatile unsigned long x = 0;
+    for (;;) {
+        for (int i = 0; i < 10000; i++) x += i;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        if (t.tv_sec * 1000L + t.tv_nsec / 1000000L >= ms) return 0;
+    }
+}
+"#;
+
+const BUSY: &str = "int main(void) { volatile unsigned long x = 0; for (;;) x++; }\n";
+const SLEEPER: &str = "#include <unistd.h>\nint main(void) { sleep(30); return 0; }\n";
+const APLUSB: &str =
+    "#include <stdio.h>\nint main(void) { long a, b; if (scanf(\"%ld %ld\", &a, &b) != 2) return 1; printf(\"%ld\\n\", a + b); return 0; }\n";
+
+fn main() {
+    if let Err(e) = bench() {
+        eprintln!("ojrunner-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The printed lines, and the targets with their outcome.
+struct Report {
+    misses: usize,
+}
+
+impl Report {
+    fn target(&mut self, name: &str, measured: String, ok: bool) {
+        if !ok {
+            self.misses += 1;
+        }
+        println!("  {:<4}  {name:<52} {measured}", if ok { "PASS" } else { "MISS" });
+    }
+}
+
+fn bench() -> Result<(), String> {
+    let root = unsafe { libc::geteuid() } == 0;
+    let work = TempDir::new("bench");
+    let dir = work.path().join("bin");
+    std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
+    set_mode(&dir, 0o755);
+    for (name, src) in [("trivial", TRIVIAL), ("touch", TOUCH), ("spin", SPIN), ("busy", BUSY), ("sleeper", SLEEPER)] {
+        compile_static(&dir, name, src)?;
+    }
+    let mech = sandbox::probe_mechanisms();
+    println!("ojrunner bench: {}", machine());
+    println!(
+        "  sandbox: namespaces {}, cgroup {}, slot uid {}",
+        mech.namespaces,
+        mech.cgroup.as_ref().map_or("none".to_string(), |h| format!("{:?}", h.kind).to_lowercase()),
+        Slot::for_index(SLOT).uid
+    );
+    if !root {
+        println!("  (not root: runs are the basic level, without namespaces or a cgroup)");
+    }
+    let mut rep = Report { misses: 0 };
+
+    // 1. The cost of one run.
+    let n = env_usize("OJ_BENCH_RUNS", 1000);
+    let trivial = dir.join("trivial");
+    let bare = sample(n, || bare_run(&trivial));
+    let sandboxed = {
+        // The helper starts at the first run: not part of a run's cost.
+        for _ in 0..20 {
+            sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20))?;
+        }
+        let mut err = None;
+        let s = sample(n, || {
+            if let Err(e) = sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20)) {
+                err.get_or_insert(e);
+            }
+        });
+        if let Some(e) = err {
+            return Err(format!("a sandboxed run failed: {e}"));
+        }
+        s
+    };
+    let bwrap = match ensure_bwrap() {
+        Ok(b) => {
+            let mut ok = true;
+            let s = sample(n.min(300), || ok &= bwrap_run(&b, &dir, &trivial));
+            if ok {
+                Some(s)
+            } else {
+                println!("  (bwrap fails here: not measured)");
+                None
+            }
+        }
+        Err(e) => {
+            println!("  (no bwrap: {e})");
+            None
+        }
+    };
+    println!();
+    println!("one run of a trivial static program ({n} runs each; wall time, ms)");
+    println!("  {:<28} {:>8} {:>8} {:>10} {:>10}", "", "p50", "p99", "p50/bare", "p99/bare");
+    let row = |name: &str, s: &Stats| {
+        println!(
+            "  {:<28} {:>8.3} {:>8.3} {:>10.2} {:>10.2}",
+            name,
+            ms(s.p50),
+            ms(s.p99),
+            s.p50.as_secs_f64() / bare.p50.as_secs_f64(),
+            s.p99.as_secs_f64() / bare.p99.as_secs_f64()
+        )
+    };
+    row("bare fork/exec/wait", &bare);
+    row("ojrunner sandbox::run", &sandboxed);
+    if let Some(b) = &bwrap {
+        row("bwrap (unshare-all)", b);
+    }
+    rep.target(
+        "sandbox p50 <= bare p50 + 0.8 ms",
+        format!("{:.3} ms vs {:.3} ms", ms(sandboxed.p50), ms(bare.p50) + 0.8),
+        sandboxed.p50 <= bare.p50 + Duration::from_micros(800),
+    );
+    rep.target("sandbox p99 < 3 ms", format!("{:.3} ms", ms(sandboxed.p99)), sandboxed.p99 < Duration::from_millis(3));
+
+    if std::env::var_os("OJ_BENCH_COST_ONLY").is_some() {
+        ojrunner::helper::shutdown();
+        return Ok(());
+    }
+
+    // 2. Judged cases per second.
+    println!();
+    let cases = env_usize("OJ_BENCH_CASES", 1000);
+    let (rate, wrong) = judged_cases(work.path(), cases)?;
+    println!("one job of {cases} A+B cases through Judge::run_case (diff checker, per-case results)");
+    rep.target(
+        "judged cases/s >= 800",
+        format!("{rate:.0} cases/s{}", if wrong > 0 { format!(" ({wrong} not AC!)") } else { String::new() }),
+        rate >= 800.0 && wrong == 0,
+    );
+
+    // 3. Accuracy, with a judge of 200 MiB (touched): its size must not show.
+    println!();
+    println!("accuracy (the bench holds 200 MiB of its own, touched)");
+    let ballast = std::hint::black_box(vec![1u8; 200 << 20]);
+    for mib in [1u64, 16, 64, 256] {
+        let u = sandboxed_run(&dir, "./touch", &[mib.to_string()], limits(Duration::from_secs(5), 512 << 20))?;
+        let got = u.memory as f64 / (1 << 20) as f64;
+        rep.target(
+            &format!("touching {mib} MiB reports {mib} MiB +- 1 MiB"),
+            format!("{got:.2} MiB ({:?})", u.exit),
+            u.exit == sandbox::Exit::Code(0) && (got - mib as f64).abs() <= 1.0,
+        );
+    }
+    let mut worst: f64 = 0.0;
+    let mut spins = Vec::new();
+    for _ in 0..3 {
+        let u = sandboxed_run(&dir, "./spin", &["500".into()], limits(Duration::from_secs(5), 64 << 20))?;
+        worst = worst.max((ms(u.cpu) - 500.0).abs() / 500.0);
+        spins.push(format!("{:.1}", ms(u.cpu)));
+    }
+    rep.target(
+        "a 0.5 s spin reports 0.5 s +- 2 %",
+        format!("{} ms (worst {:.2} %)", spins.join(", "), worst * 100.0),
+        worst <= 0.02,
+    );
+    let mut l = limits(Duration::from_secs(1), 64 << 20);
+    l.wall = Duration::from_secs(5);
+    let u = sandboxed_run(&dir, "./busy", &[], l)?;
+    rep.target(
+        "a busy loop under 1 s is killed by 1.020 s CPU",
+        format!("{:.1} ms CPU, fired {:?}", ms(u.cpu), u.fired),
+        u.fired == Some(Fired::Cpu) && u.cpu <= Duration::from_millis(1020),
+    );
+    let mut l = limits(Duration::from_secs(1), 64 << 20);
+    l.wall = Duration::from_secs(1);
+    let t = Instant::now();
+    let u = sandboxed_run(&dir, "./sleeper", &[], l)?;
+    let outer = t.elapsed();
+    rep.target(
+        "a sleeper is killed within 50 ms of its 1 s wall limit",
+        format!("{:.1} ms wall ({:.1} ms to the caller), fired {:?}", ms(u.wall), ms(outer), u.fired),
+        u.fired == Some(Fired::Wall) && u.wall <= Duration::from_millis(1050),
+    );
+    drop(ballast);
+    println!();
+    println!("{} target(s) missed", rep.misses);
+    ojrunner::helper::shutdown();
+    Ok(())
+}
+
+/*** The runs ***/
+
+fn limits(cpu: Duration, memory: u64) -> Limits {
+    Limits {
+        cpu,
+        wall: 3 * cpu + Duration::from_secs(1),
+        memory,
+        address_space: Some(memory + (1 << 30)),
+        stack: Some(memory),
+        output: 64 << 20,
+        processes: Some(16),
+    }
+}
+
+fn sandboxed_run(dir: &Path, program: &str, args: &[String], limits: Limits) -> Result<Usage, String> {
+    let null = |w: bool| File::options().read(!w).write(w).open("/dev/null").map_err(|e| e.to_string());
+    let mut argv = vec![program.to_string()];
+    argv.extend(args.iter().cloned());
+    sandbox::run(Spec {
+        argv,
+        cwd: dir.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        stdin: null(false)?,
+        stdout: null(true)?,
+        stderr: null(true)?,
+        identity: Slot::for_index(SLOT).identity(),
+        limits,
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
+    })
+}
+
+/// fork, execve, wait4: nothing else.
+fn bare_run(program: &Path) {
+    let path = CString::new(program.to_str().unwrap()).unwrap();
+    let argv = [path.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+}
+
+fn ensure_bwrap() -> Result<PathBuf, String> {
+    let found =
+        || ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].iter().map(PathBuf::from).find(|p| p.exists());
+    if let Some(p) = found() {
+        return Ok(p);
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not installed, and installing needs root".into());
+    }
+    println!("  (installing bubblewrap with apt-get)");
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "-q", "bubblewrap"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        let _ = Command::new("apt-get").args(["update", "-q"]).stdout(Stdio::null()).status();
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-q", "bubblewrap"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status();
+    }
+    found().ok_or_else(|| "apt-get install bubblewrap failed".into())
+}
+
+/// bwrap with its own namespaces (all but the user namespace, as root),
+/// a read-only root of /usr and the program's directory, a private /tmp,
+/// /dev and /proc: about what a sandboxed run gets.
+fn bwrap_run(bwrap: &Path, dir: &Path, program: &Path) -> bool {
+    let d = dir.to_str().unwrap();
+    Command::new(bwrap)
+        .args(["--unshare-all", "--die-with-parent", "--new-session"])
+        .args(["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"])
+        .args([
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            d,
+            d,
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+        ])
+        .args(["--chdir", d, "--clearenv"])
+        .arg(program)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// `cases` A+B cases judged one after another, as a worker judges a job:
+/// a scratch directory per case, the checker, the per-case result kept.
+fn judged_cases(base: &Path, cases: usize) -> Result<(f64, usize), String> {
+    let langs = Languages::builtin();
+    let lang = langs.by_name("c11").ok_or("no c11")?;
+    let job = base.join("job");
+    let (src, data) = (job.join("src"), job.join("data"));
+    for d in [&job, &src, &data] {
+        std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+        set_mode(d, 0o755);
+    }
+    std::fs::write(src.join(&lang.source), APLUSB).map_err(|e| e.to_string())?;
+    let judge = Judge::default();
+    let slot = Slot::for_index(SLOT);
+    match judge.compile(lang, &src, &slot) {
+        Compiled::Ready => {}
+        other => return Err(format!("compiling A+B: {other:?}")),
+    }
+    for i in 0..cases {
+        let (a, b) = (i as i64 * 7919 - 1_000_000, 31337 - i as i64);
+        std::fs::write(data.join(format!("{i:04}.in")), format!("{a} {b}\n")).map_err(|e| e.to_string())?;
+        std::fs::write(data.join(format!("{i:04}.out")), format!("{}\n", a + b)).map_err(|e| e.to_string())?;
+    }
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: cases as i64 };
+    // A warm-up case (the helper starts), not counted.
+    let warm = job.join("warm");
+    std::fs::create_dir_all(&warm).map_err(|e| e.to_string())?;
+    judge.run_case(lang, &src, &data.join("0000.in"), &data.join("0000.out"), &task, &slot, &warm);
+    let start = Instant::now();
+    let mut results = Vec::with_capacity(cases);
+    for i in 0..cases {
+        let scratch = job.join("cases").join(format!("{i:04}"));
+        std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
+        let (input, answer) = (data.join(format!("{i:04}.in")), data.join(format!("{i:04}.out")));
+        results.push(judge.run_case(lang, &src, &input, &answer, &task, &slot, &scratch));
+    }
+    let rate = cases as f64 / start.elapsed().as_secs_f64();
+    let wrong = results.iter().filter(|r| r.status != Status::AC).count();
+    if let Some(r) = results.iter().find(|r| r.status != Status::AC) {
+        println!("  a case was {:?}: {}", r.status, r.stderr.trim());
+    }
+    Ok((rate, wrong))
+}
+
+/*** Helpers ***/
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+}
+
+fn sample(n: usize, mut f: impl FnMut()) -> Stats {
+    let mut v: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    v.sort();
+    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
+    Stats { p50: at(0.50), p99: at(0.99) }
+}
+
+fn compile_static(dir: &Path, name: &str, src: &str) -> Result<(), String> {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).map_err(|e| e.to_string())?;
+    let out = Command::new("gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(dir.join(name))
+        .arg(&c)
+        .output()
+        .map_err(|e| format!("gcc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("gcc -static {name}.c: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(())
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_string()))
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
+}
