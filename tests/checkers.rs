@@ -72,11 +72,13 @@ fn statuses(runs: &[CaseRun]) -> Vec<Status> {
     runs.iter().map(|r| r.result.status).collect()
 }
 
+/// A checker's name and its trials: (output, answer, verdict).
+type Trials<'a> = (&'a str, &'a [(&'a str, &'a str, Status)]);
+
 #[test]
 fn builtin_checkers_accept_right_and_reject_wrong_answers() {
     let work = TempDir::new("checkers-builtin");
-    // (checker, [(output, answer, verdict)])
-    let table: &[(&str, &[(&str, &str, Status)])] = &[
+    let table: &[Trials] = &[
         ("diff", &[("1 2  \n\n", "1 2\n", Status::AC), ("1  2\n", "1 2\n", Status::WA)]),
         ("exact", &[("1 2\n", "1 2\n", Status::AC), ("1 2 \n", "1 2\n", Status::WA)]),
         ("token", &[("1\n2   3", "1 2 3\n", Status::AC), ("1 2\n", "1 2 3\n", Status::WA)]),
