@@ -18,9 +18,18 @@ demo: build
 
 # Every test: unit tests, the judging suite, the hub and the end-to-end
 # suites with real processes, signals and sandboxes. Suites that time
-# programs run one test at a time so they do not fight over 2 cores.
+# programs run one test at a time so they do not fight over 2 cores. The
+# daemons' own logs are silenced (OJ_TEST_QUIET=0 shows them); the last
+# line totals every suite.
+SHELL := /bin/bash
+OJ_TEST_QUIET ?= 1
+export OJ_TEST_QUIET
+
 test: build
-	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1
+	@set -o pipefail; mkdir -p target; \
+	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1 2>&1 | tee target/test.log; rc=$$?; \
+	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
+	exit $$rc
 
 # Speed and accuracy of the sandbox, as ratios against baselines measured
 # in the same run (see BENCHMARKS.md). Reports; never gates.

@@ -13,7 +13,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{repo, TempDir};
+use testkit::{processes_of, repo, TempDir};
 
 use Status::*;
 
@@ -115,21 +115,6 @@ fn judge(c: &Case, input: &str, slot: usize, work: &Path) -> CaseResult {
         Compiled::Failed { message } => CaseResult::compile_error(&message),
         Compiled::JudgeError(why) => CaseResult::judge_error(&why),
     }
-}
-
-/// Pids of live or zombie processes of `uid`.
-fn processes_of(uid: u32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/status")).ok().is_some_and(|s| {
-                s.lines()
-                    .any(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().next()) == Some(&uid.to_string()))
-            })
-        })
-        .collect()
 }
 
 /// The `ojrunner/helper-<pid>` cgroups left behind by helpers that exited.

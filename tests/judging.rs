@@ -12,7 +12,7 @@ use ojrunner::protocol::{CaseResult, Status, Task};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{examples, TempDir};
+use testkit::{examples, processes_of, TempDir};
 
 fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
@@ -100,21 +100,6 @@ fn problem(dir: &TempDir, time_ms: i64, memory_kib: i64, input: &str, answer: &s
         std::fs::set_permissions(p.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     p
-}
-
-/// Pids of live or zombie processes of `uid`.
-fn processes_of(uid: u32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/status")).ok().is_some_and(|s| {
-                s.lines()
-                    .any(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().next()) == Some(&uid.to_string()))
-            })
-        })
-        .collect()
 }
 
 #[test]

@@ -145,6 +145,24 @@ fn files_below(dir: &Path, base: &Path) -> Vec<String> {
 }
 
 /// An envdir: one file per variable (chpst -e, s6-envdir).
+/// A scan directory in `dir` holding the service `tree` of etc/ with a
+/// configuration it must refuse (exit 100): the scan and service paths.
+fn badly_configured(dir: &Path, tree: &str) -> (PathBuf, PathBuf) {
+    let scan = dir.join("service");
+    let svc = scan.join("runnerd");
+    copy_tree(&etc().join(tree), &svc);
+    let spool = dir.join("spool").to_string_lossy().into_owned();
+    write_envdir(
+        &svc.join("env"),
+        &[
+            ("BACKEND_URL".into(), "ftp://nowhere".into()),
+            ("OJ_SPOOL".into(), spool),
+            ("RUNNER_REGISTRATION_TOKEN".into(), "x".into()),
+        ],
+    );
+    (scan, svc)
+}
+
 fn write_envdir(dir: &Path, vars: &[(String, String)]) {
     std::fs::create_dir_all(dir).unwrap();
     for (k, v) in vars {
@@ -430,18 +448,7 @@ fn runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down() {
 #[test]
 fn runit_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
     let dir = TempDir::new("sup-runit-bad");
-    let scan = dir.path().join("service");
-    let svc = scan.join("runnerd");
-    copy_tree(&etc().join("runit/runnerd"), &svc);
-    let spool = dir.path().join("spool").to_string_lossy().into_owned();
-    write_envdir(
-        &svc.join("env"),
-        &[
-            ("BACKEND_URL".into(), "ftp://nowhere".into()),
-            ("OJ_SPOOL".into(), spool),
-            ("RUNNER_REGISTRATION_TOKEN".into(), "x".into()),
-        ],
-    );
+    let (scan, svc) = badly_configured(dir.path(), "runit/runnerd");
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     runit.wait_supervised("runnerd");
     wait_for("finish to take runnerd down", LIMIT, || (runit.state("runnerd") == ('d', false)).then_some(()));
@@ -616,18 +623,7 @@ fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_
 #[test]
 fn s6_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
     let dir = TempDir::new("sup-s6-bad");
-    let scan = dir.path().join("service");
-    let svc = scan.join("runnerd");
-    copy_tree(&etc().join("s6/runnerd"), &svc);
-    let spool = dir.path().join("spool").to_string_lossy().into_owned();
-    write_envdir(
-        &svc.join("env"),
-        &[
-            ("BACKEND_URL".into(), "ftp://nowhere".into()),
-            ("OJ_SPOOL".into(), spool),
-            ("RUNNER_REGISTRATION_TOKEN".into(), "x".into()),
-        ],
-    );
+    let (scan, svc) = badly_configured(dir.path(), "s6/runnerd");
     let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     s6.wait_supervised("runnerd");
     // finish exits 125: s6-supervise does not restart, and wants it down.
@@ -845,11 +841,15 @@ fn systemd_units_run_as_systemd_would_with_readiness_and_stopping_over_notify_so
         [("HUBD_DB".to_string(), db.to_string_lossy().into_owned()), ("HUBD_LISTEN".into(), "127.0.0.1:0".into())];
     env_file_from(&etc().join("hubd.env"), &vars, &hub_env);
     let h = service_section(&hubd_unit);
-    assert_eq!(directive(&h, "Type"), ["exec"], "hubd has no NOTIFY_SOCKET readiness");
+    assert_eq!(directive(&h, "Type"), ["notify"]);
     hub_cli(&db, &["problem", "add", "--id", "1", examples().join("problems/1").to_str().unwrap()]);
+    let hub_notify_dir = dir.path().join("hubd-notify");
+    std::fs::create_dir_all(&hub_notify_dir).unwrap();
+    let hub_notify = NotifySocket::new(&hub_notify_dir);
     let mut cmd = exec_start(&hubd_unit, &[("/etc/ojrunner/hubd.env", &hub_env)]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.env("NOTIFY_SOCKET", &hub_notify.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut hubd = Proc { child: cmd.spawn().expect("hubd per hubd.service"), name: "hubd".into() };
+    hub_notify.expect("READY=1", LIMIT, &mut Vec::new());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(hubd.child.stdout.take().unwrap()), &mut line).unwrap();
     let url = line.trim().to_string();

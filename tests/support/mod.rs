@@ -33,6 +33,11 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Whether the daemons' logs are silenced (`OJ_TEST_QUIET` set, not "0").
+pub fn quiet() -> bool {
+    std::env::var("OJ_TEST_QUIET").is_ok_and(|v| v != "0")
+}
+
 /// A scratch directory removed on drop (unless `OJ_KEEP_TMP` is set).
 pub struct TempDir(pub PathBuf);
 
@@ -153,7 +158,7 @@ impl Hub {
             .args(["--lease-ttl", "3", "--heartbeat-interval", "1", "--poll-interval", "1"])
             .args(&extra)
             .stdout(Stdio::piped())
-            .stderr(if std::env::var_os("OJ_TEST_QUIET").is_some() { Stdio::null() } else { Stdio::inherit() });
+            .stderr(if quiet() { Stdio::null() } else { Stdio::inherit() });
         let mut child = cmd.spawn().expect("spawn hubd");
         // hubd prints its base URL as the first line of stdout once it listens.
         let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -256,7 +261,7 @@ pub fn runner_env(hub: &Hub, spool: &Path) -> Vec<(String, String)> {
 pub fn start_runner(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)]) -> Proc {
     let mut cmd = Command::new(bin("runnerd"));
     cmd.envs(runner_env(hub, spool)).envs(extra_env.iter().map(|(a, b)| (a.to_string(), b.to_string())));
-    if std::env::var_os("OJ_TEST_QUIET").is_some() {
+    if quiet() {
         cmd.stderr(Stdio::null());
     }
     Proc { child: cmd.spawn().expect("spawn runnerd"), name: "runnerd".into() }
@@ -353,4 +358,19 @@ pub fn kill_stage(runner: &Proc, stage: &str) -> i32 {
 /// The kernel's name of a stage's process (comm is cut at 15 bytes).
 pub fn stage_comm(stage: &str) -> &str {
     &stage[..stage.len().min(15)]
+}
+
+/// Pids of live or zombie processes of `uid`.
+pub fn processes_of(uid: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).ok().is_some_and(|s| {
+                s.lines()
+                    .any(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().next()) == Some(&uid.to_string()))
+            })
+        })
+        .collect()
 }
