@@ -19,13 +19,6 @@ pub enum Answer {
 }
 
 impl Answer {
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Answer::Status(c, _) => Some(*c),
-            Answer::Unreachable(_) => None,
-        }
-    }
-
     /// For logs: `HTTP 503: <start of body>` or the transport error.
     pub fn describe(&self) -> String {
         match self {
@@ -80,10 +73,6 @@ impl Hub {
             testdata_base: testdata_base.trim_end_matches('/').to_string(),
             sandbox_token: sandbox_token.to_string(),
         }
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     fn call(
