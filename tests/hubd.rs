@@ -571,7 +571,22 @@ fn submissions_take_language_names_zips_and_raw_payloads() {
 fn serve_stops_cleanly_and_refuses_bad_configuration() {
     let dir = TempDir::new("hubd-serve");
     let mut hub = Hub::start(dir.path(), &[]);
+    // HUP and CONT change nothing: it still answers.
+    hub.proc.signal(nix::sys::signal::Signal::SIGHUP);
+    hub.proc.signal(nix::sys::signal::Signal::SIGCONT);
+    let answers = |url: &str| match ureq::get(&format!("{url}/no-such-route")).call() {
+        Err(ureq::Error::Status(code, _)) => Some(code),
+        Ok(r) => Some(r.status()),
+        Err(_) => None,
+    };
+    assert_eq!(answers(&hub.url), Some(404), "hubd survives HUP and CONT");
+    assert!(hub.proc.running());
     hub.proc.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(hub.proc.wait_exit(LIMIT), 0);
+    // QUIT stops at once, cleanly.
+    std::fs::create_dir_all(dir.path().join("q")).unwrap();
+    let mut hub = Hub::start(&dir.path().join("q"), &[]);
+    hub.proc.signal(nix::sys::signal::Signal::SIGQUIT);
     assert_eq!(hub.proc.wait_exit(LIMIT), 0);
 
     let run = |args: &[&str]| {

@@ -58,7 +58,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
     let server = tiny_http::Server::http(&cfg.listen)
         .map_err(|e| Failure::Runtime(format!("listening on {}: {e}", cfg.listen)))?;
     let addr = server.server_addr().to_ip().ok_or_else(|| Failure::Runtime("not listening on an IP".into()))?;
-    let signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
+    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    // The same signals as every ojrunner program: HUP and CONT must not kill it.
+    let signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCONT])
         .context(|| "installing signal handlers".into())?;
     let hub = Arc::new(Hub {
         base_url: format!("http://{addr}"),
@@ -86,8 +88,20 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
     log::info!("listening on {} (database {})", hub.base_url, hub.cfg.db.display());
 
     let mut signals = signals;
-    if let Some(sig) = signals.forever().next() {
-        log::info!("signal {sig}: stopping");
+    for sig in signals.forever() {
+        match sig {
+            SIGHUP => log::info!("SIGHUP: nothing to reload (the database is read on every request)"),
+            SIGCONT => {}
+            SIGQUIT => {
+                log::info!("SIGQUIT: stopped at once");
+                crate::config::sd_notify("STOPPING=1");
+                return Ok(());
+            }
+            _ => {
+                log::info!("{}: stopping", crate::signals::name(sig));
+                break;
+            }
+        }
     }
     crate::config::sd_notify("STOPPING=1");
     hub.shutdown.store(true, Ordering::SeqCst);
