@@ -393,3 +393,47 @@ fn two_runs_on_one_slot_take_turns() {
         assert!(t.elapsed() >= Duration::from_millis(800), "the runs overlapped: {:?}", t.elapsed());
     }
 }
+
+#[test]
+fn a_run_whose_helper_dies_is_judged_again_and_leaves_nothing_behind() {
+    if !is_root() {
+        return; // the jailed level needs root; the basic level is covered in sandbox.rs
+    }
+    // It sleeps past its wall limit (TLE), so a first run left alive by its
+    // dead helper would still be there when the second one is over.
+    let source = "import time\nprint(int(input()) * 2, flush=True)\ntime.sleep(60)\n";
+    let dir = TempDir::new("helperdeath");
+    let p = problem(&dir, 300, 262144, "21\n", "42\n");
+    let uid = Slot::for_index(64).uid;
+    // Kill the helper once, while the program (as the slot uid) sleeps: the
+    // program's parent is the jail's init, whose parent is the helper.
+    let killer = std::thread::spawn(move || {
+        let parent = |pid: i32| -> Option<i32> {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status.lines().find_map(|l| l.strip_prefix("PPid:"))?.trim().parse().ok()
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            for pid in processes_of(uid) {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                if String::from_utf8_lossy(&cmdline).contains("main.py\0") {
+                    if let Some(helper) = parent(pid).and_then(parent) {
+                        unsafe { libc::kill(helper, libc::SIGKILL) };
+                        return helper;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("the program never ran");
+    });
+    let t = Instant::now();
+    let got = judge("python3", source, &p, 64);
+    let helper = killer.join().unwrap();
+    // The first run, left alive, would hold the slot for its whole minute.
+    assert!(t.elapsed() < Duration::from_secs(30), "the second run waited for the first: {:?}", t.elapsed());
+    assert!(!Path::new(&format!("/proc/{helper}")).exists(), "helper {helper} not reaped");
+    let r = got.first();
+    assert_eq!((r.status, r.stdout.as_str()), (Status::TLE, "42\n"), "{r:?}");
+    assert_eq!(processes_of(uid), Vec::<i32>::new(), "the first run's processes outlived their helper");
+}

@@ -22,7 +22,11 @@
 //! # Pool
 //!
 //! [`run`] takes an idle helper (or starts one), so concurrent callers never
-//! share one; a helper that fails is killed, reaped and replaced.
+//! share one; a helper that fails is killed, reaped and replaced. A helper
+//! that dies during a run takes the run with it (the jail's init has it as
+//! its parent-death signal); the run is started again once in a new helper
+//! when its stdio are files that can be rewound, so the judge's fault does
+//! not become the submission's JE.
 
 use crate::sandbox::{self, Bind, Identity, Limits, Usage};
 use serde::{Deserialize, Serialize};
@@ -77,8 +81,16 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
                 reply
             }
             Ok(_) => {
-                helper.discard();
-                Err("the sandbox helper died during the run".into())
+                let how = helper.reap();
+                // The helper's death is the judge's fault, never the
+                // program's: run it again once, in a fresh helper, when its
+                // files can be put back as they were (not pipes).
+                if !retried && rewind(&stdio) {
+                    log::warn!("sandbox helper {how} during a run; running it again in a new helper");
+                    retried = true;
+                    continue;
+                }
+                Err(format!("the sandbox helper {how} during the run"))
             }
             Err(e) => {
                 helper.discard();
@@ -126,6 +138,24 @@ impl Helper {
         }
     }
 
+    /// Reaps a helper whose socket closed (killing it if it is still
+    /// there after a second): how it ended, for the log.
+    fn reap(self) -> String {
+        drop(self.sock);
+        let mut status = 0;
+        for _ in 0..500 {
+            if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
+                return describe(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+        "closed its socket and hung".into()
+    }
+
     /// Closes the socket and lets the helper finish its cleanup (at most 5 s).
     fn close(self) {
         drop(self.sock);
@@ -142,6 +172,29 @@ impl Helper {
             libc::waitpid(self.pid, std::ptr::null_mut(), 0);
         }
     }
+}
+
+/// A wait status in words.
+fn describe(status: libc::c_int) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("was killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exited with status {}", libc::WEXITSTATUS(status))
+    }
+}
+
+/// Puts a run's files back as they were before it (stdin at its start,
+/// stdout and stderr empty); false unless all three are regular files.
+fn rewind(stdio: &[File; 3]) -> bool {
+    use std::io::{Seek, SeekFrom};
+    let regular = |f: &File| f.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !stdio.iter().all(regular) {
+        return false;
+    }
+    let (mut stdin, mut out, mut err) = (&stdio[0], &stdio[1], &stdio[2]);
+    stdin.seek(SeekFrom::Start(0)).is_ok()
+        && out.set_len(0).and_then(|()| out.seek(SeekFrom::Start(0))).is_ok()
+        && err.set_len(0).and_then(|()| err.seek(SeekFrom::Start(0))).is_ok()
 }
 
 /// The constructor: runs before `main` in every process of a binary linked

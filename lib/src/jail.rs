@@ -109,6 +109,8 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, File)> {
 
 fn init(j: &Jail, mut report: File) -> ! {
     let mut rep = Report::default();
+    // The helper's death kills the run: nobody else would ever stop it.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     // The helper is never the OOM killer's pick; the run's processes are.
     let _ = std::fs::write("/proc/self/oom_score_adj", "0");
     match supervise(j, &mut rep) {

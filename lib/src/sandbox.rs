@@ -757,6 +757,7 @@ fn parent_and_uid(pid: libc::pid_t) -> Option<(libc::pid_t, u32)> {
 mod tests {
     use super::*;
     use std::io::{Read, Seek, Write};
+    use std::path::Path;
 
     fn limits() -> Limits {
         Limits {
@@ -878,6 +879,42 @@ mod tests {
         // The helper, not this process, forks the program: not even a few MiB leak in.
         assert!(u.memory < 8 << 20, "charged {} KiB", u.memory >> 10);
         drop(ballast);
+    }
+
+    #[test]
+    fn a_run_whose_helper_dies_is_run_again_from_the_start_in_a_new_helper() {
+        let marker = format!("helper-death-{}", std::process::id());
+        let killer = {
+            let marker = marker.clone();
+            std::thread::spawn(move || {
+                // The run's shell, found by its marker; its parent is the helper.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline {
+                    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                        if !String::from_utf8_lossy(&cmdline).contains(&marker) {
+                            continue;
+                        }
+                        let Some((ppid, _)) = e.file_name().to_str().and_then(|p| parent_and_uid(p.parse().ok()?))
+                        else {
+                            continue;
+                        };
+                        unsafe { libc::kill(ppid, libc::SIGKILL) };
+                        return ppid;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                panic!("the run never started");
+            })
+        };
+        // The first run prints, then sleeps until its helper is killed; the
+        // second (no killer any more) prints and ends.
+        let script = format!("read a; echo got $a; sleep 1; echo done # {marker}");
+        let (u, out) = sh(&script, "42\n", limits());
+        let killed = killer.join().unwrap();
+        assert!(!Path::new(&format!("/proc/{killed}")).exists(), "the dead helper was not reaped");
+        assert_eq!(u.exit, Exit::Code(0), "{u:?}");
+        assert_eq!(out, "got 42\ndone\n", "stdin rewound, stdout emptied before the second run");
     }
 
     #[test]
