@@ -437,3 +437,63 @@ fn a_run_whose_helper_dies_is_judged_again_and_leaves_nothing_behind() {
     assert_eq!((r.status, r.stdout.as_str()), (Status::TLE, "42\n"), "{r:?}");
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "the first run's processes outlived their helper");
 }
+
+#[test]
+fn each_run_sees_its_own_binds_and_slot_in_the_shared_template_root() {
+    if !is_root() {
+        return; // no jail without root
+    }
+    use ojrunner::sandbox::{self, Bind, Limits, Spec};
+    use std::io::{Read, Seek};
+    // Work dirs outside /tmp: their mount points are made in the helper's
+    // template (not in a run's own /tmp) and must not outlive their run.
+    let base = PathBuf::from(format!("/srv/ojt-template-{}", std::process::id()));
+    let dirs = [base.join("first"), base.join("second")];
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |dir: &Path, slot: usize| -> String {
+        let out = tempfile_in_tmp();
+        let spec = Spec {
+            argv: vec!["/bin/sh".into(), "-c".into(), format!("ls {}; grep judge /etc/passwd", base.display())],
+            cwd: dir.to_path_buf(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin: std::fs::File::open("/dev/null").unwrap(),
+            stdout: out.try_clone().unwrap(),
+            stderr: std::fs::File::options().write(true).open("/dev/null").unwrap(),
+            identity: Slot::for_index(slot).identity(),
+            limits: Limits {
+                cpu: Duration::from_secs(2),
+                wall: Duration::from_secs(5),
+                memory: 64 << 20,
+                address_space: None,
+                stack: None,
+                output: 1 << 20,
+                processes: Some(16),
+            },
+            binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
+        };
+        let u = sandbox::run(spec).unwrap();
+        assert_eq!(u.exit, sandbox::Exit::Code(0), "{u:?}");
+        let mut s = String::new();
+        let mut out = out;
+        out.rewind().unwrap();
+        out.read_to_string(&mut s).unwrap();
+        s
+    };
+    let (a, b) = (Slot::for_index(65).uid, Slot::for_index(66).uid);
+    let first = run(&dirs[0], 65);
+    let second = run(&dirs[1], 66);
+    std::fs::remove_dir_all(&base).unwrap();
+    assert!(first.starts_with("first\n") && first.contains(&format!("judge:x:{a}:")), "{first}");
+    assert!(second.starts_with("second\n") && second.contains(&format!("judge:x:{b}:")), "{second}");
+}
+
+/// An unnamed scratch file.
+fn tempfile_in_tmp() -> std::fs::File {
+    let p = std::env::temp_dir().join(format!("ojt-scratch-{}-{:?}", std::process::id(), Instant::now()));
+    let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    f
+}

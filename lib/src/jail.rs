@@ -8,7 +8,7 @@
 //! any socket of the host, and a network namespace per run would cost 0.4 ms):
 //!
 //! - **init** (cloned with new PID, mount, IPC and UTS namespaces; PID 1 of
-//!   its namespace; root): builds the root file system ([`build_root`]),
+//!   its namespace; root): finishes the root file system ([`enter_root`]),
 //!   forks the program, receives its seccomp listener, and supervises it:
 //!   a denied call is named and kills the run; the program's exit (status and
 //!   `rusage`) is reported to the helper on a pipe, then init exits. When
@@ -24,13 +24,18 @@
 //! The helper watches init (`sandbox.rs`) and kills it (hence everything)
 //! when a limit fires.
 //!
-//! # The root file system (a 1 MiB tmpfs, read-only once built)
+//! # The root file system (a 1 MiB tmpfs, read-only to the run)
+//!
+//! Built in two steps: once per helper, the template ([`build_template`]:
+//! everything below but `/tmp`, `/dev/shm`, `/proc` and the binds) in the
+//! helper's own mount namespace; per run, init's copy of that namespace
+//! gets the rest ([`enter_root`]). Building it all per run took 0.6 ms.
 //!
 //! | path | what |
 //! |---|---|
 //! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
 //! | `/etc` | only [`ETC`]: the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
-//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (binds of the host's nodes), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a tmpfs like `/tmp`) |
+//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a tmpfs like `/tmp`) |
 //! | `/proc` | the run's own PID namespace only |
 //! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
 //! | each [`Bind`] | the work directories, at the same paths as on the host, read-only unless writable |
@@ -125,7 +130,7 @@ fn init(j: &Jail, mut report: File) -> ! {
 }
 
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
-    build_root(j).map_err(|e| format!("building the sandbox's root: {e}"))?;
+    enter_root(j).map_err(|e| format!("building the sandbox's root: {e}"))?;
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
         return Err(format!("socketpair: {}", io::Error::last_os_error()));
@@ -269,18 +274,22 @@ fn pipe() -> io::Result<(File, File)> {
 
 /*** The root file system ***/
 
-const RO: libc::c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+/// The top-level names of the template; whatever else a run's binds create
+/// at the top is removed after the run ([`forget`]).
+const TEMPLATE_NAMES: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "tmp", "proc"];
 
-fn build_root(j: &Jail) -> io::Result<()> {
+/// Builds the part of the root that is the same for every run (all of the
+/// table above but `/tmp`, `/dev/shm`, `/proc` and the binds), once, at
+/// [`ROOT`] in the calling helper's own mount namespace (made private here).
+/// Each run's init gets a copy of that namespace and adds only its own
+/// mounts: about 40 mount calls less per run.
+pub fn build_template() -> io::Result<()> {
     let root = Path::new(ROOT);
+    std::fs::create_dir_all(root)?;
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-    mount(
-        Some("tmpfs"),
-        root,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("size=1m,nr_inodes=4096,mode=755"),
-    )?;
+    // Not `nodev`: `/dev`'s few nodes are made in it (the root a run sees is
+    // read-only, and its writable mounts are `nodev`).
+    mount(Some("tmpfs"), root, Some("tmpfs"), libc::MS_NOSUID, Some("size=1m,nr_inodes=4096,mode=755"))?;
     for d in ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
         let host = Path::new("/").join(d);
         match std::fs::symlink_metadata(&host) {
@@ -303,16 +312,16 @@ fn build_root(j: &Jail) -> io::Result<()> {
             bind(&entry.path(), &root.join("etc").join(&*name), false)?;
         }
     }
-    std::fs::write(
-        root.join("etc/passwd"),
-        format!("root:x:0:0::/:/bin/false\njudge:x:{}:{}::/tmp:/bin/false\n", j.uid, j.gid),
-    )?;
-    std::fs::write(root.join("etc/group"), format!("root:x:0:\njudge:x:{}:\n", j.gid))?;
     std::fs::write(root.join("etc/hosts"), "127.0.0.1 localhost\n")?;
     let dev = root.join("dev");
     std::fs::create_dir(&dev)?;
-    for n in ["null", "zero", "full", "random", "urandom"] {
-        bind(&Path::new("/dev").join(n), &dev.join(n), true)?;
+    for (n, minor) in [("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)] {
+        let path = CString::new(dev.join(n).as_os_str().as_bytes()).map_err(io::Error::other)?;
+        if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, minor)) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Whatever the helper's umask.
+        std::fs::set_permissions(dev.join(n), std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
     }
     for (link, to) in [
         ("fd", "/proc/self/fd"),
@@ -322,12 +331,60 @@ fn build_root(j: &Jail) -> io::Result<()> {
     ] {
         std::os::unix::fs::symlink(to, dev.join(link))?;
     }
+    for d in [dev.join("shm"), root.join("tmp"), root.join("proc")] {
+        std::fs::create_dir(d)?;
+    }
+    Ok(())
+}
+
+/// Writes the template's `passwd` and `group` for the slot identity (when it
+/// is not the one already there).
+pub fn set_identity(uid: u32, gid: u32) -> io::Result<()> {
+    static LAST: std::sync::Mutex<Option<(u32, u32)>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if *last != Some((uid, gid)) {
+        let root = Path::new(ROOT);
+        std::fs::write(
+            root.join("etc/passwd"),
+            format!("root:x:0:0::/:/bin/false\njudge:x:{uid}:{gid}::/tmp:/bin/false\n"),
+        )?;
+        std::fs::write(root.join("etc/group"), format!("root:x:0:\njudge:x:{gid}:\n"))?;
+        *last = Some((uid, gid));
+    }
+    Ok(())
+}
+
+/// Removes from the template the mount points a run's binds created there
+/// (below `/tmp` they were in the run's own tmpfs, gone with it).
+pub fn forget(binds: &[Bind]) {
+    for b in binds {
+        let rel = b.path.strip_prefix("/").unwrap_or(&b.path);
+        match rel.components().next() {
+            Some(top) if !TEMPLATE_NAMES.iter().any(|n| top.as_os_str() == *n) => {}
+            _ => continue,
+        }
+        let mut p = Path::new(ROOT).join(rel);
+        while p != Path::new(ROOT) {
+            if std::fs::remove_dir(&p).or_else(|_| std::fs::remove_file(&p)).is_err() {
+                break;
+            }
+            match p.parent() {
+                Some(parent) => p = parent.to_path_buf(),
+                None => break,
+            }
+        }
+    }
+}
+
+/// In init (a copy of the helper's mount namespace, the template at
+/// [`ROOT`]): the run's own `/tmp`, `/dev/shm`, `/proc` and binds; then the
+/// template becomes `/`, read-only.
+fn enter_root(j: &Jail) -> io::Result<()> {
+    let root = Path::new(ROOT);
     let tmpfs = format!("size={},nr_inodes=16384,mode=1777", j.tmp_size.max(1 << 20));
-    for t in [dev.join("shm"), root.join("tmp")] {
-        std::fs::create_dir(&t)?;
+    for t in [root.join("dev/shm"), root.join("tmp")] {
         mount(Some("tmpfs"), &t, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
     }
-    std::fs::create_dir(root.join("proc"))?;
     mount(Some("proc"), &root.join("proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
     for b in j.binds {
         bind_as(&b.path, &root.join(b.path.strip_prefix("/").unwrap_or(&b.path)), !b.writable, false)?;
@@ -345,7 +402,8 @@ fn build_root(j: &Jail) -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
-    mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | RO, None)
+    // Per mount: the helper's template stays writable for the next run.
+    mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID, None)
 }
 
 /// Bind-mounts `src` on `dst` (created, as a directory or an empty file),

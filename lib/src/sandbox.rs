@@ -217,8 +217,12 @@ pub(crate) fn helper_init() {
     become_subreaper();
     MECHANISMS.get_or_init(|| {
         let root = unsafe { libc::geteuid() } == 0;
-        let namespaces =
-            root && unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 && std::fs::create_dir_all(jail::ROOT).is_ok();
+        // Its own network namespace (empty: every run's) and mount namespace
+        // (where the runs' template root lives).
+        let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
+        if namespaces {
+            let _ = TEMPLATE.set(jail::build_template().map_err(|e| format!("building the sandbox's root: {e}")));
+        }
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
@@ -252,6 +256,9 @@ pub fn probe_namespaces() -> bool {
         pid > 0 && reap(pid).map(|(s, _)| s == 0).unwrap_or(false)
     }
 }
+
+/// Whether the helper's template root could be built (see `jail.rs`).
+static TEMPLATE: OnceLock<Result<(), String>> = OnceLock::new();
 
 fn mechanisms() -> &'static Mechanisms {
     MECHANISMS.get_or_init(|| Mechanisms { namespaces: false, cgroup: None })
@@ -298,6 +305,10 @@ pub(crate) fn run_here(req: Request, stdio: [File; 3], hangup: RawFd) -> Result<
 
 fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
     static FILTER: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
+    if let Some(Err(e)) = TEMPLATE.get() {
+        return Err(e.clone());
+    }
+    jail::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
     let limits = &req.limits;
     let mut slot = GROUP.lock().unwrap();
     if slot.is_none() {
@@ -349,6 +360,7 @@ fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], ha
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let _ = reap(pid);
     let wall = start.elapsed();
+    jail::forget(&req.binds);
     let mut buf = Vec::new();
     let _ = report.read_to_end(&mut buf);
     if let Some(g) = group {
