@@ -159,10 +159,11 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
         return Err(format!("cannot start {}: {step}: {e}", j.program.to_string_lossy()));
     }
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
+    let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
     loop {
         let mut fds = [
             libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: listener.as_ref().map_or(-1, |l| l.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: listening, events: libc::POLLIN, revents: 0 },
         ];
         if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
             continue;
@@ -173,6 +174,11 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
                 // Everyone in the namespace but init itself.
                 unsafe { libc::kill(-1, libc::SIGKILL) };
             }
+        } else if fds[1].revents != 0 {
+            // Hung up: no process uses the filter any more (the program is
+            // exiting). Polled again, it would wake this loop at once,
+            // again and again, until the program's exit is through.
+            listening = -1;
         }
         if fds[0].revents != 0 || pidfd < 0 {
             break;
