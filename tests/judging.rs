@@ -497,3 +497,56 @@ fn tempfile_in_tmp() -> std::fs::File {
     std::fs::remove_file(&p).unwrap();
     f
 }
+
+#[test]
+fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits() {
+    use ojrunner::judge::Case;
+    use ojrunner::slot_pool::SlotPool;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let langs = Languages::builtin();
+    let lang = langs.by_name("python3").unwrap();
+    let work = TempDir::new("sidebyside");
+    let src = work.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join(&lang.source), "import os, time\nprint(os.getuid())\ntime.sleep(0.2)\n").unwrap();
+    let (own, lent) = (Slot::for_index(67), 68);
+    let judge = Judge::default();
+    assert!(matches!(judge.compile(lang, &src, &own), Compiled::Ready));
+    let p = problem(&work, 1000, 262144, "", "");
+    let task = Task { task_score: 100, memory_limit: 262144, time_limit: 1000, case_count: 12 };
+    let cases: Vec<Case> =
+        (0..12).map(|c| Case { task: 0, case: c, input: p.join("0000.in"), answer: p.join("0000.out") }).collect();
+    let pool = Arc::new(SlotPool::new([lent]));
+    let recorded = Arc::new(AtomicUsize::new(0));
+    let mut waiter = None;
+    let mut seen = Vec::new();
+    let scratch = work.path().join("cases");
+    judge.run_cases(lang, &src, &[task], judge.checker, &cases, &scratch, &own, Some(&pool), |c, r| {
+        seen.push((c.case, r.stdout.trim().to_string()));
+        // After the third result another claim asks for a slot.
+        if recorded.fetch_add(1, Ordering::SeqCst) == 2 {
+            let (pool, recorded) = (Arc::clone(&pool), Arc::clone(&recorded));
+            waiter = Some(std::thread::spawn(move || {
+                let i = pool.take();
+                (i, recorded.load(Ordering::SeqCst))
+            }));
+        }
+        true
+    });
+    let (got, at) = waiter.expect("never asked").join().unwrap();
+    assert_eq!(got, lent);
+    // Asked after the third result, given back after the case then running
+    // on it (at most a couple more results); kept, it would come back only
+    // when the cases ran out (ten or more results).
+    assert!(at <= 8, "the waiting claim got its slot after {at} of 12 results");
+    let mut cases_seen: Vec<usize> = seen.iter().map(|(c, _)| *c).collect();
+    cases_seen.sort_unstable();
+    assert_eq!(cases_seen, (0..12).collect::<Vec<_>>(), "each case recorded once");
+    if is_root() {
+        let uids: std::collections::BTreeSet<&str> = seen.iter().map(|(_, u)| u.as_str()).collect();
+        let want: std::collections::BTreeSet<String> =
+            [own.uid, Slot::for_index(lent).uid].iter().map(|u| u.to_string()).collect();
+        assert_eq!(uids, want.iter().map(|s| s.as_str()).collect(), "the cases ran on both slots");
+    }
+}

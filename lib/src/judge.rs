@@ -12,9 +12,11 @@
 //!   the compile it is handed to the slot uid (the compiler writes the binary
 //!   there) and afterwards taken back, with everything the compiler made:
 //!   runs see it read-only, so no case can alter what the next case runs.
-//! - `scratch` (one per case, created by the caller) is handed to the slot:
-//!   it is the program's `TMPDIR`. Its stdout and stderr go to files there,
-//!   opened by the judge.
+//! - `scratch` (created by the caller; [`Judge::run_cases`] gives each slot
+//!   one, reused from case to case) is handed to the slot: it is the
+//!   program's `TMPDIR` at the basic level (a jailed run does not see it).
+//!   Its stdout and stderr go to files there, opened by the judge, emptied
+//!   and reused while they are still the judge's own.
 //! - The input is opened by the judge and passed as stdin, so the slot uid
 //!   needs no permission on the testdata. (It could still open a world-readable
 //!   answer file by path; the namespace issue hides the file system.)
@@ -47,6 +49,7 @@ use crate::checker::{self, Checker, Named, Program};
 use crate::language::{Language, Languages};
 use crate::protocol::{CaseResult, Status, Task};
 use crate::sandbox::{self, Bind, Identity, Limits};
+use crate::slot_pool::SlotPool;
 use crate::verdict;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
@@ -489,6 +492,82 @@ impl Judge {
     }
 }
 
+/// One case of a job, for [`Judge::run_cases`].
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// Task and case index.
+    pub task: usize,
+    pub case: usize,
+    pub input: PathBuf,
+    pub answer: PathBuf,
+}
+
+impl Judge {
+    /// Runs `cases` of one compiled submission (`tasks` gives their limits)
+    /// on the claim's own slot and on whatever idle slots `pool` lends, side
+    /// by side, each slot in its own scratch directory below `scratch`
+    /// (`slot-<uid>`, reused from case to case); `record` gets each result,
+    /// in this thread, as it comes, and
+    /// stops the job by returning false (the cases already running finish,
+    /// unrecorded). A borrowed slot goes back after its case as soon as
+    /// another claim waits for one ([`SlotPool`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_cases(
+        &self,
+        lang: &Language,
+        src_dir: &Path,
+        tasks: &[Task],
+        checker: Checker,
+        cases: &[Case],
+        scratch: &Path,
+        own: &Slot,
+        pool: Option<&SlotPool>,
+        mut record: impl FnMut(&Case, CaseResult) -> bool,
+    ) {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, CaseResult)>();
+        let work = |slot: Slot, lent: Option<usize>, tx: std::sync::mpsc::Sender<(usize, CaseResult)>| {
+            let dir = scratch.join(format!("slot-{}", slot.uid));
+            let made = std::fs::create_dir_all(&dir);
+            while !stop.load(Ordering::Relaxed) {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(c) = cases.get(i) else { break };
+                let r = match (&made, tasks.get(c.task)) {
+                    (Ok(()), Some(task)) => {
+                        self.run_case_with(lang, src_dir, &c.input, &c.answer, task, &slot, &dir, checker)
+                    }
+                    (Err(e), _) => CaseResult::judge_error(&format!("scratch directory: {e}")),
+                    (_, None) => CaseResult::judge_error("a case of no task"),
+                };
+                if tx.send((i, r)).is_err() || (lent.is_some() && pool.is_some_and(|p| p.wanted())) {
+                    break;
+                }
+            }
+            if let (Some(i), Some(p)) = (lent, pool) {
+                p.give(i);
+            }
+        };
+        std::thread::scope(|s| {
+            let mut borrowed = 0;
+            while let Some(i) = pool.filter(|_| borrowed + 1 < cases.len()).and_then(|p| p.lend()) {
+                let tx = tx.clone();
+                let work = &work;
+                s.spawn(move || work(Slot::for_index(i), Some(i), tx));
+                borrowed += 1;
+            }
+            let own_tx = tx.clone();
+            s.spawn(|| work(*own, None, own_tx));
+            drop(tx);
+            for (i, r) in rx {
+                if !stop.load(Ordering::Relaxed) && !record(&cases[i], r) {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+}
+
 impl Judge {
     /// Runs a special checker on a finished case: `checker input output
     /// answer` in `<scratch>.judge/`, as the auxiliary slot. Exit 0 AC, 1 or
@@ -812,6 +891,20 @@ fn cap_string(mut s: String, cap: usize) -> String {
 
 /// Creates `p` anew, never through a link a judged program may have left.
 fn create_fresh(p: &Path, mode: u32) -> std::io::Result<File> {
+    // The last case's file, when it is still the judge's own (root's, a
+    // regular file, one link: not swapped or linked by the program), is
+    // emptied and reused: allocating a new inode per case on ext4 cost as
+    // much CPU as the run itself.
+    use std::os::unix::fs::MetadataExt;
+    let reuse = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(p);
+    if let Ok(f) = reuse {
+        let ours = f.metadata().is_ok_and(|m| {
+            m.is_file() && m.uid() == unsafe { libc::geteuid() } && m.nlink() == 1 && m.mode() & 0o7777 == mode
+        });
+        if ours && f.set_len(0).is_ok() {
+            return Ok(f);
+        }
+    }
     match std::fs::remove_file(p) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(annotate(e, p)),
         _ => {}
@@ -857,6 +950,38 @@ fn own_tree(dir: &Path, uid: u32, gid: u32, depth: usize) -> std::io::Result<()>
 mod tests {
     use super::*;
     use crate::language::Languages;
+
+    #[test]
+    fn a_fresh_file_reuses_only_the_judges_own_and_never_truncates_through_a_link() {
+        use std::io::Write;
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("ojfresh-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let out = dir.join("stdout");
+        // The judge's own file from the last case: same inode, emptied.
+        let mut f = create_fresh(&out, 0o644).unwrap();
+        f.write_all(b"last case").unwrap();
+        let inode = f.metadata().unwrap().ino();
+        let f = create_fresh(&out, 0o644).unwrap();
+        assert_eq!((f.metadata().unwrap().ino(), f.metadata().unwrap().len()), (inode, 0));
+        // A second link to it (to the answer, say): left whole, a new file made.
+        let answer = dir.join("answer");
+        std::fs::write(&answer, "42\n").unwrap();
+        std::fs::set_permissions(&answer, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        std::fs::hard_link(&answer, &out).unwrap();
+        let f = create_fresh(&out, 0o644).unwrap();
+        assert_ne!(f.metadata().unwrap().ino(), std::fs::metadata(&answer).unwrap().ino());
+        assert_eq!(std::fs::read_to_string(&answer).unwrap(), "42\n");
+        // A symbolic link: not followed.
+        std::fs::remove_file(&out).unwrap();
+        std::os::unix::fs::symlink(&answer, &out).unwrap();
+        create_fresh(&out, 0o644).unwrap();
+        assert_eq!(std::fs::read_to_string(&answer).unwrap(), "42\n");
+        assert!(!std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn capped_output_never_exceeds_the_cap() {

@@ -29,6 +29,7 @@ pub mod judge;
 pub mod language;
 pub mod sandbox;
 pub mod seccomp;
+pub mod slot_pool;
 pub mod standalone;
 pub mod verdict;
 

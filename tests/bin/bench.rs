@@ -6,7 +6,8 @@
 //!    measurement, teardown), of a bare fork/exec/wait, and of `bwrap`
 //!    (installed with apt-get if missing), as ratios to bare.
 //! 2. Judged cases per second: one job of 1,000 A+B cases through
-//!    `Judge::run_case` (the checker and per-case results on).
+//!    `Judge::run_cases` as judge-exec runs a lone job (its cases side by
+//!    side on one slot per core; the checker and per-case results on).
 //! 3. Accuracy: memory of a program touching N MiB, CPU time of a 0.5 s
 //!    spin, the kill of a busy loop under a 1 s limit and of a sleeper at its
 //!    wall limit.
@@ -14,10 +15,11 @@
 //! Every target is printed with PASS or MISS. The exit status is 0 unless the
 //! bench itself failed (a benchmark reports; it does not gate).
 
-use ojrunner::judge::{Compiled, Judge, Slot};
+use ojrunner::judge::{Case, Compiled, Judge, Slot};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Status, Task};
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
+use ojrunner::slot_pool::SlotPool;
 use std::ffi::CString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -179,7 +181,10 @@ fn bench() -> Result<(), String> {
     println!();
     let cases = env_usize("OJ_BENCH_CASES", 1000);
     let (rate, wrong) = judged_cases(work.path(), cases)?;
-    println!("one job of {cases} A+B cases through Judge::run_case (diff checker, per-case results)");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "one job of {cases} A+B cases through Judge::run_cases on {cores} slot(s) (diff checker, per-case results)"
+    );
     rep.target(
         "judged cases/s >= 800",
         format!("{rate:.0} cases/s{}", if wrong > 0 { format!(" ({wrong} not AC!)") } else { String::new() }),
@@ -367,18 +372,37 @@ fn judged_cases(base: &Path, cases: usize) -> Result<(f64, usize), String> {
         std::fs::write(data.join(format!("{i:04}.out")), format!("{}\n", a + b)).map_err(|e| e.to_string())?;
     }
     let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: cases as i64 };
-    // A warm-up case (the helper starts), not counted.
-    let warm = job.join("warm");
-    std::fs::create_dir_all(&warm).map_err(|e| e.to_string())?;
-    judge.run_case(lang, &src, &data.join("0000.in"), &data.join("0000.out"), &task, &slot, &warm);
+    // As judge-exec judges a lone job: on its own slot and the idle ones,
+    // one slot per core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = SlotPool::new(SLOT + 1..SLOT + cores);
+    let case = |i: usize| Case {
+        task: 0,
+        case: i,
+        input: data.join(format!("{i:04}.in")),
+        answer: data.join(format!("{i:04}.out")),
+    };
+    let scratch = job.join("cases");
+    // A warm-up (the helpers start), not counted.
+    let warm: Vec<Case> = (0..cores).map(case).collect();
+    judge.run_cases(
+        lang,
+        &src,
+        std::slice::from_ref(&task),
+        judge.checker,
+        &warm,
+        &scratch,
+        &slot,
+        Some(&pool),
+        |_, _| true,
+    );
+    let all: Vec<Case> = (0..cases).map(case).collect();
     let start = Instant::now();
     let mut results = Vec::with_capacity(cases);
-    for i in 0..cases {
-        let scratch = job.join("cases").join(format!("{i:04}"));
-        std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
-        let (input, answer) = (data.join(format!("{i:04}.in")), data.join(format!("{i:04}.out")));
-        results.push(judge.run_case(lang, &src, &input, &answer, &task, &slot, &scratch));
-    }
+    judge.run_cases(lang, &src, &[task], judge.checker, &all, &scratch, &slot, Some(&pool), |_, r| {
+        results.push(r);
+        true
+    });
     let rate = cases as f64 / start.elapsed().as_secs_f64();
     let wrong = results.iter().filter(|r| r.status != Status::AC).count();
     if let Some(r) = results.iter().find(|r| r.status != Status::AC) {

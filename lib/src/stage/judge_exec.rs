@@ -11,11 +11,12 @@
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
-use crate::judge::{Compiled, Judge, Slot};
+use crate::judge::{Case, Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{CaseResult, Outcome};
 use crate::signals;
+use crate::slot_pool::SlotPool;
 use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
 use clap::{Parser, Subcommand};
@@ -106,16 +107,18 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         cli.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
     let judge = Judge::default();
     let (done_tx, done_rx) = mpsc::channel::<Done>();
+    // One slot per worker; a lone claim borrows the idle workers' slots.
+    let pool = Arc::new(SlotPool::new(0..n));
     let mut workers = Vec::new();
     for i in 0..n {
         let (tx, rx) = mpsc::channel::<Claim>();
         let done = done_tx.clone();
         let wake = inbox.tx.clone();
         let spool_dir = c.spool.clone();
-        let (judge, languages) = (judge.clone(), Arc::clone(&languages));
+        let (judge, languages, pool) = (judge.clone(), Arc::clone(&languages), Arc::clone(&pool));
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
-            .spawn(move || worker(i, &spool_dir, &judge, &languages, rx, done, wake))
+            .spawn(move || worker(i, &spool_dir, &judge, &languages, &pool, rx, done, wake))
             .map_err(|e| Failure(exit::TEMPORARY, format!("worker thread: {e}")))?;
         workers.push(Some(tx));
     }
@@ -193,16 +196,17 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn worker(
     i: usize,
     spool_dir: &Path,
     judge: &Judge,
     languages: &RwLock<Languages>,
+    pool: &SlotPool,
     rx: mpsc::Receiver<Claim>,
     done: mpsc::Sender<Done>,
     wake: mpsc::Sender<Event>,
 ) {
-    let slot = Slot::for_index(i);
     let mut spool = match Spool::open(spool_dir) {
         Ok(s) => s,
         Err(e) => return error!("worker {i}: {e}"),
@@ -212,7 +216,10 @@ fn worker(
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
         // A claim is judged with the table as it was when it began.
         let table = languages.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
-        match judge_claim(&mut spool, judge, &table, &claim, &slot) {
+        let index = pool.take();
+        let judged = judge_claim(&mut spool, judge, &table, &claim, &Slot::for_index(index), pool);
+        pool.give(index);
+        match judged {
             Ok(true) => {
                 info!("{tag}: judged");
                 control::poke(spool_dir, "reportd");
@@ -233,6 +240,7 @@ fn judge_claim(
     languages: &Languages,
     claim: &Claim,
     slot: &Slot,
+    pool: &SlotPool,
 ) -> Result<bool, String> {
     let job = claim.job().map_err(|e| e.to_string())?;
     let dir = spool.claim_dir(claim.id);
@@ -253,42 +261,61 @@ fn judge_claim(
     };
     let lang = languages.by_id(job.language);
     let checker = checker.unwrap_or_default();
-    for (t, task) in job.tasks.iter().enumerate() {
-        for c in 0..task.case_count as usize {
-            if done.contains_key(&(t, c)) {
-                continue;
+    // The cases not finished before (by an earlier try of this claim).
+    let todo: Vec<Case> = job
+        .tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(t, task)| (0..task.case_count as usize).map(move |c| (t, c)))
+        .filter(|tc| !done.contains_key(tc))
+        .map(|(t, c)| Case {
+            task: t,
+            case: c,
+            input: testdata::case_file(&td, t, c, "in"),
+            answer: testdata::case_file(&td, t, c, "out"),
+        })
+        .collect();
+    let (mut moved, mut failed) = (false, None);
+    let mut record = |c: &Case, r: CaseResult| {
+        let event = json!({"t": now_ms() - claim.claimed_at, "kind": "case", "task": c.task, "case": c.case,
+                           "status": r.status, "execTime": r.exec_time, "memoryUsage": r.memory_usage})
+        .to_string();
+        match spool.record_case(claim.id, c.task, c.case, &r, &event) {
+            Ok(true) => {
+                control::poke(spool.dir(), "reportd");
+                done.insert((c.task, c.case), r);
+                true
             }
-            let r = match (&compiled, lang) {
-                (Compiled::Ready, Some(lang)) => {
-                    let scratch = dir.join("cases").join(format!("{t:02}{c:02}"));
-                    let _ = std::fs::remove_dir_all(&scratch);
-                    match std::fs::create_dir_all(&scratch) {
-                        Ok(()) => judge.run_case_with(
-                            lang,
-                            &src,
-                            &testdata::case_file(&td, t, c, "in"),
-                            &testdata::case_file(&td, t, c, "out"),
-                            task,
-                            slot,
-                            &scratch,
-                            checker,
-                        ),
-                        Err(e) => CaseResult::judge_error(&format!("scratch directory: {e}")),
-                    }
-                }
-                (Compiled::Failed { message }, _) => CaseResult::compile_error(message),
-                (Compiled::JudgeError(why), _) => CaseResult::judge_error(why),
-                (Compiled::Ready, None) => CaseResult::judge_error("language not in this runner's table"),
-            };
-            let event = json!({"t": now_ms() - claim.claimed_at, "kind": "case", "task": t, "case": c,
-                               "status": r.status, "execTime": r.exec_time, "memoryUsage": r.memory_usage})
-            .to_string();
-            if !spool.record_case(claim.id, t, c, &r, &event).map_err(|e| e.0)? {
-                return Ok(false);
+            Ok(false) => {
+                moved = true;
+                false
             }
-            control::poke(spool.dir(), "reportd");
-            done.insert((t, c), r);
+            Err(e) => {
+                failed = Some(e.0);
+                false
+            }
         }
+    };
+    match (&compiled, lang) {
+        (Compiled::Ready, Some(lang)) => {
+            let scratch = dir.join("cases");
+            judge.run_cases(lang, &src, &job.tasks, checker, &todo, &scratch, slot, Some(pool), &mut record)
+        }
+        (Compiled::Failed { message }, _) => {
+            let _ = todo.iter().all(|c| record(c, CaseResult::compile_error(message)));
+        }
+        (Compiled::JudgeError(why), _) => {
+            let _ = todo.iter().all(|c| record(c, CaseResult::judge_error(why)));
+        }
+        (Compiled::Ready, None) => {
+            let _ = todo.iter().all(|c| record(c, CaseResult::judge_error("language not in this runner's table")));
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if moved {
+        return Ok(false);
     }
     let mut tasks = Vec::with_capacity(job.tasks.len());
     for (t, task) in job.tasks.iter().enumerate() {
