@@ -550,3 +550,46 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
         assert_eq!(uids, want.iter().map(|s| s.as_str()).collect(), "the cases ran on both slots");
     }
 }
+
+#[test]
+fn each_run_gets_its_own_memory_and_task_limits_in_a_reused_helper() {
+    if !is_root() {
+        return; // the cgroup needs root
+    }
+    use ojrunner::sandbox::{self, Fired, Limits, Spec};
+    let run = |memory_mib: u64, processes: u64, script: &str| {
+        let spec = Spec {
+            argv: vec!["/usr/bin/python3".into(), "-c".into(), script.into()],
+            cwd: "/".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin: std::fs::File::open("/dev/null").unwrap(),
+            stdout: std::fs::File::options().write(true).open("/dev/null").unwrap(),
+            stderr: std::fs::File::options().write(true).open("/dev/null").unwrap(),
+            identity: Slot::for_index(69).identity(),
+            limits: Limits {
+                cpu: Duration::from_secs(5),
+                wall: Duration::from_secs(10),
+                memory: memory_mib << 20,
+                address_space: None,
+                stack: None,
+                output: 1 << 20,
+                processes: Some(processes),
+            },
+            binds: vec![],
+        };
+        sandbox::run(spec).unwrap()
+    };
+    let touch = "b = b'x' * (100 << 20)";
+    let threads = "import threading, time\nts = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]";
+    // The same helper serves all five runs; each must get its own limits.
+    let small = run(64, 16, touch);
+    assert_eq!(small.fired, Some(Fired::Memory), "100 MiB under 64 MiB: {small:?}");
+    let big = run(256, 16, touch);
+    assert_eq!((big.fired, big.exit), (None, sandbox::Exit::Code(0)), "100 MiB under 256 MiB: {big:?}");
+    let small = run(64, 16, touch);
+    assert_eq!(small.fired, Some(Fired::Memory), "64 MiB again: {small:?}");
+    let few = run(256, 4, threads);
+    assert_ne!(few.exit, sandbox::Exit::Code(0), "8 threads under 4 tasks: {few:?}");
+    let many = run(256, 16, threads);
+    assert_eq!(many.exit, sandbox::Exit::Code(0), "8 threads under 16 tasks: {many:?}");
+}

@@ -109,6 +109,12 @@ pub struct Group {
     /// Open `cgroup.procs` files, one per distinct directory.
     procs: Vec<File>,
     home: Vec<PathBuf>,
+    /// The hard memory limit and `pids.max` last written: a run with the
+    /// same limits as the last one writes neither again.
+    applied: std::cell::RefCell<Option<(String, String)>>,
+    /// The OOM-kill count read after the last run: the next run's baseline
+    /// (nothing runs in between).
+    oom_read: std::cell::Cell<Option<u64>>,
 }
 
 impl Hierarchy {
@@ -217,6 +223,8 @@ impl Hierarchy {
             pids: p,
             cpu: c,
             home: self.home.clone(),
+            applied: Default::default(),
+            oom_read: Default::default(),
         };
         let hard = memory.saturating_add(SLACK).to_string();
         match self.kind {
@@ -244,7 +252,25 @@ impl Group {
     /// charged), counters back to zero.
     pub fn reset(&self, memory: u64, tasks: Option<u64>) -> io::Result<Baseline> {
         let resident = self.memory_now().saturating_sub(self.file_cache());
-        let hard = memory.saturating_add(SLACK).saturating_add(resident).to_string();
+        // The caller's charge moves by a few pages from run to run: rounded
+        // up to a MiB, the limit mostly stays what it was.
+        let hard = memory.saturating_add(SLACK).saturating_add(resident.next_multiple_of(1 << 20)).to_string();
+        let pids = tasks.map_or("max".to_string(), |n| (n + RESIDENT_TASKS).to_string());
+        let oom_kills = self.oom_read.take().unwrap_or_else(|| self.oom_kills());
+        let unchanged = self.applied.borrow().as_ref() == Some(&(hard.clone(), pids.clone()));
+        if unchanged {
+            match self.kind {
+                Kind::V1 => {
+                    write(&self.memory, "memory.max_usage_in_bytes", "0")?;
+                    write(&self.cpu, "cpuacct.usage", "0")?;
+                }
+                Kind::V2 => {
+                    let _ = write(&self.memory, "memory.peak", "0");
+                }
+            }
+            return Ok(Baseline { oom_kills, resident });
+        }
+        self.applied.replace(None);
         match self.kind {
             Kind::V1 => {
                 // memsw must stay >= the limit: raise it first, lower it last.
@@ -266,8 +292,9 @@ impl Group {
                 let _ = write(&self.memory, "memory.peak", "0");
             }
         }
-        write(&self.pids, "pids.max", &tasks.map_or("max".to_string(), |n| (n + RESIDENT_TASKS).to_string()))?;
-        Ok(Baseline { oom_kills: self.oom_kills(), resident })
+        write(&self.pids, "pids.max", &pids)?;
+        self.applied.replace(Some((hard, pids)));
+        Ok(Baseline { oom_kills, resident })
     }
 
     /// Reclaims all the page cache charged to the (empty) group.
@@ -334,7 +361,9 @@ impl Group {
             Kind::V1 => "memory.oom_control",
             Kind::V2 => "memory.events",
         };
-        stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0)
+        let n = stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0);
+        self.oom_read.set(Some(n));
+        n
     }
 
     /// Moves the calling process back to the groups it was in before
@@ -346,14 +375,14 @@ impl Group {
         Ok(())
     }
 
-    /// Whether any task but the caller is left in the group.
+    /// Whether any task but the caller is left in the group. (One
+    /// controller's list tells: tasks are born in all of them at once, and
+    /// only root could move one.)
     pub fn is_empty(&self) -> bool {
         let me = std::process::id().to_string();
-        let mut dirs = vec![&self.memory, &self.pids, &self.cpu];
-        dirs.dedup();
-        dirs.iter().all(|d| {
-            fs::read_to_string(d.join("cgroup.procs")).map(|s| s.split_whitespace().all(|p| p == me)).unwrap_or(true)
-        })
+        fs::read_to_string(self.pids.join("cgroup.procs"))
+            .map(|s| s.split_whitespace().all(|p| p == me))
+            .unwrap_or(true)
     }
 
     /// Kills every task of the group but the caller, until none is left
