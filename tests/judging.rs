@@ -593,3 +593,27 @@ fn each_run_gets_its_own_memory_and_task_limits_in_a_reused_helper() {
     let many = run(256, 16, threads);
     assert_eq!(many.exit, sandbox::Exit::Code(0), "8 threads under 16 tasks: {many:?}");
 }
+
+#[test]
+fn a_runs_leftovers_are_gone_when_its_result_is_returned_not_later() {
+    // Children with much memory to free take a while to die: the result
+    // must wait for that, not come back while they are still dying.
+    let source = r#"
+import os, time
+for _ in range(6):
+    if os.fork() == 0:
+        ballast = b"x" * (100 << 20)
+        time.sleep(60)
+        os._exit(0)
+time.sleep(0.5)
+print("parent done", flush=True)
+"#;
+    let dir = TempDir::new("leftovers");
+    let p = problem(&dir, 3000, 1 << 20, "", "parent done\n");
+    let got = judge("python3", source, &p, 70);
+    let r = got.first();
+    assert_eq!(r.status, Status::AC, "{r:?}");
+    if is_root() {
+        assert_eq!(processes_of(Slot::for_index(70).uid), Vec::<i32>::new(), "a leftover was alive at the result");
+    }
+}

@@ -185,6 +185,18 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
         }
     }
     let (status, ru) = reap(pid);
+    // Whatever the program left behind (background children) is killed and
+    // reaped here, before the report: once the helper has read it, nothing
+    // of the run is alive, and init's own exit (the namespaces' teardown)
+    // need not hold up the answer.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    loop {
+        if unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } < 0
+            && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
+        {
+            break;
+        }
+    }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     rep.status = Some(status);
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);

@@ -21,7 +21,11 @@
 //!    when there is no cgroup to enforce it, the wall clock; kills the jail's
 //!    init when a limit fires, which kills everything in the run's PID
 //!    namespace;
-//! 5. measures ([`Usage`]), removes the cgroup (after the reply), and answers.
+//! 5. measures ([`Usage`]) and answers. When the program ends by itself,
+//!    init kills and reaps whatever it left before reporting, so the answer
+//!    need not wait for init's own exit (the namespaces' teardown): that,
+//!    init's reaping and the slot's lock wait until after the reply. When
+//!    a limit fires, init is killed and reaped before the answer.
 //!
 //! The mechanisms in use are decided once per helper ([`Mechanisms`];
 //! `judge-exec --probe` prints them). Without root (no slot identity) or
@@ -267,12 +271,45 @@ fn mechanisms() -> &'static Mechanisms {
 /// The helper's cgroup (made at its first jailed run).
 static GROUP: Mutex<Option<Group>> = Mutex::new(None);
 
-/// Work left for after the reply (so the judge does not wait for it):
-/// none at the moment; the hook stays for asynchronous cleanup.
-pub(crate) fn after_reply() {}
+/// What is left of a jailed run that ended normally once its result is
+/// known: init, which killed and reaped every process of the run before its
+/// report, still has to exit (its namespaces' teardown, 0.2 ms the judge
+/// need not wait for) and be reaped; the template's mount points go; the
+/// slot's lock is held until then.
+struct Leftover {
+    init: libc::pid_t,
+    binds: Vec<Bind>,
+    _slot_lock: Option<File>,
+}
+
+static LEFTOVER: Mutex<Option<Leftover>> = Mutex::new(None);
+
+/// Work left for after the reply (so the judge does not wait for it).
+pub(crate) fn after_reply() {
+    clean_up();
+}
+
+/// Finishes the last jailed run, if that is left to do.
+fn clean_up() {
+    let Some(left) = LEFTOVER.lock().unwrap().take() else { return };
+    let _ = reap(left.init);
+    finish(GROUP.lock().unwrap().as_ref(), &left.binds);
+}
+
+/// After init is gone: a second belt for the group, the template as it was.
+fn finish(group: Option<&Group>, binds: &[Bind]) {
+    if let Some(g) = group {
+        // Nothing is left after init's death; this is a second belt.
+        if !g.is_empty() {
+            g.kill_all();
+        }
+    }
+    jail::forget(binds);
+}
 
 /// When the helper exits: its cgroup goes.
 pub(crate) fn helper_exit() {
+    clean_up();
     if let Some(g) = GROUP.lock().unwrap().take() {
         g.kill_all();
         if let Err(e) = g.remove() {
@@ -293,17 +330,25 @@ pub(crate) fn run_here(req: Request, stdio: [File; 3], hangup: RawFd) -> Result<
     };
     // Held until the run is cleaned up: another judge process using the same
     // slot uid waits instead of having its program swept away.
-    let _slot_lock = match req.identity {
+    clean_up();
+    let slot_lock = match req.identity {
         Some(id) => Some(lock_slot(id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?),
         None => None,
     };
     match req.identity {
-        Some(id) if mechanisms().namespaces => run_jailed(req, program, id, stdio, hangup),
+        Some(id) if mechanisms().namespaces => run_jailed(req, program, id, stdio, hangup, slot_lock),
         _ => run_direct(req, program, stdio, hangup),
     }
 }
 
-fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+fn run_jailed(
+    req: Request,
+    program: PathBuf,
+    id: Identity,
+    stdio: [File; 3],
+    hangup: RawFd,
+    slot_lock: Option<File>,
+) -> Result<Usage, String> {
     static FILTER: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
     if let Some(Err(e)) = TEMPLATE.get() {
         return Err(e.clone());
@@ -355,21 +400,27 @@ fn run_jailed(req: Request, program: PathBuf, id: Identity, stdio: [File; 3], ha
     let start = Instant::now();
     let (pid, mut report) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
     drop(stdio);
-    let watch = watch(pid, limits, start, group.map(|g| (g, own_cpu)), hangup);
-    // Init's death kills every process of the run's PID namespace.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let _ = reap(pid);
-    let wall = start.elapsed();
-    jail::forget(&req.binds);
+    let watch = watch(pid, limits, start, group.map(|g| (g, own_cpu)), hangup, report.as_raw_fd());
+    let stopped = watch.fired.is_some() || watch.hangup;
+    if stopped {
+        // Init's death kills every process of the run's PID namespace.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    // The report's end comes as init closes its files on its way out.
     let mut buf = Vec::new();
     let _ = report.read_to_end(&mut buf);
-    if let Some(g) = group {
-        // Nothing is left after init's death; this is a second belt.
-        if !g.is_empty() {
-            g.kill_all();
-        }
-    }
+    let wall = start.elapsed();
     let rep: jail::Report = serde_json::from_slice(&buf).unwrap_or_default();
+    if !stopped && rep.status.is_some() {
+        // Init reaped the whole run before reporting: only its own exit is left.
+        *LEFTOVER.lock().unwrap() = Some(Leftover { init: pid, binds: req.binds.clone(), _slot_lock: slot_lock });
+    } else {
+        // Killed, or init failed: the namespace's teardown is the run's end.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = reap(pid);
+        finish(group, &req.binds);
+        drop(slot_lock);
+    }
     if watch.hangup {
         return Err("the judge went away".into());
     }
@@ -431,7 +482,7 @@ fn run_direct(req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -
     drop(child);
     drop(cmd);
 
-    let watch = watch(pid, &limits, start, None, hangup);
+    let watch = watch(pid, &limits, start, None, hangup, -1);
     // Kill the group: the program if a limit fired, and any background child.
     // The group exists until the leader is reaped, so this cannot hit a reused pid.
     unsafe { libc::killpg(pid, libc::SIGKILL) };
@@ -517,14 +568,23 @@ struct Watch {
 }
 
 /// Samples the run every [`POLL`] (sooner when the wall limit is nearer)
-/// until `pid` exits, a limit fires or the judge hangs up. Does not reap.
+/// until `pid` exits (or `done`, if not -1, becomes readable: init's report
+/// of the run's end), a limit fires or the judge hangs up. Does not reap.
 /// With a cgroup, CPU time is the group's and memory is left to the
 /// kernel's limit; without, both come from `pid`'s process tree.
-fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, group: Option<(&Group, Duration)>, hangup: RawFd) -> Watch {
+fn watch(
+    pid: libc::pid_t,
+    limits: &Limits,
+    start: Instant,
+    group: Option<(&Group, Duration)>,
+    hangup: RawFd,
+    done: RawFd,
+) -> Watch {
     let pidfd = pidfd_open(pid);
     let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
+    let mut reported = false;
     loop {
-        let exited = has_exited(pid);
+        let exited = reported || has_exited(pid);
         match group {
             Some((g, own)) => w.cpu = w.cpu.max(group_cpu(g, own)),
             None => {
@@ -557,12 +617,14 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, group: Option<(&Grou
         let mut fds = [
             libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
+            libc::pollfd { fd: done, events: libc::POLLIN, revents: 0 },
         ];
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+        unsafe { libc::poll(fds.as_mut_ptr(), 3, wait) };
         if fds[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             w.hangup = true;
             return w;
         }
+        reported = fds[2].revents != 0;
     }
 }
 
