@@ -617,3 +617,38 @@ print("parent done", flush=True)
         assert_eq!(processes_of(Slot::for_index(70).uid), Vec::<i32>::new(), "a leftover was alive at the result");
     }
 }
+
+#[test]
+fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
+    use ojrunner::sandbox::{self, Limits, Spec};
+    let dir = TempDir::new("nostart");
+    std::fs::write(dir.path().join("not-executable"), "#!/bin/sh\nexit 0\n").unwrap();
+    let run = |argv0: &str| {
+        sandbox::run(Spec {
+            argv: vec![argv0.into()],
+            cwd: dir.path().to_path_buf(),
+            env: vec![],
+            stdin: std::fs::File::open("/dev/null").unwrap(),
+            stdout: std::fs::File::options().write(true).open("/dev/null").unwrap(),
+            stderr: std::fs::File::options().write(true).open("/dev/null").unwrap(),
+            identity: Slot::for_index(71).identity(),
+            limits: Limits {
+                cpu: Duration::from_secs(1),
+                wall: Duration::from_secs(3),
+                memory: 64 << 20,
+                address_space: None,
+                stack: None,
+                output: 1 << 20,
+                processes: Some(16),
+            },
+            binds: vec![ojrunner::sandbox::Bind { path: dir.path().to_path_buf(), writable: false }],
+        })
+    };
+    // exec fails (ENOENT, EACCES): the program never ran, the judge says why.
+    let e = run("./no-such-program").unwrap_err();
+    assert!(e.contains("no-such-program") && e.contains("No such file"), "{e}");
+    let e = run("./not-executable").unwrap_err();
+    assert!(e.contains("not-executable") && e.contains("ermission denied"), "{e}");
+    // And the helper is fine for the next run.
+    assert_eq!(run("/bin/true").unwrap().exit, sandbox::Exit::Code(0));
+}
