@@ -15,9 +15,10 @@
 //! One `SOCK_SEQPACKET` socket per helper (its stdin). The judge sends a
 //! [`Request`] as JSON with the run's stdin, stdout and stderr attached
 //! (`SCM_RIGHTS`); the helper answers with `{"Ok": Usage}` or `{"Err":
-//! "why"}` when the run is over and cleaned up. The helper exits when the
-//! socket closes (the judge is gone); during a run it watches the socket
-//! too, and kills the run first.
+//! "why"}` as soon as the result is known (what is left to clean up, such
+//! as the jail's init exiting, is done after the answer, before the next
+//! request). The helper exits when the socket closes (the judge is gone);
+//! during a run it watches the socket too, and kills the run first.
 //!
 //! # Pool
 //!
@@ -83,9 +84,12 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
             Ok(_) => {
                 let how = helper.reap();
                 // The helper's death is the judge's fault, never the
-                // program's: run it again once, in a fresh helper, when its
-                // files can be put back as they were (not pipes).
-                if !retried && rewind(&stdio) {
+                // program's: run it again once, in a fresh helper, when
+                // nothing of the first run is left to touch its files (a
+                // slot uid to sweep) and the files can be put back as they
+                // were (not pipes).
+                let gone = !retried && req.identity.is_some_and(sandbox::clear_after_dead_helper);
+                if gone && rewind(&stdio) {
                     log::warn!("sandbox helper {how} during a run; running it again in a new helper");
                     retried = true;
                     continue;
