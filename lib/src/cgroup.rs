@@ -115,6 +115,14 @@ pub struct Group {
     /// The OOM-kill count read after the last run: the next run's baseline
     /// (nothing runs in between).
     oom_read: std::cell::Cell<Option<u64>>,
+    /// v2: `cpu.stat`'s `usage_usec` never goes back to zero; its value at
+    /// the reset is subtracted.
+    cpu_base: std::cell::Cell<Duration>,
+    /// v2: `memory.peak`, held open: since Linux 6.12 a write resets the
+    /// peak as read through the same descriptor (and only that one).
+    peak: Option<File>,
+    /// v2: whether that reset worked for this run (else no peak is known).
+    peak_reset: std::cell::Cell<bool>,
 }
 
 impl Hierarchy {
@@ -225,6 +233,16 @@ impl Hierarchy {
             home: self.home.clone(),
             applied: Default::default(),
             oom_read: Default::default(),
+            cpu_base: Default::default(),
+            peak: None,
+            peak_reset: Default::default(),
+        };
+        let g = Group {
+            peak: match self.kind {
+                Kind::V1 => None,
+                Kind::V2 => OpenOptions::new().read(true).write(true).open(g.memory.join("memory.peak")).ok(),
+            },
+            ..g
         };
         let hard = memory.saturating_add(SLACK).to_string();
         match self.kind {
@@ -256,18 +274,10 @@ impl Group {
         // up to a MiB, the limit mostly stays what it was.
         let hard = memory.saturating_add(SLACK).saturating_add(resident.next_multiple_of(1 << 20)).to_string();
         let pids = tasks.map_or("max".to_string(), |n| (n + RESIDENT_TASKS).to_string());
-        let oom_kills = self.oom_read.take().unwrap_or_else(|| self.oom_kills());
+        let oom_kills = self.oom_read.take().unwrap_or_else(|| self.read_oom_kills());
         let unchanged = self.applied.borrow().as_ref() == Some(&(hard.clone(), pids.clone()));
         if unchanged {
-            match self.kind {
-                Kind::V1 => {
-                    write(&self.memory, "memory.max_usage_in_bytes", "0")?;
-                    write(&self.cpu, "cpuacct.usage", "0")?;
-                }
-                Kind::V2 => {
-                    let _ = write(&self.memory, "memory.peak", "0");
-                }
-            }
+            self.reset_counters()?;
             return Ok(Baseline { oom_kills, resident });
         }
         self.applied.replace(None);
@@ -283,18 +293,29 @@ impl Group {
                     write(&self.memory, "memory.limit_in_bytes", &hard)?;
                 }
                 let _ = write(&self.memory, "memory.memsw.limit_in_bytes", &hard);
-                write(&self.memory, "memory.max_usage_in_bytes", "0")?;
-                write(&self.cpu, "cpuacct.usage", "0")?;
             }
-            Kind::V2 => {
-                write(&self.memory, "memory.max", &hard)?;
-                // Since Linux 6.12 a write resets the peak.
-                let _ = write(&self.memory, "memory.peak", "0");
-            }
+            Kind::V2 => write(&self.memory, "memory.max", &hard)?,
         }
+        self.reset_counters()?;
         write(&self.pids, "pids.max", &pids)?;
         self.applied.replace(Some((hard, pids)));
         Ok(Baseline { oom_kills, resident })
+    }
+
+    /// The peak and the CPU time start again from here.
+    fn reset_counters(&self) -> io::Result<()> {
+        match self.kind {
+            Kind::V1 => {
+                write(&self.memory, "memory.max_usage_in_bytes", "0")?;
+                write(&self.cpu, "cpuacct.usage", "0")
+            }
+            Kind::V2 => {
+                use std::os::unix::fs::FileExt;
+                self.cpu_base.set(self.cpu_total());
+                self.peak_reset.set(self.peak.as_ref().is_some_and(|f| f.write_at(b"0", 0).is_ok()));
+                Ok(())
+            }
+        }
     }
 
     /// Reclaims all the page cache charged to the (empty) group.
@@ -316,8 +337,13 @@ impl Group {
         Ok(())
     }
 
-    /// CPU time (user + system) of every task that ran in the group.
+    /// CPU time (user + system) of every task that ran in the group since
+    /// the last reset.
     pub fn cpu(&self) -> Duration {
+        self.cpu_total().saturating_sub(self.cpu_base.get())
+    }
+
+    fn cpu_total(&self) -> Duration {
         match self.kind {
             Kind::V1 => Duration::from_nanos(read_u64(&self.cpu.join("cpuacct.usage")).unwrap_or(0)),
             Kind::V2 => Duration::from_micros(stat_field(&self.cpu.join("cpu.stat"), "usage_usec").unwrap_or(0)),
@@ -333,14 +359,20 @@ impl Group {
         read_u64(&self.memory.join(f)).unwrap_or(0)
     }
 
-    /// The kernel's peak, bytes (page cache included; see the module doc).
-    /// v2 without `memory.peak` (kernel < 5.19) gives `None`.
+    /// The kernel's peak since the last reset, bytes (page cache included;
+    /// see the module doc). v2 gives `None` where the peak cannot be reset
+    /// (kernel < 6.12): the caller then measures by itself.
     pub fn memory_peak(&self) -> Option<u64> {
-        let f = match self.kind {
-            Kind::V1 => "memory.max_usage_in_bytes",
-            Kind::V2 => "memory.peak",
-        };
-        read_u64(&self.memory.join(f))
+        match (self.kind, &self.peak) {
+            (Kind::V1, _) => read_u64(&self.memory.join("memory.max_usage_in_bytes")),
+            (Kind::V2, Some(f)) if self.peak_reset.get() => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = [0u8; 32];
+                let n = f.read_at(&mut buf, 0).ok()?;
+                std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+            }
+            (Kind::V2, _) => None,
+        }
     }
 
     /// File-backed page cache charged to the group now (not tmpfs), bytes.
@@ -355,15 +387,20 @@ impl Group {
         }
     }
 
-    /// How many tasks of the group the kernel's OOM killer has killed.
+    /// How many tasks of the group the kernel's OOM killer has killed (to be
+    /// called once a run is over: the count is the next run's baseline).
     pub fn oom_kills(&self) -> u64 {
+        let n = self.read_oom_kills();
+        self.oom_read.set(Some(n));
+        n
+    }
+
+    fn read_oom_kills(&self) -> u64 {
         let f = match self.kind {
             Kind::V1 => "memory.oom_control",
             Kind::V2 => "memory.events",
         };
-        let n = stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0);
-        self.oom_read.set(Some(n));
-        n
+        stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0)
     }
 
     /// Moves the calling process back to the groups it was in before
