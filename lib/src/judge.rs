@@ -527,12 +527,24 @@ impl Judge {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel::<(usize, CaseResult)>();
+        /// Gives a borrowed slot back however its thread ends (a panic too).
+        struct Borrowed<'p>(Option<(usize, &'p SlotPool)>);
+        impl Drop for Borrowed<'_> {
+            fn drop(&mut self) {
+                if let Some((i, pool)) = self.0 {
+                    pool.give(i);
+                }
+            }
+        }
         let work = |slot: Slot, lent: Option<usize>, tx: std::sync::mpsc::Sender<(usize, CaseResult)>| {
+            let _borrowed = Borrowed(lent.zip(pool));
             let dir = scratch.join(format!("slot-{}", slot.uid));
             let made = std::fs::create_dir_all(&dir);
             while !stop.load(Ordering::Relaxed) {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(c) = cases.get(i) else { break };
+                // What the last case left there (its TMPDIR at the basic level) goes.
+                let made = made.as_ref().map_err(|e| e.to_string()).and_then(|()| clear_scratch(&dir));
                 let r = match (&made, tasks.get(c.task)) {
                     (Ok(()), Some(task)) => {
                         self.run_case_with(lang, src_dir, &c.input, &c.answer, task, &slot, &dir, checker)
@@ -543,9 +555,6 @@ impl Judge {
                 if tx.send((i, r)).is_err() || (lent.is_some() && pool.is_some_and(|p| p.wanted())) {
                     break;
                 }
-            }
-            if let (Some(i), Some(p)) = (lent, pool) {
-                p.give(i);
             }
         };
         std::thread::scope(|s| {
@@ -890,13 +899,31 @@ fn cap_string(mut s: String, cap: usize) -> String {
 }
 
 /// Creates `p` anew, never through a link a judged program may have left.
+/// Empties a slot's scratch directory but for the output files the judge
+/// reuses (see [`create_fresh`]).
+fn clear_scratch(dir: &Path) -> Result<(), String> {
+    for e in std::fs::read_dir(dir).map_err(|e| annotate(e, dir).to_string())?.flatten() {
+        if e.file_name() == "stdout" || e.file_name() == "stderr" {
+            continue;
+        }
+        let p = e.path();
+        let gone = match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+            _ => std::fs::remove_file(&p),
+        };
+        gone.map_err(|e| annotate(e, &p).to_string())?;
+    }
+    Ok(())
+}
+
 fn create_fresh(p: &Path, mode: u32) -> std::io::Result<File> {
     // The last case's file, when it is still the judge's own (root's, a
     // regular file, one link: not swapped or linked by the program), is
     // emptied and reused: allocating a new inode per case on ext4 cost as
     // much CPU as the run itself.
     use std::os::unix::fs::MetadataExt;
-    let reuse = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(p);
+    // (Opened read-write, a FIFO put in its place does not block.)
+    let reuse = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(p);
     if let Ok(f) = reuse {
         let ours = f.metadata().is_ok_and(|m| {
             m.is_file() && m.uid() == unsafe { libc::geteuid() } && m.nlink() == 1 && m.mode() & 0o7777 == mode
@@ -980,6 +1007,26 @@ mod tests {
         create_fresh(&out, 0o644).unwrap();
         assert_eq!(std::fs::read_to_string(&answer).unwrap(), "42\n");
         assert!(!std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_slots_scratch_is_emptied_between_cases_but_for_the_output_files() {
+        let dir = std::env::temp_dir().join(format!("ojclear-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("left/deeper")).unwrap();
+        for f in ["stdout", "stderr", "left/deeper/file", "junk"] {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        if is_root() {
+            // A directory the program locked itself out of: root removes it all the same.
+            std::fs::set_permissions(dir.join("left"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
+        clear_scratch(&dir).unwrap();
+        let mut left: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["stderr", "stdout"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
