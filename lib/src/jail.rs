@@ -52,8 +52,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Where init builds the root (a mount point that exists only inside its
-/// private mount namespace).
+/// Where the helper builds the template root, in its own mount namespace
+/// (the host sees an empty directory), and where each run's init, in its
+/// copy of that namespace, finishes it before `pivot_root`.
 pub const ROOT: &str = "/run/ojrunner/root";
 
 /// The entries of the host's `/etc` a run sees (a trailing `*` is a prefix).
