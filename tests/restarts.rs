@@ -53,6 +53,23 @@ fn judge_exec_killed_mid_job_resumes_only_the_unfinished_cases() {
 }
 
 #[test]
+fn a_hub_away_while_a_claim_is_prepped_costs_the_job_nothing() {
+    let dir = TempDir::new("r-prep-away");
+    let hub = hub_with_ab(dir.path());
+    // More failures than prep's three tries: an outage, not a bad job.
+    hub.cli(&["fault", "--status", "503", "--count", "8", "--path-contains", "/code/"]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let s = hub.wait_all_judged(Duration::from_secs(120));
+    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_clean_ac(s);
+    assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing was handed back: {s}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
 fn claimd_killed_during_prep_prepares_the_claim_again() {
     let dir = TempDir::new("r-claimd");
     let hub = hub_with_ab(dir.path());
@@ -65,7 +82,7 @@ fn claimd_killed_during_prep_prepares_the_claim_again() {
     let mut runner = start_runner_logged(&hub, &spool, &[("OJ_TIME_SCALE", "1")], &log);
     wait_for("the claim waiting in prep", Duration::from_secs(60), || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        (text.contains("prep try 1 failed") && spool_claims(&spool).iter().any(|c| c.state == "claimed")).then_some(())
+        (text.contains("prep again in") && spool_claims(&spool).iter().any(|c| c.state == "claimed")).then_some(())
     });
     kill_stage(&runner, "claimd");
     let s = hub.wait_all_judged(Duration::from_secs(60));

@@ -33,7 +33,25 @@ impl Answer {
 
 /// A failure fetching code or testdata.
 #[derive(Debug)]
-pub struct FetchError(pub String);
+pub struct FetchError(pub String, pub Reach);
+
+/// Whether a failed fetch reached the hub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// It answered (4xx), or the failure was ours: trying again soon is
+    /// worth a couple of tries at most.
+    Answered,
+    /// No connection, or a 5xx: the hub is away, maybe for minutes, and the
+    /// job is not at fault.
+    Away,
+}
+
+impl FetchError {
+    /// A failure on the runner's side or a hub's clear answer.
+    pub fn new(why: String) -> FetchError {
+        FetchError(why, Reach::Answered)
+    }
+}
 
 impl std::fmt::Display for FetchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -144,7 +162,9 @@ impl Hub {
     /// `GET /problem/{pid}/checksum`: opaque to the runner.
     pub fn checksum(&self, pid: i64) -> Result<String, FetchError> {
         let v = self.problem_json(pid, "checksum")?;
-        v.as_str().map(String::from).ok_or_else(|| FetchError(format!("problem {pid}: checksum is not a string: {v}")))
+        v.as_str()
+            .map(String::from)
+            .ok_or_else(|| FetchError::new(format!("problem {pid}: checksum is not a string: {v}")))
     }
 
     /// `GET /problem/{pid}/meta`.
@@ -157,7 +177,7 @@ impl Hub {
         let shown = format!("problem {pid} {what}");
         let resp = self.agent.get(&url).call().map_err(|e| fetch_error(&shown, e))?;
         let v: serde_json::Value =
-            serde_json::from_str(&read_body(resp)).map_err(|e| FetchError(format!("{shown}: not JSON: {e}")))?;
+            serde_json::from_str(&read_body(resp)).map_err(|e| FetchError::new(format!("{shown}: not JSON: {e}")))?;
         Ok(unwrap_envelope(v))
     }
 
@@ -170,13 +190,14 @@ impl Hub {
     /// names it in errors (URLs may carry tokens: never logged).
     pub fn download(&self, url: &str, shown: &str, dest: &Path, max: u64) -> Result<u64, FetchError> {
         let resp = self.downloads.get(url).call().map_err(|e| fetch_error(shown, e))?;
-        let mut f = std::fs::File::create(dest).map_err(|e| FetchError(format!("{shown}: {}: {e}", dest.display())))?;
+        let mut f =
+            std::fs::File::create(dest).map_err(|e| FetchError::new(format!("{shown}: {}: {e}", dest.display())))?;
         let mut r = resp.into_reader().take(max + 1);
-        let n = std::io::copy(&mut r, &mut f).map_err(|e| FetchError(format!("{shown}: download: {e}")))?;
+        let n = std::io::copy(&mut r, &mut f).map_err(|e| FetchError::new(format!("{shown}: download: {e}")))?;
         if n > max {
-            return Err(FetchError(format!("{shown}: larger than {max} bytes")));
+            return Err(FetchError::new(format!("{shown}: larger than {max} bytes")));
         }
-        f.flush().map_err(|e| FetchError(format!("{shown}: {e}")))?;
+        f.flush().map_err(|e| FetchError::new(format!("{shown}: {e}")))?;
         Ok(n)
     }
 }
@@ -198,9 +219,10 @@ fn fetch_error(shown: &str, e: ureq::Error) -> FetchError {
     match e {
         ureq::Error::Status(code, resp) => {
             let b: String = read_body(resp).chars().take(200).collect();
-            FetchError(format!("{shown}: HTTP {code} {b}"))
+            let reach = if code >= 500 { Reach::Away } else { Reach::Answered };
+            FetchError(format!("{shown}: HTTP {code} {b}"), reach)
         }
-        ureq::Error::Transport(t) => FetchError(format!("{shown}: {}", t.kind())),
+        ureq::Error::Transport(t) => FetchError(format!("{shown}: {}", t.kind()), Reach::Away),
     }
 }
 

@@ -274,14 +274,22 @@ impl Claimd {
     }
 
     /// Prepares one claim: 3 tries spaced 1 and 2 s, then
-    /// `abort(prep_failed)`; a stop at any point hands it back as
+    /// `abort(prep_failed)`; while the hub is away (no connection, 5xx) it
+    /// keeps trying, as patiently as an outcome is delivered: an outage is
+    /// not the job's fault. A stop at any point hands it back as
     /// `abort(drain)` instead.
     fn prep(&mut self, claim: &Claim) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        let mut tries = 0;
+        let (mut tries, mut away) = (0, 0);
+        let since = std::time::Instant::now();
         loop {
             if self.stops.requested() || self.spool.draining().unwrap_or(false) {
                 return self.abort(claim, AbortReason::Drain, "drain: stopped during prep");
+            }
+            // Dropped (lease lost) or superseded while the hub was away: not ours any more.
+            match self.spool.claim(claim.id) {
+                Ok(Some(c)) if c.state == ClaimState::Claimed => {}
+                _ => return info!("{tag}: moved during prep (dropped or superseded); left as it is"),
             }
             tries += 1;
             match self.prep_once(claim) {
@@ -300,7 +308,14 @@ impl Claimd {
                     warn!("{tag}: cannot be judged: {why}");
                     return self.abort(claim, AbortReason::PrepFailed, &why);
                 }
-                Err(Prep::Again(why)) => match patience::PREP.delay(tries) {
+                Err(Prep::Away(why)) if since.elapsed() < patience::outcome_kept() => {
+                    away += 1;
+                    tries -= 1;
+                    let d = patience::PATIENT.delay(away).unwrap_or(std::time::Duration::from_secs(15));
+                    warn!("{tag}: the hub is away ({why}); prep again in {d:?}");
+                    self.stops.sleep(d);
+                }
+                Err(Prep::Again(why) | Prep::Away(why)) => match patience::PREP.delay(tries) {
                     Some(d) => {
                         warn!("{tag}: prep try {tries} failed: {why}; again in {d:?}");
                         self.stops.sleep(d);
@@ -347,7 +362,7 @@ impl Claimd {
         let zip = dir.join("code.zip");
         self.hub
             .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
-            .map_err(|e| if e.0.contains("larger than") { Prep::Bad(e.0) } else { Prep::Again(e.0) })?;
+            .map_err(|e| if e.0.contains("larger than") { Prep::Bad(e.0) } else { Prep::from(e) })?;
         let files =
             archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| Prep::Bad(format!("code zip: {e}")))?;
         let _ = std::fs::remove_file(&zip);
@@ -361,7 +376,7 @@ impl Claimd {
             std::fs::rename(dir.join("src").join(name), dir.join("src").join(&lang.source))
                 .map_err(|e| Prep::Again(format!("{}: {e}", lang.source)))?;
         }
-        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(|e| Prep::Again(e.0))?;
+        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Prep::from)?;
         let in_use: Vec<PathBuf> = self.claims(&HELD_STATES).into_iter().filter_map(|c| c.testdata).collect();
         self.cache.prune(job.problem_id, &td, &in_use);
         testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;
@@ -369,8 +384,19 @@ impl Claimd {
     }
 }
 
-/// A failed prep: worth another try, or never judgeable.
+/// A failed prep: worth another try, worth waiting for the hub, or never
+/// judgeable.
 enum Prep {
     Again(String),
+    Away(String),
     Bad(String),
+}
+
+impl From<hub::FetchError> for Prep {
+    fn from(e: hub::FetchError) -> Prep {
+        match e.1 {
+            hub::Reach::Away => Prep::Away(e.0),
+            hub::Reach::Answered => Prep::Again(e.0),
+        }
+    }
 }
