@@ -54,7 +54,7 @@ fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_lo
         (hub.submission(&again)["state"] == "done").then_some(())
     });
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("prep try 1 failed"), "the failure was logged:\n{text}");
+    assert!(text.contains("prep again in"), "the failure was logged:\n{text}");
     let token: String = rusqlite::Connection::open(spool.join("spool.db"))
         .unwrap()
         .query_row("SELECT token FROM identity", [], |r| r.get(0))
