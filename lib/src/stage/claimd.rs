@@ -288,8 +288,12 @@ impl Claimd {
             }
             // Dropped (lease lost) or superseded while the hub was away: not ours any more.
             match self.spool.claim(claim.id) {
-                Ok(Some(c)) if c.state == ClaimState::Claimed => {}
-                _ => return info!("{tag}: moved during prep (dropped or superseded); left as it is"),
+                Ok(Some(c)) if c.state != ClaimState::Claimed => {
+                    return info!("{tag}: moved during prep (dropped or superseded); left as it is")
+                }
+                Ok(None) => return info!("{tag}: gone during prep"),
+                // A spool that cannot be read now: mark_prepped decides later.
+                _ => {}
             }
             tries += 1;
             match self.prep_once(claim) {
