@@ -125,9 +125,7 @@ fn init(j: &Jail, mut report: File) -> ! {
         Ok(()) => {}
         Err(e) => rep.error = Some(e),
     }
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    rep.init_cpu_us = t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000;
+    rep.init_cpu_us = crate::sandbox::own_cpu().as_micros() as u64;
     let _ = report.write_all(&serde_json::to_vec(&rep).unwrap_or_default());
     unsafe { libc::_exit(0) }
 }

@@ -629,7 +629,7 @@ fn watch(
 }
 
 /// The calling process's own CPU time (its threads, not its children).
-fn own_cpu() -> Duration {
+pub(crate) fn own_cpu() -> Duration {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
@@ -769,30 +769,13 @@ pub(crate) fn clear_after_dead_helper(id: Identity) -> bool {
     if let Some(h) = Hierarchy::detect() {
         h.remove_stale();
     }
-    sweep(id);
-    let me = std::process::id() as libc::pid_t;
-    let end = Instant::now() + Duration::from_secs(2);
-    loop {
-        let left = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
-            .filter(|&pid| pid != me && parent_and_uid(pid).is_some_and(|(_, uid)| uid == id.uid))
-            .count();
-        if left == 0 {
-            return true;
-        }
-        if Instant::now() > end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    sweep(id)
 }
 
 /// Kills every process running as `id` (the ones that left the process group
-/// with `setsid` included) and reaps those reparented to us.
-fn sweep(id: Identity) {
+/// with `setsid` included) and reaps those reparented to us. False if one
+/// survived (or the sweep could not run).
+fn sweep(id: Identity) -> bool {
     // kill(-1) from a process of that uid reaches exactly that uid's processes.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -810,19 +793,22 @@ fn sweep(id: Identity) {
     }
     if pid < 0 {
         log::warn!("sandbox: cannot fork to sweep uid {}: {}", id.uid, io::Error::last_os_error());
-        return;
+        return false;
     }
     let status = reap(pid).map(|(s, _)| s).unwrap_or(-1);
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
         Some(0) => reap_orphans(id.uid, Duration::from_secs(2)),
-        Some(1) => {} // nothing was left
-        _ => log::warn!("sandbox: the sweep of uid {} failed (status {status})", id.uid),
+        Some(1) => true, // nothing was left
+        _ => {
+            log::warn!("sandbox: the sweep of uid {} failed (status {status})", id.uid);
+            false
+        }
     }
 }
 
 /// Waits (at most `within`) until no process of `uid` is left, reaping the
-/// ones whose parent is now us.
-fn reap_orphans(uid: u32, within: Duration) {
+/// ones whose parent is now us. False if some are still there.
+fn reap_orphans(uid: u32, within: Duration) -> bool {
     let me = std::process::id() as libc::pid_t;
     let end = Instant::now() + within;
     loop {
@@ -840,11 +826,11 @@ fn reap_orphans(uid: u32, within: Duration) {
             }
         }
         if left == 0 {
-            return;
+            return true;
         }
         if Instant::now() > end {
             log::warn!("sandbox: {left} process(es) of uid {uid} survived the sweep");
-            return;
+            return false;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
