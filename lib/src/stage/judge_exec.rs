@@ -296,20 +296,19 @@ fn judge_claim(
             }
         }
     };
-    match (&compiled, lang) {
+    // Every case gets the same result when there is nothing to run.
+    let same = match (&compiled, lang) {
         (Compiled::Ready, Some(lang)) => {
             let scratch = dir.join("cases");
-            judge.run_cases(lang, &src, &job.tasks, checker, &todo, &scratch, slot, Some(pool), &mut record)
+            judge.run_cases(lang, &src, &job.tasks, checker, &todo, &scratch, slot, Some(pool), &mut record);
+            None
         }
-        (Compiled::Failed { message }, _) => {
-            let _ = todo.iter().all(|c| record(c, CaseResult::compile_error(message)));
-        }
-        (Compiled::JudgeError(why), _) => {
-            let _ = todo.iter().all(|c| record(c, CaseResult::judge_error(why)));
-        }
-        (Compiled::Ready, None) => {
-            let _ = todo.iter().all(|c| record(c, CaseResult::judge_error("language not in this runner's table")));
-        }
+        (Compiled::Failed { message }, _) => Some(CaseResult::compile_error(message)),
+        (Compiled::JudgeError(why), _) => Some(CaseResult::judge_error(why)),
+        (Compiled::Ready, None) => Some(CaseResult::judge_error("language not in this runner's table")),
+    };
+    if let Some(r) = same {
+        let _ = todo.iter().all(|c| record(c, r.clone()));
     }
     if let Some(e) = failed {
         return Err(e);
