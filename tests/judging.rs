@@ -443,7 +443,7 @@ fn each_run_sees_its_own_binds_and_slot_in_the_shared_template_root() {
     if !is_root() {
         return; // no jail without root
     }
-    use ojrunner::sandbox::{self, Bind, Limits, Spec};
+    use ojrunner::sandbox::{self, Spec};
     use std::io::{Read, Seek};
     // Work dirs outside /tmp: their mount points are made in the helper's
     // template (not in a run's own /tmp) and must not outlive their run.
@@ -455,25 +455,8 @@ fn each_run_sees_its_own_binds_and_slot_in_the_shared_template_root() {
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
     let run = |dir: &Path, slot: usize| -> String {
         let out = tempfile_in_tmp();
-        let spec = Spec {
-            argv: vec!["/bin/sh".into(), "-c".into(), format!("ls {}; grep judge /etc/passwd", base.display())],
-            cwd: dir.to_path_buf(),
-            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            stdin: std::fs::File::open("/dev/null").unwrap(),
-            stdout: out.try_clone().unwrap(),
-            stderr: std::fs::File::options().write(true).open("/dev/null").unwrap(),
-            identity: Slot::for_index(slot).identity(),
-            limits: Limits {
-                cpu: Duration::from_secs(2),
-                wall: Duration::from_secs(5),
-                memory: 64 << 20,
-                address_space: None,
-                stack: None,
-                output: 1 << 20,
-                processes: Some(16),
-            },
-            binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
-        };
+        let argv = ["/bin/sh", "-c", &format!("ls {}; grep judge /etc/passwd", base.display())];
+        let spec = Spec { stdout: out.try_clone().unwrap(), ..slot_spec(&argv, dir, slot, 64, 16) };
         let u = sandbox::run(spec).unwrap();
         assert_eq!(u.exit, sandbox::Exit::Code(0), "{u:?}");
         let mut s = String::new();
@@ -556,28 +539,11 @@ fn each_run_gets_its_own_memory_and_task_limits_in_a_reused_helper() {
     if !is_root() {
         return; // the cgroup needs root
     }
-    use ojrunner::sandbox::{self, Fired, Limits, Spec};
+    use ojrunner::sandbox::{self, Fired};
+    let dir = TempDir::new("limits");
     let run = |memory_mib: u64, processes: u64, script: &str| {
-        let spec = Spec {
-            argv: vec!["/usr/bin/python3".into(), "-c".into(), script.into()],
-            cwd: "/".into(),
-            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            stdin: std::fs::File::open("/dev/null").unwrap(),
-            stdout: std::fs::File::options().write(true).open("/dev/null").unwrap(),
-            stderr: std::fs::File::options().write(true).open("/dev/null").unwrap(),
-            identity: Slot::for_index(69).identity(),
-            limits: Limits {
-                cpu: Duration::from_secs(5),
-                wall: Duration::from_secs(10),
-                memory: memory_mib << 20,
-                address_space: None,
-                stack: None,
-                output: 1 << 20,
-                processes: Some(processes),
-            },
-            binds: vec![],
-        };
-        sandbox::run(spec).unwrap()
+        let argv = ["/usr/bin/python3", "-c", script];
+        sandbox::run(slot_spec(&argv, dir.path(), 69, memory_mib, processes)).unwrap()
     };
     let touch = "b = b'x' * (100 << 20)";
     let threads = "import threading, time\nts = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]";
@@ -623,30 +589,10 @@ fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
     if !is_root() {
         return; // no jail without root (sandbox.rs tests the basic level)
     }
-    use ojrunner::sandbox::{self, Limits, Spec};
+    use ojrunner::sandbox;
     let dir = TempDir::new("nostart");
     std::fs::write(dir.path().join("not-executable"), "#!/bin/sh\nexit 0\n").unwrap();
-    let run = |argv0: &str| {
-        sandbox::run(Spec {
-            argv: vec![argv0.into()],
-            cwd: dir.path().to_path_buf(),
-            env: vec![],
-            stdin: std::fs::File::open("/dev/null").unwrap(),
-            stdout: std::fs::File::options().write(true).open("/dev/null").unwrap(),
-            stderr: std::fs::File::options().write(true).open("/dev/null").unwrap(),
-            identity: Slot::for_index(71).identity(),
-            limits: Limits {
-                cpu: Duration::from_secs(1),
-                wall: Duration::from_secs(3),
-                memory: 64 << 20,
-                address_space: None,
-                stack: None,
-                output: 1 << 20,
-                processes: Some(16),
-            },
-            binds: vec![ojrunner::sandbox::Bind { path: dir.path().to_path_buf(), writable: false }],
-        })
-    };
+    let run = |argv0: &str| sandbox::run(slot_spec(&[argv0], dir.path(), 71, 64, 16));
     // exec fails (ENOENT, EACCES): the program never ran, the judge says why.
     let e = run("./no-such-program").unwrap_err();
     assert!(e.contains("no-such-program") && e.contains("No such file"), "{e}");
@@ -654,4 +600,30 @@ fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
     assert!(e.contains("not-executable") && e.contains("ermission denied"), "{e}");
     // And the helper is fine for the next run.
     assert_eq!(run("/bin/true").unwrap().exit, sandbox::Exit::Code(0));
+}
+
+/// A run in `dir` (its cwd and only bind, read-only) as slot `slot`, stdio
+/// on /dev/null, with a memory and a task limit and roomy times.
+fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, processes: u64) -> ojrunner::sandbox::Spec {
+    use ojrunner::sandbox::{Bind, Limits, Spec};
+    let null = || std::fs::File::options().read(true).write(true).open("/dev/null").unwrap();
+    Spec {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        cwd: dir.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        stdin: null(),
+        stdout: null(),
+        stderr: null(),
+        identity: Slot::for_index(slot).identity(),
+        limits: Limits {
+            cpu: Duration::from_secs(5),
+            wall: Duration::from_secs(10),
+            memory: memory_mib << 20,
+            address_space: None,
+            stack: None,
+            output: 1 << 20,
+            processes: Some(processes),
+        },
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
+    }
 }
