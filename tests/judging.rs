@@ -627,3 +627,89 @@ fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, processes:
         binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
     }
 }
+
+#[test]
+fn a_run_leaves_nothing_in_its_helpers_network_namespace_or_cgroup() {
+    if !is_root() {
+        return; // no jail, no cgroup without root
+    }
+    use ojrunner::sandbox::{self, Exit};
+    let dir = TempDir::new("netns");
+    // The first run listens on an abstract socket (it lives in the network
+    // namespace) from a child that tries to outlive the run, and checks that
+    // the namespace has no interface but a loopback that is down.
+    let listen = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0ojrunner-netns-probe")
+s.listen(1)
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(60)
+    os._exit(0)
+names = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.connect(("127.0.0.1", 9))
+    sys.exit(3)
+except OSError as e:
+    sys.exit(0 if names == ["lo"] and e.errno == 101 else 4)
+"#;
+    let connect = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0ojrunner-netns-probe")
+except ConnectionRefusedError:
+    sys.exit(0)
+sys.exit(5)
+"#;
+    let run = |script: &str| sandbox::run(slot_spec(&["/usr/bin/python3", "-c", script], dir.path(), 72, 64, 16));
+    let first = run(listen).unwrap();
+    assert_eq!(first.exit, Exit::Code(0), "a network in the jail (3: loopback up, 4: interfaces): {first:?}");
+    let second = run(connect).unwrap();
+    assert_eq!(second.exit, Exit::Code(0), "the next run reached the last one's socket (5): {second:?}");
+    // An idle helper's cgroup holds the helper alone, and goes with it
+    // (`make test` runs one test at a time: every helper here is idle).
+    let groups = helper_groups();
+    if sandbox::probe_mechanisms().cgroup.is_some() {
+        assert!(!groups.is_empty(), "no helper cgroup of this process was found");
+    }
+    for (group, helper) in &groups {
+        let tasks = std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
+        assert_eq!(tasks.split_whitespace().collect::<Vec<_>>(), [helper.to_string()], "{}", group.display());
+    }
+    ojrunner::helper::shutdown();
+    for (group, _) in &groups {
+        assert!(!group.exists(), "{} outlived its helper", group.display());
+    }
+}
+
+/// The cgroups (v1: `pids`; v2: the one) of this process's sandbox
+/// helpers, each with the helper's pid.
+fn helper_groups() -> Vec<(PathBuf, u32)> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let v1 = own
+        .lines()
+        .find_map(|l| l.split_once(":pids:"))
+        .map(|(_, p)| Path::new("/sys/fs/cgroup/pids").join(p.trim_start_matches('/')).join("ojrunner"));
+    let v2 = mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(2) == Some(&"cgroup2")).then(|| Path::new(f[1]).join("ojrunner"))
+    });
+    let me = std::process::id();
+    let parent_of = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+    };
+    [v1, v2]
+        .into_iter()
+        .flatten()
+        .flat_map(|base| std::fs::read_dir(base).into_iter().flatten().flatten())
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.strip_prefix("helper-")?.parse().ok()?;
+            (parent_of(pid) == Some(me)).then(|| (e.path(), pid))
+        })
+        .collect()
+}
