@@ -6,6 +6,12 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINS     = claimd judge-exec reportd leased runnerd hubd
 
+# Debian's /usr/bin/rustc (1.63, installed to judge rust) must never build
+# the project, whatever the order of PATH: with rustup, cargo uses its rustc.
+ifneq ($(shell command -v rustup 2>/dev/null),)
+export RUSTC ?= $(shell rustup which rustc)
+endif
+
 .PHONY: all build demo test lint bench install clean
 
 all: build

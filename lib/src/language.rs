@@ -33,8 +33,7 @@
 //! Commands use absolute paths: judged programs and compilers run with
 //! `PATH=/usr/bin:/bin` as an unprivileged slot uid, so anything under a
 //! private home (pyenv's shims, rustup's toolchains under `/root`) is out of
-//! reach. That is why the table has no rust entry (id 4 is reserved for it):
-//! `rustc` is only installed under `/root/.cargo` here.
+//! reach. That is why rust is Debian's `/usr/bin/rustc`, not rustup's.
 
 use serde::Deserialize;
 use std::path::Path;
