@@ -49,6 +49,7 @@ const CASES: &[Case] = &[
     case("output_flood.c", &[OLE], ""),
     case("stderr_flood.py", &[OLE], ""),
     case("tmp_filler.py", &[MLE], ""),
+    case("shm_filler.py", &[MLE], ""),
     case("huge_mmap.c", &[AC, MLE], "refused"),
     // The network.
     case("connect_loopback.py", &[AC], "blocked"),
@@ -64,6 +65,7 @@ const CASES: &[Case] = &[
     case("outlive.py", &[AC], "bye"),
     case("proc_snoop.py", &[AC], "alone"),
     case("setuid_binary.py", &[AC], "blocked\neuid True"),
+    case("capabilities.py", &[AC], "none"),
     case("setuid_self.c", &[AC], "blocked"),
     case("chmod_suid.c", &[AC], "blocked"),
     case("sysv_shm.c", &[AC], "clean"),

@@ -225,7 +225,10 @@ pub(crate) fn helper_init() {
         // (where the runs' template root lives).
         let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
         if namespaces {
-            let _ = TEMPLATE.set(jail::build_template().map_err(|e| format!("building the sandbox's root: {e}")));
+            let ready = jail::drop_bounding_set()
+                .map_err(|e| format!("emptying the capability bounding set: {e}"))
+                .and_then(|()| jail::build_template().map_err(|e| format!("building the sandbox's root: {e}")));
+            let _ = JAIL_READY.set(ready);
         }
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
@@ -261,8 +264,9 @@ pub fn probe_namespaces() -> bool {
     }
 }
 
-/// Whether the helper's template root could be built (see `jail.rs`).
-static TEMPLATE: OnceLock<Result<(), String>> = OnceLock::new();
+/// Whether the helper could ready its runs' jail: its bounding set emptied,
+/// the template root built (see `jail.rs`).
+static JAIL_READY: OnceLock<Result<(), String>> = OnceLock::new();
 
 fn mechanisms() -> &'static Mechanisms {
     MECHANISMS.get_or_init(|| Mechanisms { namespaces: false, cgroup: None })
@@ -287,6 +291,9 @@ static LEFTOVER: Mutex<Option<Leftover>> = Mutex::new(None);
 /// Work left for after the reply (so the judge does not wait for it).
 pub(crate) fn after_reply() {
     clean_up();
+    if let Some(g) = GROUP.lock().unwrap().as_ref() {
+        g.measure_resident();
+    }
 }
 
 /// Finishes the last jailed run, if that is left to do.
@@ -350,7 +357,7 @@ fn run_jailed(
     slot_lock: Option<File>,
 ) -> Result<Usage, String> {
     static FILTER: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
-    if let Some(Err(e)) = TEMPLATE.get() {
+    if let Some(Err(e)) = JAIL_READY.get() {
         return Err(e.clone());
     }
     jail::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
