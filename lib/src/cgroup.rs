@@ -40,8 +40,7 @@
 //!
 //! - the group's counters include the helper: its CPU time (the caller
 //!   subtracts the helper's own clock, which is exact) and the pages it
-//!   charged (its resident charge, measured between runs by
-//!   [`Group::measure_resident`], else at [`Group::reset`], as
+//!   charged (its resident charge, measured at [`Group::reset`] as
 //!   [`Baseline::resident`], is subtracted from the peak and added to the
 //!   hard limit); `pids.max` has [`RESIDENT_TASKS`] more for the helper and
 //!   the jail's init;
@@ -134,9 +133,6 @@ pub struct Group {
     peak: Option<File>,
     /// v2: whether that reset worked for this run (else no peak is known).
     peak_reset: std::cell::Cell<bool>,
-    /// The caller's charge, measured after the last run's answer (so the
-    /// next run does not wait for `memory.stat`).
-    resident: std::cell::Cell<Option<u64>>,
 }
 
 impl Hierarchy {
@@ -250,7 +246,6 @@ impl Hierarchy {
             cpu_base: Default::default(),
             peak: None,
             peak_reset: Default::default(),
-            resident: Default::default(),
         };
         let g = Group {
             peak: match self.kind {
@@ -284,7 +279,10 @@ impl Group {
     /// limits (the hard memory limit also covers what the caller has
     /// charged), counters back to zero.
     pub fn reset(&self, memory: u64, tasks: Option<u64>) -> io::Result<Baseline> {
-        let resident = self.resident.take().unwrap_or_else(|| self.resident_now());
+        // Measured here, not right after the last run: the kernel memory
+        // of that run (its /tmp, its namespaces) is still being freed then
+        // (RCU), and a baseline read too early under-reports the next run.
+        let resident = self.memory_now().saturating_sub(self.file_cache());
         // The caller's charge moves by a few pages from run to run: rounded
         // up to a MiB, the limit mostly stays what it was.
         let hard = memory.saturating_add(SLACK).saturating_add(resident.next_multiple_of(1 << 20)).to_string();
@@ -315,18 +313,6 @@ impl Group {
         write(&self.pids, "pids.max", &pids)?;
         self.applied.replace(Some((hard, pids)));
         Ok(Baseline { oom_kills, resident })
-    }
-
-    /// Bytes charged to the group that are not file cache: the caller's own
-    /// pages when no run is in it.
-    fn resident_now(&self) -> u64 {
-        self.memory_now().saturating_sub(self.file_cache())
-    }
-
-    /// Measures the caller's charge for the next [`Group::reset`] (to be
-    /// called when the group holds the caller alone, between runs).
-    pub fn measure_resident(&self) {
-        self.resident.set(Some(self.resident_now()));
     }
 
     /// The peak and the CPU time start again from here.

@@ -291,9 +291,6 @@ static LEFTOVER: Mutex<Option<Leftover>> = Mutex::new(None);
 /// Work left for after the reply (so the judge does not wait for it).
 pub(crate) fn after_reply() {
     clean_up();
-    if let Some(g) = GROUP.lock().unwrap().as_ref() {
-        g.measure_resident();
-    }
 }
 
 /// Finishes the last jailed run, if that is left to do.
