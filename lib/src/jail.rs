@@ -85,7 +85,9 @@ pub struct Jail<'a> {
     pub filter: &'a [libc::sock_filter],
 }
 
-/// What init tells the helper.
+/// What init tells the helper: one line of JSON, once the run is over.
+/// The helper answers the judge then: init's exit (its namespaces'
+/// teardown) is reaped before the next run, not waited for.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     /// The judge's failure: building the root, or starting the program.
@@ -101,6 +103,24 @@ pub struct Report {
     /// init's own CPU time, µs (it is in the run's cgroup; not the program's).
     #[serde(default)]
     pub init_cpu_us: u64,
+}
+
+impl Report {
+    /// Reads init's report: its line, or what came before the pipe's end
+    /// (init was killed, or failed before writing: the default report).
+    pub fn read(pipe: &mut File) -> Report {
+        let mut buf = Vec::with_capacity(512);
+        let mut chunk = [0u8; 512];
+        while !buf.ends_with(b"\n") {
+            match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        serde_json::from_slice(&buf).unwrap_or_default()
+    }
 }
 
 /// Starts init (new PID, mount, IPC, UTS namespaces). Returns its pid and
@@ -132,7 +152,9 @@ fn init(j: &Jail, mut report: File) -> ! {
         Err(e) => rep.error = Some(e),
     }
     rep.init_cpu_us = crate::sandbox::own_cpu().as_micros() as u64;
-    let _ = report.write_all(&serde_json::to_vec(&rep).unwrap_or_default());
+    let mut line = serde_json::to_vec(&rep).unwrap_or_default();
+    line.push(b'\n');
+    let _ = report.write_all(&line);
     unsafe { libc::_exit(0) }
 }
 
@@ -173,6 +195,11 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     }
     drop(theirs);
     drop(err_w);
+    // init's copies of the program's stdio: a pipe's reader (an interactor)
+    // sees its end when the program's copies are gone, not at init's exit.
+    for fd in j.stdio {
+        unsafe { libc::close(fd) };
+    }
     let listener = crate::helper::recv_fd(ours.as_raw_fd());
     let mut errno = [0u8; 4];
     if err_r.read(&mut errno).unwrap_or(0) == 4 {

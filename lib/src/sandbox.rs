@@ -61,7 +61,7 @@ use crate::jail::{self, Jail};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -410,11 +410,8 @@ fn run_jailed(
         // Init's death kills every process of the run's PID namespace.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    // The report's end comes as init closes its files on its way out.
-    let mut buf = Vec::new();
-    let _ = report.read_to_end(&mut buf);
+    let rep = jail::Report::read(&mut report);
     let wall = start.elapsed();
-    let rep: jail::Report = serde_json::from_slice(&buf).unwrap_or_default();
     if !stopped && rep.status.is_some() {
         // Init reaped the whole run before reporting: only its own exit is left.
         *LEFTOVER.lock().unwrap() = Some(Leftover { init: pid, binds: req.binds.clone(), _slot_lock: slot_lock });
