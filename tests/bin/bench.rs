@@ -114,41 +114,49 @@ fn bench() -> Result<(), String> {
     // 1. The cost of one run.
     let n = env_usize("OJ_BENCH_RUNS", 1000);
     let trivial = dir.join("trivial");
-    let bare = sample(n, || bare_run(&trivial));
-    let sandboxed = {
-        // The helper starts at the first run: not part of a run's cost.
-        for _ in 0..20 {
-            sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20))?;
-        }
-        let mut err = None;
-        let s = sample(n, || {
-            if let Err(e) = sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20)) {
-                err.get_or_insert(e);
-            }
-        });
-        if let Some(e) = err {
-            return Err(format!("a sandboxed run failed: {e}"));
-        }
-        s
-    };
+    // The helper starts at the first run: not part of a run's cost.
+    for _ in 0..20 {
+        sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20))?;
+    }
     let bwrap = match ensure_bwrap() {
-        Ok(b) => {
-            let mut ok = true;
-            let s = sample(n.min(300), || ok &= bwrap_run(&b, &dir, &trivial));
-            if ok {
-                Some(s)
-            } else {
-                println!("  (bwrap fails here: not measured)");
-                None
-            }
+        Ok(b) if bwrap_run(&b, &dir, &trivial) => Some(b),
+        Ok(_) => {
+            println!("  (bwrap fails here: not measured)");
+            None
         }
         Err(e) => {
             println!("  (no bwrap: {e})");
             None
         }
     };
+    let (mut err, mut bwrap_ok) = (None, true);
+    let mut bare_f = || bare_run(&trivial);
+    let mut sandbox_f = || {
+        if let Err(e) = sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20)) {
+            err.get_or_insert(e);
+        }
+    };
+    let mut bwrap_f = || {
+        if let Some(b) = &bwrap {
+            bwrap_ok &= bwrap_run(b, &dir, &trivial);
+        }
+    };
+    let mut fs: Vec<(usize, &mut dyn FnMut())> = vec![(n, &mut bare_f), (n, &mut sandbox_f)];
+    if bwrap.is_some() {
+        fs.push((n.min(300), &mut bwrap_f));
+    }
+    let stats = sample_in_turns(10, &mut fs);
+    drop(fs);
+    if let Some(e) = err {
+        return Err(format!("a sandboxed run failed: {e}"));
+    }
+    let (bare, sandboxed) = (stats[0], stats[1]);
+    if !bwrap_ok {
+        println!("  (bwrap failed during the bench: not shown)");
+    }
+    let bwrap = stats.get(2).copied().filter(|_| bwrap_ok);
     println!();
-    println!("one run of a trivial static program ({n} runs each; wall time, ms)");
+    println!("one run of a trivial static program ({n} runs each, in 10 interleaved turns; wall time, ms)");
     println!("  {:<28} {:>8} {:>8} {:>10} {:>10}", "", "p50", "p99", "p50/bare", "p99/bare");
     let row = |name: &str, s: &Stats| {
         println!(
@@ -413,19 +421,32 @@ fn judged_cases(base: &Path, cases: usize) -> Result<(f64, usize), String> {
 
 /*** Helpers ***/
 
+#[derive(Clone, Copy)]
 struct Stats {
     p50: Duration,
     p99: Duration,
 }
 
-fn sample(n: usize, mut f: impl FnMut()) -> Stats {
-    let mut v: Vec<Duration> = (0..n)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
+/// Times each `(n, f)` `n` times, in `turns` turns (a block of each per
+/// turn): a machine that slows down or speeds up during the bench weighs on
+/// every contender alike, so the ratios compare like with like.
+fn sample_in_turns(turns: usize, fs: &mut [(usize, &mut dyn FnMut())]) -> Vec<Stats> {
+    let mut times: Vec<Vec<Duration>> = fs.iter().map(|(n, _)| Vec::with_capacity(*n)).collect();
+    for turn in 0..turns {
+        for (i, (n, f)) in fs.iter_mut().enumerate() {
+            // This turn's share of n (the first turns take the remainder).
+            let block = *n / turns + usize::from(turn < *n % turns);
+            for _ in 0..block {
+                let t = Instant::now();
+                f();
+                times[i].push(t.elapsed());
+            }
+        }
+    }
+    times.into_iter().map(stats).collect()
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
     v.sort();
     let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
     Stats { p50: at(0.50), p99: at(0.99) }
