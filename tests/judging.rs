@@ -713,3 +713,39 @@ fn helper_groups() -> Vec<(PathBuf, u32)> {
         })
         .collect()
 }
+
+#[test]
+fn a_run_is_stopped_when_its_judge_is_killed() {
+    if !is_root() {
+        return; // the run's processes are found by their slot uid
+    }
+    use std::process::{Command, Stdio};
+    // A sleeper with roomy limits (20 s CPU, a minute of wall time), judged
+    // by a standalone judge-exec that is then killed: its sandbox helper's
+    // socket closes, and the run must end then, not at its limits.
+    let dir = TempDir::new("orphaned");
+    let tests = dir.path().join("tests");
+    std::fs::create_dir(&tests).unwrap();
+    std::fs::write(tests.join("0000.in"), "").unwrap();
+    std::fs::write(tests.join("0000.out"), "").unwrap();
+    let src = dir.path().join("sleeper.py");
+    std::fs::write(&src, "import time\ntime.sleep(120)\n").unwrap();
+    let uid = Slot::for_index(0).uid;
+    assert_eq!(processes_of(uid), Vec::<i32>::new(), "slot 0 is busy before the test");
+    let mut judge = Command::new(testkit::bin("judge-exec"))
+        .args(["run", "--lang", "python3", "--time", "20000", "--src"])
+        .arg(&src)
+        .arg("--tests")
+        .arg(&tests)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    testkit::wait_for("the sleeper to start", Duration::from_secs(20), || {
+        (!processes_of(uid).is_empty()).then_some(())
+    });
+    judge.kill().unwrap();
+    judge.wait().unwrap();
+    testkit::wait_for("the run to end with its judge", Duration::from_secs(10), || {
+        processes_of(uid).is_empty().then_some(())
+    });
+}

@@ -118,6 +118,9 @@ pub struct Group {
     cpu: PathBuf,
     /// Open `cgroup.procs` files, one per distinct directory.
     procs: Vec<File>,
+    /// `cpuacct.usage` (v1) or `cpu.stat` (v2), held open: read from inside
+    /// the jail too, where the cgroup file system is not mounted.
+    cpu_file: File,
     home: Vec<PathBuf>,
     /// The hard memory limit and `pids.max` last written: a run with the
     /// same limits as the last one writes neither again.
@@ -231,8 +234,14 @@ impl Hierarchy {
             }
             fs::create_dir(d).map_err(|e| annotate(e, d))?;
         }
+        let cpu_path = c.join(match self.kind {
+            Kind::V1 => "cpuacct.usage",
+            Kind::V2 => "cpu.stat",
+        });
+        let cpu_file = File::open(&cpu_path).map_err(|e| annotate(e, &cpu_path))?;
         let g = Group {
             kind: self.kind,
+            cpu_file,
             procs: dirs
                 .iter()
                 .map(|d| OpenOptions::new().write(true).open(d.join("cgroup.procs")))
@@ -357,9 +366,13 @@ impl Group {
     }
 
     fn cpu_total(&self) -> Duration {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 1024];
+        let n = self.cpu_file.read_at(&mut buf, 0).unwrap_or(0);
+        let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
         match self.kind {
-            Kind::V1 => Duration::from_nanos(read_u64(&self.cpu.join("cpuacct.usage")).unwrap_or(0)),
-            Kind::V2 => Duration::from_micros(stat_field(&self.cpu.join("cpu.stat"), "usage_usec").unwrap_or(0)),
+            Kind::V1 => Duration::from_nanos(text.trim().parse().unwrap_or(0)),
+            Kind::V2 => Duration::from_micros(field(text, "usage_usec").unwrap_or(0)),
         }
     }
 
@@ -502,7 +515,11 @@ fn read_u64(p: &Path) -> Option<u64> {
 
 /// The value of `key` in a "key value" per line file.
 fn stat_field(p: &Path, key: &str) -> Option<u64> {
-    let text = fs::read_to_string(p).ok()?;
+    field(&fs::read_to_string(p).ok()?, key)
+}
+
+/// The value of `key` in "key value" lines.
+fn field(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let mut f = l.split_whitespace();
         (f.next()? == key).then(|| f.next()?.parse().ok())?

@@ -13,24 +13,24 @@
 //! whole judged case costs:
 //!
 //! - **init** (cloned with new PID, mount, IPC and UTS namespaces; PID 1 of
-//!   its namespace; root): finishes the root file system ([`enter_root`]),
+//!   its namespace; root; sharing the helper's memory while the helper
+//!   waits, [`spawn`]): finishes the root file system ([`enter_root`]),
 //!   starts the program, receives its seccomp listener, and supervises it:
-//!   a denied call is named and kills the run. When the program has exited,
-//!   init kills and reaps whatever it left (a background child cannot
-//!   outlive its run, `setsid` or not), reports the program's status and
-//!   `rusage` to the helper on a pipe, and exits. If init is killed instead
-//!   (a limit), the kernel kills everything left in its PID namespace.
+//!   a denied call is named and kills the run; the watchdog the helper
+//!   gave it (`sandbox.rs`) is asked at every wake-up, and a limit kills
+//!   the run; so does the judge's socket closing. When the program has
+//!   exited, init kills and reaps whatever it left (a background child
+//!   cannot outlive its run, `setsid` or not), leaves its [`Report`] in the
+//!   memory it shares with the helper, and exits; the helper goes on.
 //! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
 //!   init's memory until `exec`, so it only makes system calls): born in
 //!   the run's cgroups (the helper lives in them), takes its stdio, limits,
+//!   an `oom_score_adj` of 0 (init and the helper keep -1000),
 //!   becomes the slot uid (which drops every capability: the bounding set
 //!   is empty since the helper's start, [`drop_bounding_set`]), sets `no_new_privs`,
 //!   installs the filter (`seccomp.rs`), passes the listener to init and
 //!   `exec`s. A failure before `exec` is written as an `errno` to a
 //!   close-on-exec pipe: the judge's error, not the program's.
-//!
-//! The helper watches init (`sandbox.rs`) and kills it (hence everything)
-//! when a limit fires.
 //!
 //! # The root file system (a 1 MiB tmpfs, read-only to the run)
 //!
@@ -49,14 +49,14 @@
 //! | each [`Bind`] | the work directories, at the same paths as on the host, read-only unless writable |
 
 use crate::cgroup::Group;
-use crate::sandbox::Bind;
-use serde::{Deserialize, Serialize};
+use crate::sandbox::{Bind, Fired};
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Where the helper builds the template root, in its own mount namespace
 /// (the host sees an empty directory), and where each run's init, in its
@@ -83,12 +83,25 @@ pub struct Jail<'a> {
     pub group: Option<&'a Group>,
     pub stdio: [RawFd; 3],
     pub filter: &'a [libc::sock_filter],
+    /// The judge's socket: init stops the run if it closes.
+    pub hangup: RawFd,
+    /// The limits' watchdog, called by init with the program's pid (in the
+    /// run's namespace) when it starts, at each wake-up and once after the
+    /// program exited (that answer is not acted on).
+    pub watchdog: &'a dyn Fn(libc::pid_t) -> Watched,
 }
 
-/// What init tells the helper: one line of JSON, once the run is over.
-/// The helper answers the judge then: init's exit (its namespaces'
-/// teardown) is reaped before the next run, not waited for.
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// The watchdog's answer.
+pub enum Watched {
+    /// All within limits: look again after this long at most.
+    Wait(Duration),
+    /// This limit fired: stop the run.
+    Stop(Fired),
+}
+
+/// What init leaves the helper, in their shared memory, once the run is
+/// over: every process of it killed and reaped.
+#[derive(Debug, Default)]
 pub struct Report {
     /// The judge's failure: building the root, or starting the program.
     pub error: Option<String>,
@@ -101,61 +114,85 @@ pub struct Report {
     /// The number of a denied system call, if one was attempted.
     pub denied: Option<i32>,
     /// init's own CPU time, µs (it is in the run's cgroup; not the program's).
-    #[serde(default)]
     pub init_cpu_us: u64,
+    /// The limit the watchdog stopped the run for.
+    pub fired: Option<Fired>,
+    /// The judge's socket closed: the run was stopped, abandoned.
+    pub hangup: bool,
 }
 
-impl Report {
-    /// Reads init's report: its line, or what came before the pipe's end
-    /// (init was killed, or failed before writing: the default report).
-    pub fn read(pipe: &mut File) -> Report {
-        let mut buf = Vec::with_capacity(512);
-        let mut chunk = [0u8; 512];
-        while !buf.ends_with(b"\n") {
-            match pipe.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-        serde_json::from_slice(&buf).unwrap_or_default()
+/// Bytes of init's stack (and a guard page below it).
+const INIT_STACK: usize = 1 << 20;
+
+/// Runs init (new PID, mount, IPC, UTS namespaces) through the whole run
+/// and returns its pid (to be reaped: its exit, the namespaces' teardown,
+/// goes on) and its report.
+///
+/// init shares the helper's memory, and the helper waits while it runs
+/// (`CLONE_VM | CLONE_VFORK`): no page tables to copy, no copy-on-write
+/// faults on either side, no address space to tear down (0.3 ms a run).
+/// So init, not the helper, watches the run; and it may use the helper's
+/// heap and thread-local state, which nobody else touches meanwhile.
+pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
+    struct Init<'a, 'b> {
+        j: &'a Jail<'b>,
+        report: Report,
     }
-}
-
-/// Starts init (new PID, mount, IPC, UTS namespaces). Returns its pid and
-/// the read end of its report pipe.
-pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, File)> {
-    let (r, w) = pipe()?;
-    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::SIGCHLD;
-    // A raw clone with no new stack behaves as fork: the helper is
-    // single-threaded, so the child may do anything.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, flags as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        let init = unsafe { &mut *(arg as *mut Init) };
+        run_init(init.j, &mut init.report);
+        0
+    }
+    let mut init = Init { j, report: Report::default() };
+    let flags = libc::CLONE_VM
+        | libc::CLONE_VFORK
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::SIGCHLD;
+    let pid = unsafe { libc::clone(entry, init_stack()?, flags, &mut init as *mut Init as *mut libc::c_void) };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
-    if pid == 0 {
-        drop(r);
-        init(j, w);
-    }
-    Ok((pid as libc::pid_t, r))
+    Ok((pid, init.report))
 }
 
-fn init(j: &Jail, mut report: File) -> ! {
-    let mut rep = Report::default();
+/// The top of the helper's stack for init (one for all its runs: they come
+/// one at a time), with a guard page at its bottom.
+fn init_stack() -> io::Result<*mut libc::c_void> {
+    static TOP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(&top) = TOP.get() {
+        return Ok(top as *mut libc::c_void);
+    }
+    let len = INIT_STACK + 4096;
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED || unsafe { libc::mprotect(base, 4096, libc::PROT_NONE) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let top = (base as usize + len) & !15;
+    Ok(*TOP.get_or_init(|| top) as *mut libc::c_void)
+}
+
+fn run_init(j: &Jail, rep: &mut Report) {
     // The helper's death kills the run: nobody else would ever stop it.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    // The helper is never the OOM killer's pick; the run's processes are.
-    let _ = std::fs::write("/proc/self/oom_score_adj", "0");
-    match supervise(j, &mut rep) {
-        Ok(()) => {}
-        Err(e) => rep.error = Some(e),
+    // init keeps the helper's oom_score_adj (-1000: never the OOM killer's
+    // pick, which would kill every process of their shared memory); the
+    // program sets its own back to 0.
+    if let Err(e) = supervise(j, rep) {
+        rep.error = Some(e);
     }
     rep.init_cpu_us = crate::sandbox::own_cpu().as_micros() as u64;
-    let mut line = serde_json::to_vec(&rep).unwrap_or_default();
-    line.push(b'\n');
-    let _ = report.write_all(&line);
-    unsafe { libc::_exit(0) }
 }
 
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
@@ -213,13 +250,29 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     }
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
     let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+    let mut hangup = j.hangup;
     loop {
+        let wait = match (j.watchdog)(pid) {
+            Watched::Wait(d) => d.as_millis().clamp(1, i32::MAX as u128) as libc::c_int,
+            Watched::Stop(limit) => {
+                rep.fired.get_or_insert(limit);
+                // Everyone in the namespace but init itself.
+                unsafe { libc::kill(-1, libc::SIGKILL) };
+                -1
+            }
+        };
         let mut fds = [
             libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: listening, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
         ];
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, wait) } < 0 {
             continue;
+        }
+        if fds[2].revents != 0 {
+            rep.hangup = true;
+            hangup = -1;
+            unsafe { libc::kill(-1, libc::SIGKILL) };
         }
         if fds[1].revents & libc::POLLIN != 0 {
             if let Some(nr) = crate::seccomp::receive(fds[1].fd) {
@@ -237,13 +290,16 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             break;
         }
     }
+    // The last look, for what the program's tree used (not acted on).
+    let _ = (j.watchdog)(pid);
     let (status, ru) = reap(pid);
     // Whatever the program left behind (background children) is killed and
-    // reaped here, before the report: once the helper has read it, nothing
-    // of the run is alive, and init's own exit (the namespaces' teardown)
-    // need not hold up the answer.
-    unsafe { libc::kill(-1, libc::SIGKILL) };
+    // reaped here, before the report: once the helper has it, nothing of
+    // the run is alive, and init's own exit (the namespaces' teardown) need
+    // not hold up the answer. Killed again after each reaped one: a child
+    // forked while the first kill went round is not waited for in vain.
     loop {
+        unsafe { libc::kill(-1, libc::SIGKILL) };
         if unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } < 0
             && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
         {
@@ -324,6 +380,12 @@ fn program(l: &Launch) -> ! {
             check(libc::setrlimit(resource, &rl) as libc::c_long);
         }
         libc::umask(0o022);
+        // The OOM killer's pick when the run is over its memory (init and
+        // the helper are never: see `run_init`).
+        let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        check(adj as libc::c_long);
+        check(libc::write(adj, b"0".as_ptr().cast(), 1) as libc::c_long);
+        libc::close(adj);
         // The bounding set is empty (the helper's, inherited); the uid
         // change below clears the permitted, effective and ambient sets.
         if libc::prctl(libc::PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 0 {

@@ -12,20 +12,20 @@
 //!    [`SLOT_LOCK_DIR`]`/slot-<uid>.lock`): a slot serves one run at a time;
 //! 2. makes the run's cgroup (`cgroup.rs`: memory limit, tasks limit, CPU
 //!    accounting), when the machine has one;
-//! 3. starts the run in its jail (`jail.rs`: new PID, mount, IPC and UTS
+//! 3. runs it in its jail (`jail.rs`: new PID, mount, IPC and UTS
 //!    namespaces, the helper's empty network namespace, a read-only root of
 //!    bind mounts, a private `/tmp`, the slot uid, no capabilities,
-//!    `no_new_privs`, the seccomp deny list of `seccomp.rs`);
-//! 4. watches it every [`POLL`] (and at once when it exits, through a pidfd):
-//!    CPU time from the cgroup (else `/proc`), resident memory from `/proc`
-//!    when there is no cgroup to enforce it, the wall clock; kills the jail's
-//!    init when a limit fires, which kills everything in the run's PID
-//!    namespace;
-//! 5. measures ([`Usage`]) and answers. When the program ends by itself,
-//!    init kills and reaps whatever it left before reporting, so the answer
-//!    need not wait for init's own exit (the namespaces' teardown): that,
-//!    init's reaping and the slot's lock wait until after the reply. When
-//!    a limit fires, init is killed and reaped before the answer.
+//!    `no_new_privs`, the seccomp deny list of `seccomp.rs`). The jail's
+//!    init shares the helper's memory and the helper waits while it runs,
+//!    so init is the watchdog: every [`POLL`] (and at once when the program
+//!    exits, through a pidfd) it checks the CPU time (the cgroup's, else the
+//!    run's own `/proc`), the resident memory when there is no cgroup to
+//!    enforce it, the wall clock and the judge's socket, and on a limit
+//!    kills every process of the run's PID namespace;
+//! 4. measures ([`Usage`]) and answers as soon as init is done: init kills
+//!    and reaps whatever the program left before it is, so the answer need
+//!    not wait for init's own exit (the namespaces' teardown): that, init's
+//!    reaping and the slot's lock wait until after the reply.
 //!
 //! The mechanisms in use are decided once per helper ([`Mechanisms`];
 //! `judge-exec --probe` prints them). Without root (no slot identity) or
@@ -385,6 +385,36 @@ fn run_jailed(
     };
     // The helper's own CPU time is counted by the group too: subtracted.
     let own_cpu = own_cpu();
+    // The watchdog runs in init, while the helper waits: the group's time
+    // less the helper's (fixed from the start) and init's own.
+    let seen = std::cell::Cell::new((Duration::ZERO, 0u64));
+    let start = std::cell::Cell::new(Instant::now());
+    let helper_spent = std::cell::Cell::new(Duration::ZERO);
+    let watchdog = |pid: libc::pid_t| -> jail::Watched {
+        let (mut cpu, mut memory) = seen.get();
+        match group {
+            Some(g) => cpu = cpu.max(g.cpu().saturating_sub(helper_spent.get()).saturating_sub(self::own_cpu())),
+            // No cgroup: the program's tree, in the run's own /proc.
+            None => {
+                if let Some(s) = sample_tree(pid) {
+                    cpu = cpu.max(s.cpu);
+                    memory = memory.max(s.resident);
+                }
+            }
+        }
+        seen.set((cpu, memory));
+        let elapsed = start.get().elapsed();
+        if cpu > limits.cpu {
+            jail::Watched::Stop(Fired::Cpu)
+        } else if memory > limits.memory {
+            jail::Watched::Stop(Fired::Memory)
+        } else if elapsed > limits.wall {
+            jail::Watched::Stop(Fired::Wall)
+        } else {
+            // The next sample, or just past the wall limit.
+            jail::Watched::Wait(POLL.min(limits.wall.saturating_sub(elapsed) + Duration::from_millis(1)))
+        }
+    };
     let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
     let rlimits = rlimits(limits, true);
     let jail = Jail {
@@ -400,29 +430,18 @@ fn run_jailed(
         group,
         stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
         filter: FILTER.get_or_init(crate::seccomp::program),
+        hangup,
+        watchdog: &watchdog,
     };
-    let start = Instant::now();
-    let (pid, mut report) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
+    helper_spent.set(self::own_cpu().saturating_sub(own_cpu));
+    start.set(Instant::now());
+    let (pid, rep) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
+    let wall = start.get().elapsed();
     drop(stdio);
-    let watch = watch(pid, limits, start, group.map(|g| (g, own_cpu)), hangup, report.as_raw_fd());
-    let stopped = watch.fired.is_some() || watch.hangup;
-    if stopped {
-        // Init's death kills every process of the run's PID namespace.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
-    let rep = jail::Report::read(&mut report);
-    let wall = start.elapsed();
-    if !stopped && rep.status.is_some() {
-        // Init reaped the whole run before reporting: only its own exit is left.
-        *LEFTOVER.lock().unwrap() = Some(Leftover { init: pid, binds: req.binds.clone(), _slot_lock: slot_lock });
-    } else {
-        // Killed, or init failed: the namespace's teardown is the run's end.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        let _ = reap(pid);
-        finish(group, &req.binds);
-        drop(slot_lock);
-    }
-    if watch.hangup {
+    // init killed and reaped every process of the run before it was done:
+    // only its own exit (the namespaces' teardown) is left, reaped later.
+    *LEFTOVER.lock().unwrap() = Some(Leftover { init: pid, binds: req.binds.clone(), _slot_lock: slot_lock });
+    if rep.hangup {
         return Err("the judge went away".into());
     }
     if let Some(e) = rep.error {
@@ -438,20 +457,21 @@ fn run_jailed(
     }
     let rusage_cpu = Duration::from_micros(rep.cpu_us);
     let maxrss = rep.maxrss_kib * 1024;
+    let (watched_cpu, watched_memory) = seen.get();
     let (cpu, memory, oom) = match group {
         Some(g) => {
             let memory = match g.memory_peak() {
                 Some(peak) => peak.saturating_sub(g.file_cache() + baseline.resident),
-                None => maxrss.max(watch.peak_memory),
+                None => maxrss.max(watched_memory),
             };
             // The group's time less the helper's and init's (building the
             // root, supervising): the program's tree.
             let theirs = group_cpu(g, own_cpu).saturating_sub(Duration::from_micros(rep.init_cpu_us));
             (theirs.max(rusage_cpu), memory, g.oom_kills() > baseline.oom_kills)
         }
-        None => (rusage_cpu.max(watch.cpu), maxrss.max(watch.peak_memory), false),
+        None => (rusage_cpu.max(watched_cpu), maxrss.max(watched_memory), false),
     };
-    let fired = watch.fired.or(oom.then_some(Fired::Memory));
+    let fired = rep.fired.or(oom.then_some(Fired::Memory));
     Ok(Usage { exit, fired, cpu, wall, memory, denied })
 }
 
@@ -483,7 +503,7 @@ fn run_direct(req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -
     drop(child);
     drop(cmd);
 
-    let watch = watch(pid, &limits, start, None, hangup, -1);
+    let watch = watch(pid, &limits, start, hangup);
     // Kill the group: the program if a limit fired, and any background child.
     // The group exists until the leader is reaped, so this cannot hit a reused pid.
     unsafe { libc::killpg(pid, libc::SIGKILL) };
@@ -568,32 +588,18 @@ struct Watch {
     hangup: bool,
 }
 
-/// Samples the run every [`POLL`] (sooner when the wall limit is nearer)
-/// until `pid` exits (or `done`, if not -1, becomes readable: init's report
-/// of the run's end), a limit fires or the judge hangs up. Does not reap.
-/// With a cgroup, CPU time is the group's and memory is left to the
-/// kernel's limit; without, both come from `pid`'s process tree.
-fn watch(
-    pid: libc::pid_t,
-    limits: &Limits,
-    start: Instant,
-    group: Option<(&Group, Duration)>,
-    hangup: RawFd,
-    done: RawFd,
-) -> Watch {
+/// The basic level's watchdog: samples `pid`'s process tree every [`POLL`]
+/// (sooner when the wall limit is nearer) until `pid` exits, a limit fires
+/// or the judge hangs up. Does not reap. (A jailed run is watched by its
+/// init: `run_jailed`.)
+fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Watch {
     let pidfd = pidfd_open(pid);
     let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
-    let mut reported = false;
     loop {
-        let exited = reported || has_exited(pid);
-        match group {
-            Some((g, own)) => w.cpu = w.cpu.max(group_cpu(g, own)),
-            None => {
-                if let Some(s) = sample_tree(pid) {
-                    w.cpu = w.cpu.max(s.cpu);
-                    w.peak_memory = w.peak_memory.max(s.resident);
-                }
-            }
+        let exited = has_exited(pid);
+        if let Some(s) = sample_tree(pid) {
+            w.cpu = w.cpu.max(s.cpu);
+            w.peak_memory = w.peak_memory.max(s.resident);
         }
         if exited {
             return w;
@@ -618,14 +624,12 @@ fn watch(
         let mut fds = [
             libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
-            libc::pollfd { fd: done, events: libc::POLLIN, revents: 0 },
         ];
-        unsafe { libc::poll(fds.as_mut_ptr(), 3, wait) };
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
         if fds[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             w.hangup = true;
             return w;
         }
-        reported = fds[2].revents != 0;
     }
 }
 
