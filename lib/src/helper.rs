@@ -179,7 +179,7 @@ impl Helper {
 }
 
 /// A wait status in words.
-fn describe(status: libc::c_int) -> String {
+pub(crate) fn describe(status: libc::c_int) -> String {
     if libc::WIFSIGNALED(status) {
         format!("was killed by signal {}", libc::WTERMSIG(status))
     } else {

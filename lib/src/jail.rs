@@ -119,6 +119,8 @@ pub struct Report {
     pub fired: Option<Fired>,
     /// The judge's socket closed: the run was stopped, abandoned.
     pub hangup: bool,
+    /// init got to the end (else it died on the way: the judge's fault).
+    pub done: bool,
 }
 
 /// Bytes of init's stack (and a guard page below it).
@@ -193,6 +195,7 @@ fn run_init(j: &Jail, rep: &mut Report) {
         rep.error = Some(e);
     }
     rep.init_cpu_us = crate::sandbox::own_cpu().as_micros() as u64;
+    rep.done = true;
 }
 
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {

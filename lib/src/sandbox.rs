@@ -438,6 +438,12 @@ fn run_jailed(
     let (pid, rep) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
     let wall = start.get().elapsed();
     drop(stdio);
+    if !rep.done {
+        // init died on the way (its PID namespace went with it): say how.
+        let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| crate::helper::describe(status));
+        finish(group, &req.binds);
+        return Err(format!("the sandbox's init {how} during the run"));
+    }
     // init killed and reaped every process of the run before it was done:
     // only its own exit (the namespaces' teardown) is left, reaped later.
     *LEFTOVER.lock().unwrap() = Some(Leftover { init: pid, binds: req.binds.clone(), _slot_lock: slot_lock });
