@@ -47,6 +47,7 @@
 
 use crate::checker::{self, Checker, Named, Program};
 use crate::language::{Language, Languages};
+use crate::program_cache;
 use crate::protocol::{CaseResult, Status, Task};
 use crate::sandbox::{self, Bind, Identity, Limits};
 use crate::slot_pool::SlotPool;
@@ -260,10 +261,13 @@ impl Judge {
         let fail = |what: &str, e: std::io::Error| format!("{stem}: {what}: {e}");
         std::fs::create_dir_all(cache).map_err(|e| fail(&cache.display().to_string(), e))?;
         set_mode(cache, 0o711).map_err(|e| fail("cache", e))?;
+        program_cache::prune(cache, program_cache::KEEP);
+        let _lookup = program_cache::enter(cache).map_err(|e| fail("locking the cache", e))?;
         let _lock = lock_file(&cache.join(format!("{key}.lock"))).map_err(|e| fail("locking the cache", e))?;
         let dir = cache.join(&key);
         let binary = dir.join(&binary_name);
         if binary.is_file() {
+            program_cache::touch(&dir);
             return Ok(Program::new(binary));
         }
         let build = cache.join(format!("{key}.build"));

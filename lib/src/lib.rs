@@ -27,6 +27,7 @@ pub mod helper;
 pub mod jail;
 pub mod judge;
 pub mod language;
+pub mod program_cache;
 pub mod sandbox;
 pub mod seccomp;
 pub mod slot_pool;
