@@ -230,6 +230,52 @@ fn outcomes_and_events_outlast_a_hub_that_is_away() {
 }
 
 #[test]
+fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
+    use ojrunner::spool::{Spool, MAX_EVENTS_PER_CLAIM};
+    let dir = TempDir::new("r-lost");
+    let mut hub = hub_with_ab(dir.path());
+    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[]);
+    let claim = wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(&spool).into_iter().find(|c| c.state == "started")
+    });
+    hub.stop();
+    // While the hub is away, more progress than the spool keeps for a claim
+    // (numbered lines written beside judge-exec's own, as a stage would).
+    let extra = 10;
+    let lines: Vec<String> =
+        (0..MAX_EVENTS_PER_CLAIM + extra).map(|i| format!(r#"{{"t": 1, "kind": "note", "i": {i}}}"#)).collect();
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    Spool::open(&spool).unwrap().add_events(claim.claim_id, &lines).unwrap();
+    hub.start_again();
+    let all = hub.wait_all_judged(Duration::from_secs(120));
+    let s = all.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
+    assert_clean_ac(s);
+    // The hub got the newest lines, in order, and one line saying how many
+    // went (the oldest: ours, perhaps a case line or two of judge-exec's).
+    let db = rusqlite::Connection::open(&hub.db).unwrap();
+    let bodies: Vec<serde_json::Value> = db
+        .prepare("SELECT body FROM events WHERE job_id = ? ORDER BY seq")
+        .unwrap()
+        .query_map([&claim.job_id], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(|b| serde_json::from_str(&b.unwrap()).unwrap())
+        .collect();
+    let notes: Vec<i64> = bodies.iter().filter(|b| b["kind"] == "note").map(|b| b["i"].as_i64().unwrap()).collect();
+    let lost: Vec<&serde_json::Value> = bodies.iter().filter(|b| b["kind"] == "lost").collect();
+    assert_eq!(lost.len(), 1, "one line says what was lost: {lost:?}");
+    let count = lost[0]["count"].as_i64().unwrap();
+    let dropped_notes = MAX_EVENTS_PER_CLAIM + extra - notes.len() as i64;
+    assert!(dropped_notes >= extra, "{} of our lines arrived, past the bound", notes.len());
+    assert!((dropped_notes..=dropped_notes + 3).contains(&count), "lost {count}, of which {dropped_notes} ours");
+    let newest: Vec<i64> = (dropped_notes..MAX_EVENTS_PER_CLAIM + extra).collect();
+    assert!(notes == newest, "not the newest lines in order: {:?}…{:?}", notes.first(), notes.last());
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
 fn an_outcome_undeliverable_for_too_long_is_moved_aside_and_logged() {
     let dir = TempDir::new("r-dead");
     let mut hub = hub_with_ab(dir.path());
