@@ -332,3 +332,35 @@ fn judge_exec_run_takes_every_checker() {
     assert_eq!(code, 1);
     assert_eq!((&lines[0]["status"], &lines[0]["limit"]), (&"TLE".into(), &"wall".into()), "{lines:?}");
 }
+
+#[test]
+fn judge_exec_run_judges_cases_side_by_side_and_prints_them_in_order() {
+    let work = TempDir::new("checkers-side");
+    // Each case says when it ran (the host's clock: no time namespace).
+    let clock = work.path().join("clock.c");
+    std::fs::write(
+        &clock,
+        "#define _DEFAULT_SOURCE\n#include <stdio.h>\n#include <time.h>\n#include <unistd.h>\n\
+         static double now(void){struct timespec t;clock_gettime(CLOCK_REALTIME,&t);return t.tv_sec+t.tv_nsec/1e9;}\n\
+         int main(void){double a=now();usleep(200000);printf(\"%.6f %.6f\\n\",a,now());return 0;}\n",
+    )
+    .unwrap();
+    let td = testdata(work.path(), &[("", "x\n"); 8], &[]);
+    let (_, lines) = cli(&clock, &td, "diff", "1000");
+    assert_eq!(lines.len(), 9, "{lines:?}");
+    let names: Vec<&str> = lines[..8].iter().map(|l| l["case"].as_str().unwrap()).collect();
+    assert_eq!(names, ["0000", "0001", "0002", "0003", "0004", "0005", "0006", "0007"]);
+    let mut spans: Vec<(f64, f64)> = lines[..8]
+        .iter()
+        .map(|l| {
+            let t: Vec<f64> = l["stdout"].as_str().unwrap().split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            assert_eq!(t.len(), 2, "{l}");
+            (t[0], t[1])
+        })
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let overlaps = spans.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        assert!(overlaps > 0, "no two cases ran at once: {spans:?}");
+    }
+}

@@ -506,7 +506,7 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
     let mut seen = Vec::new();
     let scratch = work.path().join("cases");
     judge.run_cases(lang, &src, &[task], judge.checker, &cases, &scratch, &own, Some(&pool), |c, r| {
-        seen.push((c.case, r.stdout.trim().to_string()));
+        seen.push((c.case, r.result.stdout.trim().to_string()));
         // After the third result another claim asks for a slot.
         if recorded.fetch_add(1, Ordering::SeqCst) == 2 {
             let (pool, recorded) = (Arc::clone(&pool), Arc::clone(&recorded));

@@ -510,8 +510,8 @@ impl Judge {
     /// Runs `cases` of one compiled submission (`tasks` gives their limits)
     /// on the claim's own slot and on whatever idle slots `pool` lends, side
     /// by side, each slot in its own scratch directory below `scratch`
-    /// (`slot-<uid>`, reused from case to case); `record` gets each result,
-    /// in this thread, as it comes, and
+    /// (`slot-<uid>`, reused from case to case); `record` gets each result
+    /// (and which limit stopped the program), in this thread, as it comes, and
     /// stops the job by returning false (the cases already running finish,
     /// unrecorded). A borrowed slot goes back after its case as soon as
     /// another claim waits for one ([`SlotPool`]).
@@ -526,11 +526,11 @@ impl Judge {
         scratch: &Path,
         own: &Slot,
         pool: Option<&SlotPool>,
-        mut record: impl FnMut(&Case, CaseResult) -> bool,
+        mut record: impl FnMut(&Case, CaseRun) -> bool,
     ) {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
-        let (tx, rx) = std::sync::mpsc::channel::<(usize, CaseResult)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, CaseRun)>();
         /// Gives a borrowed slot back however its thread ends (a panic too).
         struct Borrowed<'p>(Option<(usize, &'p SlotPool)>);
         impl Drop for Borrowed<'_> {
@@ -540,7 +540,7 @@ impl Judge {
                 }
             }
         }
-        let work = |slot: Slot, lent: Option<usize>, tx: std::sync::mpsc::Sender<(usize, CaseResult)>| {
+        let work = |slot: Slot, lent: Option<usize>, tx: std::sync::mpsc::Sender<(usize, CaseRun)>| {
             let _borrowed = Borrowed(lent.zip(pool));
             let dir = scratch.join(format!("slot-{}", slot.uid));
             let made = std::fs::create_dir_all(&dir);
@@ -549,12 +549,13 @@ impl Judge {
                 let Some(c) = cases.get(i) else { break };
                 // What the last case left there (its TMPDIR at the basic level) goes.
                 let made = made.as_ref().map_err(|e| e.to_string()).and_then(|()| clear_scratch(&dir));
+                let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
                 let r = match (&made, tasks.get(c.task)) {
                     (Ok(()), Some(task)) => {
-                        self.run_case_with(lang, src_dir, &c.input, &c.answer, task, &slot, &dir, checker)
+                        self.run_case_detailed(lang, src_dir, &c.input, &c.answer, task, &slot, &dir, checker)
                     }
-                    (Err(e), _) => CaseResult::judge_error(&format!("scratch directory: {e}")),
-                    (_, None) => CaseResult::judge_error("a case of no task"),
+                    (Err(e), _) => je(&format!("scratch directory: {e}")),
+                    (_, None) => je("a case of no task"),
                 };
                 if tx.send((i, r)).is_err() || (lent.is_some() && pool.is_some_and(|p| p.wanted())) {
                     break;

@@ -3,12 +3,14 @@
 //! `complete` payload, plus its name and the limit that stopped it), then a
 //! summary line. The checker is named as a job's `checker` field names it
 //! (`checker.rs`); `special` and `interactive` take their sources from the
-//! tests directory and are compiled into the run's work directory.
+//! tests directory and are compiled into the run's work directory. The
+//! cases run side by side, a slot per core; their lines come in order.
 
 use crate::config::exit;
-use crate::judge::{CaseRun, Compiled, Judge, Slot};
+use crate::judge::{Case, CaseRun, Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::protocol::{CaseResult, Status};
+use crate::slot_pool::SlotPool;
 use log::error;
 use serde_json::json;
 use std::path::Path;
@@ -73,31 +75,52 @@ pub fn run_with_checker(
     };
     let checker = prepared.unwrap_or_default();
     let mut worst = Status::AC;
-    for name in &names {
-        let r = match &compiled {
-            Compiled::Ready => {
-                let scratch = work.join("cases").join(name);
-                let _ = std::fs::create_dir_all(&scratch);
-                judge.run_case_detailed(
-                    lang,
-                    &srcdir,
-                    &tests.join(format!("{name}.in")),
-                    &tests.join(format!("{name}.out")),
-                    &task,
-                    &slot,
-                    &scratch,
-                    checker,
-                )
-            }
-            Compiled::Failed { message } => CaseRun { result: CaseResult::compile_error(message), limit: None },
-            Compiled::JudgeError(w) => CaseRun { result: CaseResult::judge_error(w), limit: None },
-        };
-        let CaseRun { result: r, limit } = r;
+    let mut print = |name: &str, CaseRun { result: r, limit }: CaseRun| {
         worst = worst.worst(r.status);
         let mut v = serde_json::to_value(&r).unwrap();
         v["case"] = json!(name);
         v["limit"] = json!(limit);
         println!("{v}");
+    };
+    match &compiled {
+        Compiled::Ready => {
+            let cases: Vec<Case> = names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| Case {
+                    task: 0,
+                    case: i,
+                    input: tests.join(format!("{name}.in")),
+                    answer: tests.join(format!("{name}.out")),
+                })
+                .collect();
+            // Side by side on slot 0 and one more slot per core (a runner's
+            // judge-exec on this host holding one makes it wait: slot locks);
+            // printed in the cases' order.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let pool = SlotPool::new(1..cores);
+            let mut ready = std::collections::BTreeMap::new();
+            let mut printed = 0;
+            let scratch = work.join("cases");
+            judge.run_cases(lang, &srcdir, &[task], checker, &cases, &scratch, &slot, Some(&pool), |c, run| {
+                ready.insert(c.case, run);
+                while let Some(run) = ready.remove(&printed) {
+                    print(&names[printed], run);
+                    printed += 1;
+                }
+                true
+            });
+        }
+        Compiled::Failed { message } => {
+            for name in &names {
+                print(name, CaseRun { result: CaseResult::compile_error(message), limit: None });
+            }
+        }
+        Compiled::JudgeError(w) => {
+            for name in &names {
+                print(name, CaseRun { result: CaseResult::judge_error(w), limit: None });
+            }
+        }
     }
     println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
     let _ = std::fs::remove_dir_all(&work);

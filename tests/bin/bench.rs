@@ -408,7 +408,7 @@ fn judged_cases(base: &Path, cases: usize) -> Result<(f64, usize), String> {
     let start = Instant::now();
     let mut results = Vec::with_capacity(cases);
     judge.run_cases(lang, &src, &[task], judge.checker, &all, &scratch, &slot, Some(&pool), |_, r| {
-        results.push(r);
+        results.push(r.result);
         true
     });
     let rate = cases as f64 / start.elapsed().as_secs_f64();

@@ -300,7 +300,9 @@ fn judge_claim(
     let same = match (&compiled, lang) {
         (Compiled::Ready, Some(lang)) => {
             let scratch = dir.join("cases");
-            judge.run_cases(lang, &src, &job.tasks, checker, &todo, &scratch, slot, Some(pool), &mut record);
+            judge.run_cases(lang, &src, &job.tasks, checker, &todo, &scratch, slot, Some(pool), |c, run| {
+                record(c, run.result)
+            });
             None
         }
         (Compiled::Failed { message }, _) => Some(CaseResult::compile_error(message)),
