@@ -1,5 +1,6 @@
 //! The sandbox helper: a small process, started once per concurrent caller,
-//! that spawns, watches and measures every run.
+//! that spawns and measures every run (a jailed run is watched by its init,
+//! which shares the helper's memory while the helper waits: `jail.rs`).
 //!
 //! Why: a process forked from the judge starts with the judge's resident
 //! pages in its page tables, and `exec` records that size in the program's
@@ -18,7 +19,11 @@
 //! "why"}` as soon as the result is known (what is left to clean up, such
 //! as the jail's init exiting, is done after the answer, before the next
 //! request). The helper exits when the socket closes (the judge is gone);
-//! during a run it watches the socket too, and kills the run first.
+//! during a run the socket is watched too (by the jail's init, or by the
+//! helper at the basic level), and the run is killed first. A helper whose
+//! jail's init died mid-run answers, then exits without reading another
+//! request ([`sandbox::must_retire`]): the judge sees the request unread
+//! (`ECONNRESET`) and gives it to a fresh helper.
 //!
 //! # Pool
 //!
@@ -95,6 +100,13 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
                     continue;
                 }
                 Err(format!("the sandbox helper {how} during the run"))
+            }
+            // The helper closed with the request unread (it was retiring,
+            // see `sandbox::must_retire`): nothing ran; a fresh one runs it.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) && !retried => {
+                helper.discard();
+                retried = true;
+                continue;
             }
             Err(e) => {
                 helper.discard();
@@ -245,6 +257,9 @@ fn serve(fd: RawFd) -> i32 {
             break 0;
         }
         sandbox::after_reply();
+        if sandbox::must_retire() {
+            break 1;
+        }
     };
     sandbox::helper_exit();
     code

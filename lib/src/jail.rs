@@ -67,8 +67,8 @@ pub const ROOT: &str = "/run/ojrunner/root";
 pub const ETC: &[&str] =
     &["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "java-*", "python3*", "ssl"];
 
-/// Everything a run needs, prepared by the helper (init and the program
-/// only make system calls with it).
+/// Everything a run needs, prepared by the helper (the program, until its
+/// `exec`, only makes system calls with it; init also runs the watchdog).
 pub struct Jail<'a> {
     pub program: CString,
     pub argv: Vec<CString>,
@@ -123,8 +123,11 @@ pub struct Report {
     pub done: bool,
 }
 
-/// Bytes of init's stack (and a guard page below it).
+/// Bytes of init's stack, and of the program's until its `exec` (each with
+/// a guard page below it: an overflow must fault, not write over the heap
+/// they share with the helper).
 const INIT_STACK: usize = 1 << 20;
+const PROGRAM_STACK: usize = 256 << 10;
 
 /// Runs init (new PID, mount, IPC, UTS namespaces) through the whole run
 /// and returns its pid (to be reaped: its exit, the namespaces' teardown,
@@ -134,7 +137,14 @@ const INIT_STACK: usize = 1 << 20;
 /// (`CLONE_VM | CLONE_VFORK`): no page tables to copy, no copy-on-write
 /// faults on either side, no address space to tear down (0.3 ms a run).
 /// So init, not the helper, watches the run; and it may use the helper's
-/// heap and thread-local state, which nobody else touches meanwhile.
+/// heap and thread-local state, which nobody else touches meanwhile (a
+/// panic is caught in init; an init that dies otherwise retires its helper).
+///
+/// What that costs: the helper waits in the kernel's killable vfork sleep,
+/// counted in the load average (one per busy helper); and nothing watches
+/// the few steps where init itself waits on the kernel: its mounts, the
+/// program's `exec`, the last reaping (before, the helper could kill init
+/// there; binds are local directories, so none blocks for long).
 pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
     struct Init<'a, 'b> {
         j: &'a Jail<'b>,
@@ -153,46 +163,59 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS
         | libc::SIGCHLD;
-    let pid = unsafe { libc::clone(entry, init_stack()?, flags, &mut init as *mut Init as *mut libc::c_void) };
+    static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let stack = stack_top(&STACK, INIT_STACK)?;
+    let pid = unsafe { libc::clone(entry, stack, flags, &mut init as *mut Init as *mut libc::c_void) };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok((pid, init.report))
 }
 
-/// The top of the helper's stack for init (one for all its runs: they come
-/// one at a time), with a guard page at its bottom.
-fn init_stack() -> io::Result<*mut libc::c_void> {
-    static TOP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    if let Some(&top) = TOP.get() {
-        return Ok(top as *mut libc::c_void);
+/// The top of a stack of `len` bytes with a guard page at its bottom, made
+/// once (`top` keeps it) and used again: init's and the program's stacks are
+/// each used by one process at a time, the helper serving one run at a time.
+/// (The helper is single-threaded: it shares its memory with init, and glibc
+/// ≥ 2.25's `clone` leaves the caller's cached thread ids alone.)
+fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut libc::c_void> {
+    if let Some(&t) = top.get() {
+        return Ok(t as *mut libc::c_void);
     }
-    let len = INIT_STACK + 4096;
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let total = len.next_multiple_of(page) + page;
     let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            len,
+            total,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
             -1,
             0,
         )
     };
-    if base == libc::MAP_FAILED || unsafe { libc::mprotect(base, 4096, libc::PROT_NONE) } != 0 {
+    if base == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    let top = (base as usize + len) & !15;
-    Ok(*TOP.get_or_init(|| top) as *mut libc::c_void)
+    if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+        let e = io::Error::last_os_error();
+        unsafe { libc::munmap(base, total) };
+        return Err(e);
+    }
+    Ok(*top.get_or_init(|| (base as usize + total) & !15) as *mut libc::c_void)
 }
 
 fn run_init(j: &Jail, rep: &mut Report) {
     // The helper's death kills the run: nobody else would ever stop it.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    // init keeps the helper's oom_score_adj (-1000: never the OOM killer's
-    // pick, which would kill every process of their shared memory); the
-    // program sets its own back to 0.
-    if let Err(e) = supervise(j, rep) {
-        rep.error = Some(e);
+    // init keeps the helper's oom_score_adj of -1000 (the kernel would not
+    // pick a vfork child sharing the helper's memory anyway); the program
+    // sets its own to 0. A panic is caught here, in init: unwound through
+    // the clone it would abort init with the helper's panic count raised.
+    let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| supervise(j, rep)));
+    match supervised {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => rep.error = Some(e),
+        Err(_) => rep.error = Some("the sandbox's init panicked".into()),
     }
     rep.init_cpu_us = crate::sandbox::own_cpu().as_micros() as u64;
     rep.done = true;
@@ -219,17 +242,16 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
     // copied address space torn down by the `exec` (fork cost 0.1 ms).
-    let mut stack = vec![0u8; 256 * 1024];
-    let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+    static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let stack = stack_top(&STACK, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
     let pid = unsafe {
         libc::clone(
             launched,
-            top as *mut libc::c_void,
+            stack,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             &launch as *const Launch as *mut libc::c_void,
         )
     };
-    drop(stack);
     if pid < 0 {
         return Err(format!("clone: {}", io::Error::last_os_error()));
     }
@@ -264,6 +286,8 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
                 -1
             }
         };
+        // Without a pidfd, the program's exit is looked for every 10 ms.
+        let wait = if pidfd < 0 && !(0..=10).contains(&wait) { 10 } else { wait };
         let mut fds = [
             libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: listening, events: libc::POLLIN, revents: 0 },
@@ -272,7 +296,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
         if unsafe { libc::poll(fds.as_mut_ptr(), 3, wait) } < 0 {
             continue;
         }
-        if fds[2].revents != 0 {
+        if fds[2].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             rep.hangup = true;
             hangup = -1;
             unsafe { libc::kill(-1, libc::SIGKILL) };
@@ -289,7 +313,8 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             // again and again, until the program's exit is through.
             listening = -1;
         }
-        if fds[0].revents != 0 || pidfd < 0 {
+        // Without a pidfd (pidfd_open failed), a look at each wake-up.
+        if fds[0].revents != 0 || (pidfd < 0 && exited(pid)) {
             break;
         }
     }
@@ -314,6 +339,15 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
     rep.maxrss_kib = ru.ru_maxrss as u64;
     Ok(())
+}
+
+/// Whether `pid` has exited (left a zombie: `WNOWAIT`).
+fn exited(pid: libc::pid_t) -> bool {
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
+    r != 0 || unsafe { info.si_pid() } != 0
 }
 
 fn reap(pid: libc::pid_t) -> (i32, libc::rusage) {

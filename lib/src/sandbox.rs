@@ -234,8 +234,8 @@ pub(crate) fn helper_init() {
         if let Some(h) = &cgroup {
             h.remove_stale();
             // The helper lives in its run's cgroup (see `cgroup.rs`): the
-            // memory controller's OOM killer must never pick it (the jail's
-            // init sets its own back to 0 for the run).
+            // memory controller's OOM killer must never pick it (nor the
+            // jail's init, which keeps -1000; the program sets its own to 0).
             let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
         }
         Mechanisms { namespaces, cgroup }
@@ -275,11 +275,11 @@ fn mechanisms() -> &'static Mechanisms {
 /// The helper's cgroup (made at its first jailed run).
 static GROUP: Mutex<Option<Group>> = Mutex::new(None);
 
-/// What is left of a jailed run that ended normally once its result is
-/// known: init, which killed and reaped every process of the run before its
-/// report, still has to exit (its namespaces' teardown, 0.2 ms the judge
-/// need not wait for) and be reaped; the template's mount points go; the
-/// slot's lock is held until then.
+/// What is left of a jailed run once its result is known: init, which
+/// killed and reaped every process of the run before its report, still has
+/// to exit (its namespaces' teardown, 0.2 ms the judge need not wait for)
+/// and be reaped; the template's mount points go; the slot's lock is held
+/// until then.
 struct Leftover {
     init: libc::pid_t,
     binds: Vec<Bind>,
@@ -291,6 +291,14 @@ static LEFTOVER: Mutex<Option<Leftover>> = Mutex::new(None);
 /// Work left for after the reply (so the judge does not wait for it).
 pub(crate) fn after_reply() {
     clean_up();
+}
+
+/// Set when this helper must serve no more runs (see `run_jailed`).
+static RETIRE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the helper must exit after its answer: a fresh one serves next.
+pub(crate) fn must_retire() -> bool {
+    RETIRE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Finishes the last jailed run, if that is left to do.
@@ -386,14 +394,19 @@ fn run_jailed(
     // The helper's own CPU time is counted by the group too: subtracted.
     let own_cpu = own_cpu();
     // The watchdog runs in init, while the helper waits: the group's time
-    // less the helper's (fixed from the start) and init's own.
+    // less the helper's since the reset (its `clone` of init included, read
+    // from its schedstat, held open: init has its own /proc) and init's own.
     let seen = std::cell::Cell::new((Duration::ZERO, 0u64));
     let start = std::cell::Cell::new(Instant::now());
-    let helper_spent = std::cell::Cell::new(Duration::ZERO);
+    let helper_clock = File::open(format!("/proc/{}/schedstat", std::process::id())).ok();
+    let helper_spent = || {
+        let now = helper_clock.as_ref().and_then(schedstat_runtime).unwrap_or(own_cpu);
+        now.saturating_sub(own_cpu)
+    };
     let watchdog = |pid: libc::pid_t| -> jail::Watched {
         let (mut cpu, mut memory) = seen.get();
         match group {
-            Some(g) => cpu = cpu.max(g.cpu().saturating_sub(helper_spent.get()).saturating_sub(self::own_cpu())),
+            Some(g) => cpu = cpu.max(g.cpu().saturating_sub(helper_spent()).saturating_sub(self::own_cpu())),
             // No cgroup: the program's tree, in the run's own /proc.
             None => {
                 if let Some(s) = sample_tree(pid) {
@@ -433,15 +446,17 @@ fn run_jailed(
         hangup,
         watchdog: &watchdog,
     };
-    helper_spent.set(self::own_cpu().saturating_sub(own_cpu));
     start.set(Instant::now());
     let (pid, rep) = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"))?;
     let wall = start.get().elapsed();
     drop(stdio);
     if !rep.done {
         // init died on the way (its PID namespace went with it): say how.
+        // What it shared with this helper (heap, locks, glibc's state) may
+        // be half-changed: the helper answers, then exits.
         let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| crate::helper::describe(status));
         finish(group, &req.binds);
+        RETIRE.store(true, std::sync::atomic::Ordering::Relaxed);
         return Err(format!("the sandbox's init {how} during the run"));
     }
     // init killed and reaped every process of the run before it was done:
@@ -644,6 +659,16 @@ pub(crate) fn own_cpu() -> Duration {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The run time of a task so far, from its `/proc/<pid>/schedstat` (held
+/// open: read again from the start).
+fn schedstat_runtime(f: &File) -> Option<Duration> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 128];
+    let n = f.read_at(&mut buf, 0).ok()?;
+    let ns = std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
 }
 
 /// CPU time of the group less what the helper (which lives in it) used
