@@ -362,3 +362,52 @@ pub fn shutdown() {
         h.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{Exit, Limits, Spec};
+    use std::time::Duration;
+
+    #[test]
+    fn a_request_a_retiring_helper_left_unread_goes_to_a_fresh_one() {
+        // A "helper" (a sleeping child for its pid) that closes its socket
+        // once a request waits there, unread, as a retiring helper does.
+        let mut sv = [0; 2];
+        let r =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+        let child = Command::new("sleep").arg("60").spawn().unwrap();
+        let retiring = std::thread::spawn(move || {
+            let mut p = libc::pollfd { fd: theirs.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let ready = unsafe { libc::poll(&mut p, 1, 10_000) };
+            drop(theirs);
+            ready
+        });
+        POOL.lock().unwrap().push(Helper { sock: ours, pid: child.id() as libc::pid_t });
+        let null = || File::options().read(true).write(true).open("/dev/null").unwrap();
+        let spec = Spec {
+            argv: vec!["/bin/true".into()],
+            cwd: "/".into(),
+            env: vec![],
+            stdin: null(),
+            stdout: null(),
+            stderr: null(),
+            identity: None,
+            limits: Limits {
+                cpu: Duration::from_secs(1),
+                wall: Duration::from_secs(5),
+                memory: 64 << 20,
+                address_space: None,
+                stack: None,
+                output: 1 << 20,
+                processes: Some(16),
+            },
+            binds: vec![],
+        };
+        let usage = crate::sandbox::run(spec);
+        assert_eq!(retiring.join().unwrap(), 1, "the request never reached the retiring helper");
+        assert_eq!(usage.map(|u| u.exit), Ok(Exit::Code(0)), "the request was not run by a fresh helper");
+    }
+}
