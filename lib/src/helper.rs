@@ -370,6 +370,8 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    // The sleeping child is reaped by `Helper::discard`, through its pid.
+    #[allow(clippy::zombie_processes)]
     fn a_request_a_retiring_helper_left_unread_goes_to_a_fresh_one() {
         // A "helper" (a sleeping child for its pid) that closes its socket
         // once a request waits there, unread, as a retiring helper does.
