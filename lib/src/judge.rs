@@ -903,7 +903,6 @@ fn cap_string(mut s: String, cap: usize) -> String {
     s
 }
 
-/// Creates `p` anew, never through a link a judged program may have left.
 /// Empties a slot's scratch directory but for the output files the judge
 /// reuses (see [`create_fresh`]).
 fn clear_scratch(dir: &Path) -> Result<(), String> {
@@ -921,6 +920,7 @@ fn clear_scratch(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Creates `p` anew, never through a link a judged program may have left.
 fn create_fresh(p: &Path, mode: u32) -> std::io::Result<File> {
     // The last case's file, when it is still the judge's own (root's, a
     // regular file, one link: not swapped or linked by the program), is
