@@ -270,7 +270,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             n if n >= 1000 => ("setting up the program", io::Error::from_raw_os_error(n / 1000)),
             _ => ("exec", e),
         };
-        reap(pid);
+        let _ = crate::sandbox::reap(pid);
         return Err(format!("cannot start {}: {step}: {e}", j.program.to_string_lossy()));
     }
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
@@ -314,13 +314,13 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             listening = -1;
         }
         // Without a pidfd (pidfd_open failed), a look at each wake-up.
-        if fds[0].revents != 0 || (pidfd < 0 && exited(pid)) {
+        if fds[0].revents != 0 || (pidfd < 0 && crate::sandbox::has_exited(pid)) {
             break;
         }
     }
     // The last look, for what the program's tree used (not acted on).
     let _ = (j.watchdog)(pid);
-    let (status, ru) = reap(pid);
+    let (status, ru) = crate::sandbox::reap(pid).map_err(|e| format!("waiting for the program: {e}"))?;
     // Whatever the program left behind (background children) is killed and
     // reaped here, before the report: once the helper has it, nothing of
     // the run is alive, and init's own exit (the namespaces' teardown) need
@@ -339,26 +339,6 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
     rep.maxrss_kib = ru.ru_maxrss as u64;
     Ok(())
-}
-
-/// Whether `pid` has exited (left a zombie: `WNOWAIT`).
-fn exited(pid: libc::pid_t) -> bool {
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
-    };
-    r != 0 || unsafe { info.si_pid() } != 0
-}
-
-fn reap(pid: libc::pid_t) -> (i32, libc::rusage) {
-    let mut status = 0;
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    while unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } < 0 {
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            break;
-        }
-    }
-    (status, ru)
 }
 
 /// What the program's side needs, made before the `clone`: sharing init's

@@ -683,7 +683,7 @@ fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
 }
 
 /// Whether the program has exited (it stays a zombie: `WNOWAIT`).
-fn has_exited(pid: libc::pid_t) -> bool {
+pub(crate) fn has_exited(pid: libc::pid_t) -> bool {
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let r = unsafe {
         libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
@@ -692,7 +692,7 @@ fn has_exited(pid: libc::pid_t) -> bool {
 }
 
 /// Reaps the program: its wait status and resource usage.
-fn reap(pid: libc::pid_t) -> io::Result<(libc::c_int, libc::rusage)> {
+pub(crate) fn reap(pid: libc::pid_t) -> io::Result<(libc::c_int, libc::rusage)> {
     let mut status = 0;
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
