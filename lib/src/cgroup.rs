@@ -239,6 +239,10 @@ impl Hierarchy {
             Kind::V2 => "cpu.stat",
         });
         let cpu_file = File::open(&cpu_path).map_err(|e| annotate(e, &cpu_path))?;
+        let peak = match self.kind {
+            Kind::V1 => None,
+            Kind::V2 => OpenOptions::new().read(true).write(true).open(m.join("memory.peak")).ok(),
+        };
         let g = Group {
             kind: self.kind,
             cpu_file,
@@ -253,15 +257,8 @@ impl Hierarchy {
             applied: Default::default(),
             oom_read: Default::default(),
             cpu_base: Default::default(),
-            peak: None,
+            peak,
             peak_reset: Default::default(),
-        };
-        let g = Group {
-            peak: match self.kind {
-                Kind::V1 => None,
-                Kind::V2 => OpenOptions::new().read(true).write(true).open(g.memory.join("memory.peak")).ok(),
-            },
-            ..g
         };
         let hard = memory.saturating_add(SLACK).to_string();
         match self.kind {
@@ -366,10 +363,8 @@ impl Group {
     }
 
     fn cpu_total(&self) -> Duration {
-        use std::os::unix::fs::FileExt;
         let mut buf = [0u8; 1024];
-        let n = self.cpu_file.read_at(&mut buf, 0).unwrap_or(0);
-        let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        let text = reread(&self.cpu_file, &mut buf).unwrap_or("");
         match self.kind {
             Kind::V1 => Duration::from_nanos(text.trim().parse().unwrap_or(0)),
             Kind::V2 => Duration::from_micros(field(text, "usage_usec").unwrap_or(0)),
@@ -391,12 +386,7 @@ impl Group {
     pub fn memory_peak(&self) -> Option<u64> {
         match (self.kind, &self.peak) {
             (Kind::V1, _) => read_u64(&self.memory.join("memory.max_usage_in_bytes")),
-            (Kind::V2, Some(f)) if self.peak_reset.get() => {
-                use std::os::unix::fs::FileExt;
-                let mut buf = [0u8; 32];
-                let n = f.read_at(&mut buf, 0).ok()?;
-                std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
-            }
+            (Kind::V2, Some(f)) if self.peak_reset.get() => reread(f, &mut [0u8; 32])?.trim().parse().ok(),
             (Kind::V2, _) => None,
         }
     }
@@ -507,6 +497,14 @@ fn ensure_dir(d: &Path) -> io::Result<()> {
 fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
     let p = dir.join(file);
     OpenOptions::new().write(true).open(&p).and_then(|mut f| f.write_all(value.as_bytes())).map_err(|e| annotate(e, &p))
+}
+
+/// The text of a kernel file held open (a cgroup's, a `/proc` one), read
+/// again from its start: the kernel makes it anew for each read at 0.
+pub(crate) fn reread<'b>(f: &File, buf: &'b mut [u8]) -> Option<&'b str> {
+    use std::os::unix::fs::FileExt;
+    let n = f.read_at(buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()
 }
 
 fn read_u64(p: &Path) -> Option<u64> {

@@ -398,7 +398,8 @@ fn run_jailed(
     // from its schedstat, held open: init has its own /proc) and init's own.
     let seen = std::cell::Cell::new((Duration::ZERO, 0u64));
     let start = std::cell::Cell::new(Instant::now());
-    let helper_clock = File::open(format!("/proc/{}/schedstat", std::process::id())).ok();
+    static HELPER_CLOCK: OnceLock<Option<File>> = OnceLock::new();
+    let helper_clock = HELPER_CLOCK.get_or_init(|| File::open(format!("/proc/{}/schedstat", std::process::id())).ok());
     let helper_spent = || {
         let now = helper_clock.as_ref().and_then(schedstat_runtime).unwrap_or(own_cpu);
         now.saturating_sub(own_cpu)
@@ -664,10 +665,7 @@ pub(crate) fn own_cpu() -> Duration {
 /// The run time of a task so far, from its `/proc/<pid>/schedstat` (held
 /// open: read again from the start).
 fn schedstat_runtime(f: &File) -> Option<Duration> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = [0u8; 128];
-    let n = f.read_at(&mut buf, 0).ok()?;
-    let ns = std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().next()?.parse().ok()?;
+    let ns = crate::cgroup::reread(f, &mut [0u8; 128])?.split_whitespace().next()?.parse().ok()?;
     Some(Duration::from_nanos(ns))
 }
 
