@@ -366,8 +366,7 @@ pub fn shutdown() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{Exit, Limits, Spec};
-    use std::time::Duration;
+    use crate::sandbox::{Exit, Spec};
 
     #[test]
     // The sleeping child is reaped by `Helper::discard`, through its pid.
@@ -388,27 +387,7 @@ mod tests {
             ready
         });
         POOL.lock().unwrap().push(Helper { sock: ours, pid: child.id() as libc::pid_t });
-        let null = || File::options().read(true).write(true).open("/dev/null").unwrap();
-        let spec = Spec {
-            argv: vec!["/bin/true".into()],
-            cwd: "/".into(),
-            env: vec![],
-            stdin: null(),
-            stdout: null(),
-            stderr: null(),
-            identity: None,
-            limits: Limits {
-                cpu: Duration::from_secs(1),
-                wall: Duration::from_secs(5),
-                memory: 64 << 20,
-                address_space: None,
-                stack: None,
-                output: 1 << 20,
-                processes: Some(16),
-            },
-            binds: vec![],
-        };
-        let usage = crate::sandbox::run(spec);
+        let usage = crate::sandbox::run(Spec::trial(&["/bin/true"], None).unwrap());
         assert_eq!(retiring.join().unwrap(), 1, "the request never reached the retiring helper");
         assert_eq!(usage.map(|u| u.exit), Ok(Exit::Code(0)), "the request was not run by a fresh helper");
     }

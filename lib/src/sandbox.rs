@@ -139,6 +139,34 @@ pub struct Spec {
     pub binds: Vec<Bind>,
 }
 
+impl Spec {
+    /// A trial run of `argv` (an absolute path) in `/`, stdio on
+    /// `/dev/null`, no environment, no binds, modest limits: 1 s of CPU, 5 s
+    /// of wall time, 64 MiB, 16 tasks.
+    pub fn trial(argv: &[&str], identity: Option<Identity>) -> io::Result<Spec> {
+        let null = || File::options().read(true).write(true).open("/dev/null");
+        Ok(Spec {
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            cwd: "/".into(),
+            env: vec![],
+            stdin: null()?,
+            stdout: null()?,
+            stderr: null()?,
+            identity,
+            limits: Limits {
+                cpu: Duration::from_secs(1),
+                wall: Duration::from_secs(5),
+                memory: 64 << 20,
+                address_space: None,
+                stack: None,
+                output: 1 << 20,
+                processes: Some(16),
+            },
+            binds: vec![],
+        })
+    }
+}
+
 /// How the program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Exit {

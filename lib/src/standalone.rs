@@ -82,7 +82,8 @@ pub fn run_with_checker(
         v["limit"] = json!(limit);
         println!("{v}");
     };
-    match &compiled {
+    // Every case gets the same result when there is nothing to run.
+    let same = match &compiled {
         Compiled::Ready => {
             let cases: Vec<Case> = names
                 .iter()
@@ -110,16 +111,14 @@ pub fn run_with_checker(
                 }
                 true
             });
+            None
         }
-        Compiled::Failed { message } => {
-            for name in &names {
-                print(name, CaseRun { result: CaseResult::compile_error(message), limit: None });
-            }
-        }
-        Compiled::JudgeError(w) => {
-            for name in &names {
-                print(name, CaseRun { result: CaseResult::judge_error(w), limit: None });
-            }
+        Compiled::Failed { message } => Some(CaseResult::compile_error(message)),
+        Compiled::JudgeError(w) => Some(CaseResult::judge_error(w)),
+    };
+    if let Some(r) = same {
+        for name in &names {
+            print(name, CaseRun { result: r.clone(), limit: None });
         }
     }
     println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
@@ -139,29 +138,7 @@ pub fn probe() -> i32 {
     let seccomp = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
     let user_notif = seccomp.split_whitespace().any(|a| a == "user_notif");
     let slot = Slot::for_index(0);
-    let trial = (|| {
-        let null = || std::fs::File::options().read(true).write(true).open("/dev/null");
-        let spec = crate::sandbox::Spec {
-            argv: vec!["/bin/true".into()],
-            cwd: "/".into(),
-            env: vec![],
-            stdin: null()?,
-            stdout: null()?,
-            stderr: null()?,
-            identity: slot.identity(),
-            limits: crate::sandbox::Limits {
-                cpu: std::time::Duration::from_secs(1),
-                wall: std::time::Duration::from_secs(5),
-                memory: 64 << 20,
-                address_space: None,
-                stack: None,
-                output: 1 << 20,
-                processes: Some(16),
-            },
-            binds: vec![],
-        };
-        Ok::<_, std::io::Error>(crate::sandbox::run(spec))
-    })();
+    let trial = crate::sandbox::Spec::trial(&["/bin/true"], slot.identity()).map(crate::sandbox::run);
     let trial = match trial {
         Ok(Ok(u)) => json!({"ok": u.exit == crate::sandbox::Exit::Code(0), "exit": u.exit.code(),
             "wall_us": u.wall.as_micros() as u64, "memory_kib": u.memory / 1024}),
