@@ -41,8 +41,9 @@
 //! - the group's counters include the helper: its CPU time (the caller
 //!   subtracts the helper's own clock, which is exact) and the pages it
 //!   charged (its resident charge, measured at [`Group::reset`] as
-//!   [`Baseline::resident`], is subtracted from the peak and added to the
-//!   hard limit); `pids.max` has [`RESIDENT_TASKS`] more for the helper and
+//!   [`Baseline::resident`], is added to the hard limit and subtracted from
+//!   the peak, or the charge left after the run when that is less: kernel
+//!   memory of the last run freed during this one); `pids.max` has [`RESIDENT_TASKS`] more for the helper and
 //!   the jail's init;
 //! - [`Group::kill_all`] and [`Group::is_empty`] leave the calling process
 //!   out, and [`Group::remove`] first moves the caller back to the group it

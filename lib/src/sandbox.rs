@@ -511,7 +511,16 @@ fn run_jailed(
     let (cpu, memory, oom) = match group {
         Some(g) => {
             let memory = match g.memory_peak() {
-                Some(peak) => peak.saturating_sub(g.file_cache() + baseline.resident),
+                Some(peak) => {
+                    // The helper's charge at the reset may still hold kernel
+                    // memory of the last run (its namespaces, its /tmp) that
+                    // was freed during this one, hiding as much of this
+                    // run's peak: what is charged now, the run gone, is
+                    // taken when it is less.
+                    let cache = g.file_cache();
+                    let resident = baseline.resident.min(g.memory_now().saturating_sub(cache));
+                    peak.saturating_sub(cache + resident)
+                }
                 None => maxrss.max(watched_memory),
             };
             // The group's time less the helper's and init's (building the
