@@ -432,10 +432,16 @@ fn run_jailed(
         let now = helper_clock.as_ref().and_then(schedstat_runtime).unwrap_or(own_cpu);
         now.saturating_sub(own_cpu)
     };
+    // With a cgroup, the program's own anonymous memory at each look: a
+    // floor for its peak (see below).
+    let anon = std::cell::Cell::new(0u64);
     let watchdog = |pid: libc::pid_t| -> jail::Watched {
         let (mut cpu, mut memory) = seen.get();
         match group {
-            Some(g) => cpu = cpu.max(g.cpu().saturating_sub(helper_spent()).saturating_sub(self::own_cpu())),
+            Some(g) => {
+                cpu = cpu.max(g.cpu().saturating_sub(helper_spent()).saturating_sub(self::own_cpu()));
+                anon.set(anon.get().max(anon_of(pid)));
+            }
             // No cgroup: the program's tree, in the run's own /proc.
             None => {
                 if let Some(s) = sample_tree(pid) {
@@ -519,7 +525,10 @@ fn run_jailed(
                     // taken when it is less.
                     let cache = g.file_cache();
                     let resident = baseline.resident.min(g.memory_now().saturating_sub(cache));
-                    peak.saturating_sub(cache + resident)
+                    // The kernel charges a group in batches (64 pages a
+                    // CPU, taken ahead): a small program can live on what
+                    // was charged before the reset and not move the peak.
+                    peak.saturating_sub(cache + resident).max(anon.get())
                 }
                 None => maxrss.max(watched_memory),
             };
@@ -697,6 +706,17 @@ pub(crate) fn own_cpu() -> Duration {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Bytes of anonymous memory `pid` has now (`/proc/<pid>/statm`: resident
+/// less shared pages); 0 if it is gone.
+fn anon_of(pid: libc::pid_t) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap_or_default();
+    let pages: Vec<u64> = statm.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+    match pages[..] {
+        [_, resident, shared, ..] => resident.saturating_sub(shared) * sysconf(libc::_SC_PAGESIZE),
+        _ => 0,
+    }
 }
 
 /// The run time of a task so far, from its `/proc/<pid>/schedstat` (held
