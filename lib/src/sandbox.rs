@@ -50,7 +50,9 @@
 //! CPU time: the cgroup's (every task of the run, user + system), else
 //! `ru_utime + ru_stime` of the program and what it reaped, or the
 //! watchdog's figure for the tree when larger. Peak memory: the cgroup's
-//! peak less the file cache charged to it (see `cgroup.rs`), else the larger
+//! peak less the file cache charged to it (see `cgroup.rs`; never below the
+//! program's anonymous memory at the watchdog's looks, as the kernel charges
+//! a group in batches of 64 pages a CPU), else the larger
 //! of `ru_maxrss` and the watchdog's largest sample of the tree's resident
 //! size. `ru_maxrss` is honest here because the program descends from the
 //! helper, whose own resident size is small, not from the judge.
