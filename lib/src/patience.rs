@@ -48,6 +48,10 @@ pub const REGISTER: Schedule = Schedule { steps: &[1.0, 2.0, 4.0, 8.0, 16.0, 30.
 /// Preparing a claim: 3 tries spaced 1 and 2 s, then `abort(prep_failed)`.
 pub const PREP: Schedule = Schedule { steps: &[1.0, 2.0], repeat_last: false };
 
+/// A heartbeat that failed, tried again: after 1 s, then every 2 s (until
+/// one lands; never later than the heartbeat interval).
+pub const BEAT_AGAIN: Schedule = Schedule { steps: &[1.0, 2.0], repeat_last: true };
+
 /// Delivering outcomes and events through a hub that is away: 1, 2, 4, 8,
 /// then 15 s, for as long as the outcome is kept ([`OUTCOME_KEPT`]).
 pub const PATIENT: Schedule = Schedule { steps: &[1.0, 2.0, 4.0, 8.0, 15.0], repeat_last: true };

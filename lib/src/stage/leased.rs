@@ -10,6 +10,11 @@
 //! attempted, and a hub coming back honours them. Two 401 in a row mean the
 //! identity is gone: `leased` forgets it and exits 1 at once, without a
 //! drain; a restarted runner registers again.
+//!
+//! A beat that got no 204 (no connection, a 5xx) is tried again after 1,
+//! then every 2 s ([`patience::BEAT_AGAIN`]), not a whole interval later: a
+//! hub away for a few seconds across a beat would otherwise see no beat for
+//! up to two intervals, the whole lease, and hand the job out again.
 
 use crate::config::{self, exit, Common};
 use crate::control::Event;
@@ -43,6 +48,8 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     let drain_deadline = Duration::from_secs(c.drain_timeout);
     let mut stopping_since: Option<Instant> = None;
     let mut unauthorized = 0;
+    // Beats in a row that got no 204 (401 aside).
+    let mut failed = 0;
     let mut last = Beat::default();
     loop {
         if stops.count() >= 2 {
@@ -69,15 +76,20 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                     return Ok(exit::OK);
                 }
             }
-            // Due one interval after the last beat began: the time a beat
-            // took is thereby taken off the wait for the next.
-            let due = last.at.is_none_or(|t| t.elapsed() >= interval);
+            // Due one interval after the last beat began (the time a beat
+            // took is thereby taken off the wait for the next); sooner
+            // after a beat that failed.
+            let due = last.at.is_none_or(|t| t.elapsed() >= gap(interval, failed));
             if due {
                 let t0 = Instant::now();
                 let answer = hub.heartbeat(&id.runner_id, &id.token, &jobs);
                 // The attempt, not its answer, is what keeps a claim ours.
                 let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
                 last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
+                failed = match answer {
+                    Answer::Status(204 | 401, _) => 0,
+                    _ => failed + 1,
+                };
                 match answer {
                     Answer::Status(204, _) => unauthorized = 0,
                     Answer::Status(401, _) => {
@@ -95,8 +107,10 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                     }
                 }
             }
-            // The next beat is due `interval` after this one began.
-            wait = last.at.map(|t| (t + interval).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
+            // The next beat is due `interval` after this one began (sooner
+            // after a failed one).
+            let next = gap(interval, failed);
+            wait = last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
         }
         match inbox.next(wait) {
             Some(Event::Command { cmd, reply, .. }) => {
@@ -117,9 +131,32 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     }
 }
 
+/// How long after a beat began the next is due: the interval, or sooner
+/// after `failed` beats in a row got no 204.
+fn gap(interval: Duration, failed: usize) -> Duration {
+    match failed {
+        0 => interval,
+        n => patience::BEAT_AGAIN.delay(n).unwrap_or(interval).min(interval),
+    }
+}
+
 #[derive(Default)]
 struct Beat {
     at: Option<Instant>,
     jobs: usize,
     answer: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_beat_is_tried_again_soon_never_later_than_the_interval() {
+        let s = Duration::from_secs;
+        assert_eq!(gap(s(15), 0), s(15));
+        assert_eq!(gap(s(15), 1), patience::BEAT_AGAIN.delay(1).unwrap());
+        assert!(gap(s(15), 1) < s(15) && gap(s(15), 9) < s(15), "{:?}", gap(s(15), 9));
+        assert_eq!(gap(Duration::from_millis(500), 3), Duration::from_millis(500));
+    }
 }
