@@ -242,12 +242,22 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     });
     hub.stop();
     // While the hub is away, more progress than the spool keeps for a claim
-    // (numbered lines written beside judge-exec's own, as a stage would).
+    // (numbered lines written beside judge-exec's own). In batches, each
+    // after leased has recorded a heartbeat: the stages judge a lease lost
+    // when no beat was attempted for 2 s (the test's lease), and a writer
+    // that held the spool's lock for long would keep leased from saying so.
     let extra = 10;
     let lines: Vec<String> =
         (0..MAX_EVENTS_PER_CLAIM + extra).map(|i| format!(r#"{{"t": 1, "kind": "note", "i": {i}}}"#)).collect();
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-    Spool::open(&spool).unwrap().add_events(claim.claim_id, &lines).unwrap();
+    let last_beat = || spool_int(&spool, "SELECT CAST(value AS INTEGER) FROM control WHERE key = 'last_beat_at'");
+    let mut writer = Spool::open(&spool).unwrap();
+    for batch in lines.chunks(5000) {
+        let before = last_beat();
+        wait_for("a heartbeat between two batches", Duration::from_secs(20), || (last_beat() != before).then_some(()));
+        writer.add_events(claim.claim_id, batch).unwrap();
+    }
+    drop(writer);
     hub.start_again();
     let all = hub.wait_all_judged(Duration::from_secs(120));
     let s = all.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
