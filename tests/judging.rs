@@ -685,6 +685,36 @@ sys.exit(5)
     }
 }
 
+#[test]
+fn the_probe_tells_what_the_helper_and_a_run_get() {
+    if !is_root() {
+        return; // no jail, no cgroup without root
+    }
+    use ojrunner::sandbox::{self, Exit};
+    let out = std::process::Command::new(testkit::bin("judge-exec")).arg("--probe").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(probe["trial"]["ok"], true, "{probe}");
+    let m = sandbox::probe_mechanisms();
+    assert_eq!(probe["cgroup"].is_null(), m.cgroup.is_none(), "{probe}");
+    if !m.namespaces || m.cgroup.is_none() {
+        assert!(probe["oom_score_adj"].is_null(), "{probe}");
+        return;
+    }
+    // What the probe says is what a run and this process's helper have.
+    let dir = TempDir::new("probe");
+    let script = "read a < /proc/self/oom_score_adj; test \"$a\" = 1000";
+    let run = sandbox::run(slot_spec(&["/bin/sh", "-c", script], dir.path(), 73, 64, 16)).unwrap();
+    assert_eq!(run.exit, Exit::Code(0), "a run's oom_score_adj is not 1000");
+    assert_eq!(probe["oom_score_adj"]["runs"], 1000, "{probe}");
+    let helpers = helper_groups();
+    assert!(!helpers.is_empty(), "no helper of this process was found");
+    for (_, pid) in helpers {
+        let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+        assert_eq!(adj.trim(), probe["oom_score_adj"]["helper"].to_string(), "helper {pid}: {probe}");
+    }
+}
+
 /// The cgroups (v1: `pids`; v2: the one) of this process's sandbox
 /// helpers, each with the helper's pid.
 fn helper_groups() -> Vec<(PathBuf, u32)> {

@@ -47,7 +47,9 @@
 //!   the jail's init;
 //! - [`Group::kill_all`] and [`Group::is_empty`] leave the calling process
 //!   out, and [`Group::remove`] first moves the caller back to the group it
-//!   came from ([`Group::leave`]).
+//!   came from ([`Group::leave`]);
+//! - the group's OOM killer could pick the helper: a run's processes rank
+//!   first ([`crate::jail::OOM_FIRST`]).
 //!
 //! The groups live in `ojrunner/` below the cgroup the judge itself is in
 //! (v1: per controller; v2: below the hierarchy's root, which is the only

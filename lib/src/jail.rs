@@ -25,7 +25,7 @@
 //! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
 //!   init's memory until `exec`, so it only makes system calls): born in
 //!   the run's cgroups (the helper lives in them), takes its stdio, limits,
-//!   an `oom_score_adj` of 0 (init and the helper keep -1000),
+//!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`]),
 //!   becomes the slot uid (which drops every capability: the bounding set
 //!   is empty since the helper's start, [`drop_bounding_set`]), sets `no_new_privs`,
 //!   installs the filter (`seccomp.rs`), passes the listener to init and
@@ -44,7 +44,7 @@
 //! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
 //! | `/etc` | only [`ETC`]: the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
 //! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
-//! | `/proc` | the run's own PID namespace only |
+//! | `/proc` | the run's own PID namespace only, read-only |
 //! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
 //! | each [`Bind`] | the work directories, at the same paths as on the host, read-only unless writable |
 
@@ -122,6 +122,18 @@ pub struct Report {
     /// init got to the end (else it died on the way: the judge's fault).
     pub done: bool,
 }
+
+/// The `oom_score_adj` of every process of a run: when the run's memory
+/// cgroup is full, the kernel's OOM killer must pick one of them, never the
+/// helper, which lives in the group (`cgroup.rs`). The helper asks for
+/// -1000, but lowering a score takes `CAP_SYS_RESOURCE`, which containers
+/// often withhold; then it has 0 and ranks by what it maps (a few MiB),
+/// above a program whose memory is mapped by nobody (its `/tmp`, pipe
+/// buffers, a fork bomb's kernel memory): killed, with init, whose memory
+/// it shares (`tests/hostile/unmapped_memory.c`). At 1000 a run's process
+/// always ranks first. `/proc` is read-only in the jail: without
+/// `CAP_SYS_RESOURCE` to pin this as its floor, a run could lower it.
+pub const OOM_FIRST: &str = "1000";
 
 /// Bytes of init's stack, and of the program's until its `exec` (each with
 /// a guard page below it: an overflow must fault, not write over the heap
@@ -207,10 +219,8 @@ fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut li
 fn run_init(j: &Jail, rep: &mut Report) {
     // The helper's death kills the run: nobody else would ever stop it.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    // init keeps the helper's oom_score_adj of -1000 (the kernel would not
-    // pick a vfork child sharing the helper's memory anyway); the program
-    // sets its own to 0. A panic is caught here, in init: unwound through
-    // the clone it would abort init with the helper's panic count raised.
+    // A panic is caught here, in init: unwound through the clone it would
+    // abort init with the helper's panic count raised.
     let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| supervise(j, rep)));
     match supervised {
         Ok(Ok(())) => {}
@@ -222,6 +232,10 @@ fn run_init(j: &Jail, rep: &mut Report) {
 }
 
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
+    // Inherited by the program and its whole tree (init itself, a vfork
+    // child the helper waits for, is never a candidate).
+    std::fs::write("/proc/self/oom_score_adj", OOM_FIRST)
+        .map_err(|e| format!("setting the run's oom_score_adj: {e}"))?;
     enter_root(j).map_err(|e| format!("building the sandbox's root: {e}"))?;
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
@@ -397,12 +411,6 @@ fn program(l: &Launch) -> ! {
             check(libc::setrlimit(resource, &rl) as libc::c_long);
         }
         libc::umask(0o022);
-        // The OOM killer's pick when the run is over its memory (init and
-        // the helper are never: see `run_init`).
-        let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        check(adj as libc::c_long);
-        check(libc::write(adj, b"0".as_ptr().cast(), 1) as libc::c_long);
-        libc::close(adj);
         // The bounding set is empty (the helper's, inherited); the uid
         // change below clears the permitted, effective and ambient sets.
         if libc::prctl(libc::PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 0 {
@@ -569,7 +577,9 @@ fn enter_root(j: &Jail) -> io::Result<()> {
     let root = Path::new(ROOT);
     let tmpfs = format!("size={},nr_inodes=16384,mode=1777", j.tmp_size.max(1 << 20));
     mount(Some("tmpfs"), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
-    mount(Some("proc"), &root.join("proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
+    // Read-only: a run may not lower its `oom_score_adj` (see [`OOM_FIRST`]).
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
+    mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None)?;
     for b in j.binds {
         bind_as(&b.path, &root.join(b.path.strip_prefix("/").unwrap_or(&b.path)), !b.writable, false)?;
     }

@@ -264,12 +264,27 @@ pub(crate) fn helper_init() {
         if let Some(h) = &cgroup {
             h.remove_stale();
             // The helper lives in its run's cgroup (see `cgroup.rs`): the
-            // memory controller's OOM killer must never pick it (nor the
-            // jail's init, which keeps -1000; the program sets its own to 0).
+            // memory controller's OOM killer must never pick it. Refused
+            // without CAP_SYS_RESOURCE; runs rank first anyway
+            // (`jail::OOM_FIRST`).
             let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
         }
         Mechanisms { namespaces, cgroup }
     });
+}
+
+/// The `oom_score_adj` a helper started now gets: -1000 where the process
+/// may lower its score (`CAP_SYS_RESOURCE` in its effective set), else 0.
+pub fn helper_oom_score_adj() -> i32 {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective =
+        status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    if effective.is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0) {
+        -1000
+    } else {
+        0
+    }
 }
 
 /// The mechanisms a helper started now would use, without changing this

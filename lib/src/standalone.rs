@@ -160,6 +160,11 @@ pub fn probe() -> i32 {
         "memory": if m.cgroup.is_some() { "cgroup peak less file cache" } else { "ru_maxrss and /proc samples" },
         "cpu": if m.cgroup.is_some() { "cgroup" } else { "rusage and /proc samples" },
         "rlimits": ["CPU", "AS", "STACK", "FSIZE", "NPROC", "CORE"],
+        "oom_score_adj": if jailed && m.cgroup.is_some() {
+            json!({"helper": crate::sandbox::helper_oom_score_adj(), "runs": crate::jail::OOM_FIRST.parse::<i32>().ok()})
+        } else {
+            json!(null)
+        },
         "trial": trial,
     });
     println!("{v}");
