@@ -235,6 +235,34 @@ fn a_fork_bomb_is_contained() {
 }
 
 #[test]
+fn a_run_after_a_fork_bomb_is_not_charged_for_the_bombs_kernel_memory() {
+    // The bomb's failed forks leave tens of MiB of thread stacks the kernel
+    // frees only after an RCU grace period: the next run in the same helper
+    // (cases of one slot run one after another) must not be charged for them.
+    let source = "#include <stdio.h>\n#include <unistd.h>\nint main(void) {\n  int c = getchar();\n  \
+                  if (c == 'b') for (;;) fork();\n  puts(\"ok\");\n  return 0;\n}\n";
+    let dir = TempDir::new("afterbomb");
+    let p = problem(&dir, 500, 32768, "", "");
+    let pairs = 8;
+    let meta = serde_json::json!({"tasks": [{"taskScore": 100, "memoryLimit": 32768, "timeLimit": 500, "caseCount": 2 * pairs}]});
+    std::fs::write(p.join("meta.json"), meta.to_string()).unwrap();
+    for c in 0..2 * pairs {
+        let input = if c % 2 == 0 { "b\n" } else { "o\n" };
+        std::fs::write(p.join(format!("00{c:02}.in")), input).unwrap();
+        std::fs::write(p.join(format!("00{c:02}.out")), "ok\n").unwrap();
+    }
+    let got = judge("c11", source, &p, 74);
+    for (c, r) in got.cases[0].iter().enumerate() {
+        if c % 2 == 0 {
+            assert!(matches!(r.status, Status::TLE | Status::MLE), "bomb {c}: {r:?}");
+        } else {
+            assert_eq!(r.status, Status::AC, "case {c}: {r:?}");
+            assert!(r.memory_usage < 2048, "case {c}, after a bomb, read {} KiB", r.memory_usage);
+        }
+    }
+}
+
+#[test]
 fn a_compile_error_carries_the_compilers_message() {
     let langs = Languages::builtin();
     let work = TempDir::new("ce");

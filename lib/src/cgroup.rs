@@ -24,7 +24,8 @@
 //! files) is reclaimed: thousands an hour on a busy judge. What a fresh
 //! group would give a run, the reused one gives too: no task of the last
 //! run is left in it (init kills and reaps them all, [`Group::kill_all`] is
-//! a second belt), the peak and the CPU time start from zero, the OOM count
+//! a second belt), the peak and the CPU time start from zero (once the last
+//! run's late-freed memory is gone, [`Group::settled`]), the OOM count
 //! from a baseline, and its limits are the run's own (`tests/judging.rs`).
 //!
 //! # The helper lives in its group
@@ -79,6 +80,16 @@ pub const SLACK: u64 = 4 << 20;
 
 /// Tasks in a run's group that are not the run's: the helper and the jail's init.
 pub const RESIDENT_TASKS: u64 = 2;
+
+/// How long a reset waits for the last run's late-freed memory.
+const SETTLE: Duration = Duration::from_millis(250);
+
+/// A charge this far above the caller's least is a run's late-freed memory
+/// to wait for ([`Group::settled`]); a jailed run leaves about 1 MiB.
+const UNSETTLED: u64 = 4 << 20;
+
+/// How close to its least the caller's charge is once settled.
+const SETTLED: u64 = 2 << 20;
 
 /// What [`Group::reset`] found in the group before a run.
 #[derive(Clone, Copy, Debug, Default)]
@@ -139,6 +150,9 @@ pub struct Group {
     peak: Option<File>,
     /// v2: whether that reset worked for this run (else no peak is known).
     peak_reset: std::cell::Cell<bool>,
+    /// The least charge (file cache aside) seen at a reset: the caller's
+    /// own, with nothing of a run left (see [`Group::reset`]).
+    floor: std::cell::Cell<Option<u64>>,
 }
 
 impl Hierarchy {
@@ -262,6 +276,7 @@ impl Hierarchy {
             cpu_base: Default::default(),
             peak,
             peak_reset: Default::default(),
+            floor: Default::default(),
         };
         let hard = memory.saturating_add(SLACK).to_string();
         match self.kind {
@@ -291,7 +306,7 @@ impl Group {
         // Measured here, not right after the last run: the kernel memory
         // of that run (its /tmp, its namespaces) is still being freed then
         // (RCU), and a baseline read too early under-reports the next run.
-        let resident = self.memory_now().saturating_sub(self.file_cache());
+        let resident = self.settled();
         // The caller's charge moves by a few pages from run to run: rounded
         // up to a MiB, the limit mostly stays what it was.
         let hard = memory.saturating_add(SLACK).saturating_add(resident.next_multiple_of(1 << 20)).to_string();
@@ -322,6 +337,30 @@ impl Group {
         write(&self.pids, "pids.max", &pids)?;
         self.applied.replace(Some((hard, pids)));
         Ok(Baseline { oom_kills, resident })
+    }
+
+    /// The charge (file cache aside) once what the last run left is freed.
+    /// The kernel frees some of a run's memory late, after an RCU grace
+    /// period: about 1 MiB of a jailed run's kernel memory, which the
+    /// caller's baseline absorbs (see [`Group::reset`]), but tens of MiB of
+    /// a fork bomb's thread stacks. Still charged at the reset, those would
+    /// be counted in the next run's peak (a 250 KiB program read 26 MiB):
+    /// a charge more than [`UNSETTLED`] above the least seen is waited for
+    /// (at most [`SETTLE`]) until it is within [`SETTLED`] of it. One that
+    /// stays is taken as the caller's own.
+    fn settled(&self) -> u64 {
+        let resident = || self.memory_now().saturating_sub(self.file_cache());
+        let mut now = resident();
+        let floor = self.floor.get().unwrap_or(now);
+        if now > floor + UNSETTLED {
+            let deadline = std::time::Instant::now() + SETTLE;
+            while now > floor + SETTLED && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+                now = resident();
+            }
+        }
+        self.floor.set(Some(if now > floor + SETTLED { now } else { floor.min(now) }));
+        now
     }
 
     /// The peak and the CPU time start again from here.
