@@ -25,7 +25,7 @@
 //! group would give a run, the reused one gives too: no task of the last
 //! run is left in it (init kills and reaps them all, [`Group::kill_all`] is
 //! a second belt), the peak and the CPU time start from zero (once the last
-//! run's late-freed memory is gone, [`Group::settled`]), the OOM count
+//! run's late-freed memory is gone, `Group::settled`), the OOM count
 //! from a baseline, and its limits are the run's own (`tests/judging.rs`).
 //!
 //! # The helper lives in its group

@@ -53,7 +53,7 @@ pub const PREP: Schedule = Schedule { steps: &[1.0, 2.0], repeat_last: false };
 pub const BEAT_AGAIN: Schedule = Schedule { steps: &[1.0, 2.0], repeat_last: true };
 
 /// Delivering outcomes and events through a hub that is away: 1, 2, 4, 8,
-/// then 15 s, for as long as the outcome is kept ([`OUTCOME_KEPT`]).
+/// then 15 s, for as long as the outcome is kept ([`outcome_kept`]).
 pub const PATIENT: Schedule = Schedule { steps: &[1.0, 2.0, 4.0, 8.0, 15.0], repeat_last: true };
 
 /// How long an outcome is offered to the hub before it is moved aside.
