@@ -127,12 +127,13 @@ pub struct Report {
 /// cgroup is full, the kernel's OOM killer must pick one of them, never the
 /// helper, which lives in the group (`cgroup.rs`). The helper asks for
 /// -1000, but lowering a score takes `CAP_SYS_RESOURCE`, which containers
-/// often withhold; then it has 0 and ranks by what it maps (a few MiB),
-/// above a program whose memory is mapped by nobody (its `/tmp`, pipe
-/// buffers, a fork bomb's kernel memory): killed, with init, whose memory
-/// it shares (`tests/hostile/unmapped_memory.c`). At 1000 a run's process
-/// always ranks first. `/proc` is read-only in the jail: without
-/// `CAP_SYS_RESOURCE` to pin this as its floor, a run could lower it.
+/// often withhold; then it keeps the score it inherited (0, say) and ranks
+/// by what it maps (a few MiB), above a program whose memory is mapped by
+/// nobody (its `/tmp`, pipe buffers, a fork bomb's kernel memory): killed,
+/// with init, whose memory it shares (`tests/hostile/unmapped_memory.c`).
+/// At 1000 a run's process always ranks first. `/proc` is read-only in the
+/// jail: without `CAP_SYS_RESOURCE` to pin this as its floor, a run could
+/// lower it.
 pub const OOM_FIRST: &str = "1000";
 
 /// Bytes of init's stack, and of the program's until its `exec` (each with

@@ -274,17 +274,17 @@ pub(crate) fn helper_init() {
 }
 
 /// The `oom_score_adj` a helper started now gets: -1000 where the process
-/// may lower its score (`CAP_SYS_RESOURCE` in its effective set), else 0.
+/// may lower its score (`CAP_SYS_RESOURCE` in its effective set), else the
+/// caller's own, which the helper inherits.
 pub fn helper_oom_score_adj() -> i32 {
     const CAP_SYS_RESOURCE: u32 = 24;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let effective =
         status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
     if effective.is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0) {
-        -1000
-    } else {
-        0
+        return -1000;
     }
+    std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
 /// The mechanisms a helper started now would use, without changing this
