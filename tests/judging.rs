@@ -386,6 +386,22 @@ print("tmp ok")
 }
 
 #[test]
+fn a_program_may_open_dev_stdout_and_dev_stderr_by_name() {
+    // `/dev/stdout` is a link to `/proc/self/fd/1`, which opens the file
+    // anew and checks its own permissions: the judge's file, not the slot's.
+    let source = "#include <stdio.h>\nint main(void) {\n  \
+                  if (!freopen(\"/dev/stdout\", \"w\", stdout)) { perror(\"stdout\"); return 1; }\n  \
+                  FILE *e = fopen(\"/dev/stderr\", \"w\");\n  if (!e) { perror(\"stderr\"); return 2; }\n  \
+                  puts(\"42\");\n  fputs(\"by name\\n\", e);\n  return 0;\n}\n";
+    let dir = TempDir::new("devstdout");
+    let p = problem(&dir, 1000, 65536, "", "42\n");
+    let got = judge("c11", source, &p, 75);
+    let r = got.first();
+    assert_eq!(r.status, Status::AC, "{r:?}");
+    assert_eq!(r.stderr, "by name\n", "{r:?}");
+}
+
+#[test]
 fn a_program_cannot_swap_its_output_for_a_link_to_the_answer() {
     // The scratch dir is the slot's, so a program can replace the file its
     // stdout goes to; the judge must check what was written, not the path.

@@ -15,7 +15,8 @@
 //! - `scratch` (created by the caller; [`Judge::run_cases`] gives each slot
 //!   one, reused from case to case) is handed to the slot: it is the
 //!   program's `TMPDIR` at the basic level (a jailed run does not see it).
-//!   Its stdout and stderr go to files there, opened by the judge, emptied
+//!   Its stdout and stderr go to files there, opened by the judge (the slot's
+//!   group may write them too: a program may open `/dev/stdout`), emptied
 //!   and reused while they are still the judge's own.
 //! - The input is opened by the judge and passed as stdin, so the slot uid
 //!   needs no permission on the testdata. (It could still open a world-readable
@@ -445,7 +446,7 @@ impl Judge {
             }
             let stdin = File::open(input).map_err(|e| annotate(e, input))?;
             let (stdout, stderr) = (scratch.join("stdout"), scratch.join("stderr"));
-            Ok::<_, std::io::Error>((stdin, create_fresh(&stdout, 0o644)?, create_fresh(&stderr, 0o644)?))
+            Ok::<_, std::io::Error>((stdin, run_output(&stdout, identity)?, run_output(&stderr, identity)?))
         })();
         let (stdin, mut stdout, mut stderr) = match opened {
             Ok(files) => files,
@@ -654,7 +655,7 @@ impl Judge {
             if let Some(id) = identity {
                 std::os::unix::fs::chown(scratch, Some(id.uid), Some(id.gid))?;
             }
-            let stderr = create_fresh(&scratch.join("stderr"), 0o644)?;
+            let stderr = run_output(&scratch.join("stderr"), identity)?;
             let dir = CheckDir::new(scratch, input, answer)?;
             let log = create_fresh(&dir.path.join("interactor.log"), 0o600)?;
             dir.hand_to(&aux)?;
@@ -918,6 +919,26 @@ fn clear_scratch(dir: &Path) -> Result<(), String> {
         gone.map_err(|e| annotate(e, &p).to_string())?;
     }
     Ok(())
+}
+
+/// A run's stdout or stderr file (see [`create_fresh`]): root's, and
+/// writable by the slot's group as well, so that a program may open it by
+/// name too (`/dev/stdout` is `/proc/self/fd/1`, which checks the file's own
+/// permissions). Nobody else can: a slot's gid is its own.
+fn run_output(p: &Path, identity: Option<Identity>) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    const MODE: u32 = 0o620;
+    let Some(id) = identity else { return create_fresh(p, 0o644) };
+    let f = create_fresh(p, MODE)?;
+    let m = f.metadata()?;
+    if m.gid() != id.gid {
+        std::os::unix::fs::fchown(&f, None, Some(id.gid)).map_err(|e| annotate(e, p))?;
+    }
+    // The umask took the group's write bit off a new file.
+    if m.mode() & 0o7777 != MODE {
+        f.set_permissions(std::fs::Permissions::from_mode(MODE)).map_err(|e| annotate(e, p))?;
+    }
+    Ok(f)
 }
 
 /// Creates `p` anew, never through a link a judged program may have left.
