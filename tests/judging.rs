@@ -788,6 +788,48 @@ fn helper_groups() -> Vec<(PathBuf, u32)> {
         .collect()
 }
 
+/// A job for `judge-exec run` in `dir`: the source `name` and one case with
+/// an empty input; the source's path and the cases' directory.
+fn standalone_job(dir: &TempDir, name: &str, source: &str, answer: &str) -> (PathBuf, PathBuf) {
+    let tests = dir.path().join("tests");
+    std::fs::create_dir(&tests).unwrap();
+    std::fs::write(tests.join("0000.in"), "").unwrap();
+    std::fs::write(tests.join("0000.out"), answer).unwrap();
+    let src = dir.path().join(name);
+    std::fs::write(&src, source).unwrap();
+    (src, tests)
+}
+
+#[test]
+fn a_judge_with_a_low_hard_stack_limit_still_judges() {
+    use std::os::unix::process::CommandExt;
+    // The languages ask for a stack as large as the memory limit. A judge
+    // started with a lower hard limit (a service manager's LimitSTACK=)
+    // cannot raise it without CAP_SYS_RESOURCE: the runs get its own, with
+    // a warning, and are judged.
+    let dir = TempDir::new("lowstack");
+    let (src, tests) =
+        standalone_job(&dir, "ok.c", "#include <stdio.h>\nint main(void) { puts(\"ok\"); return 0; }\n", "ok\n");
+    let mut judge = std::process::Command::new(testkit::bin("judge-exec"));
+    judge.args(["run", "--lang", "c11", "--src"]).arg(&src).arg("--tests").arg(&tests);
+    unsafe {
+        judge.pre_exec(|| {
+            let low = libc::rlimit { rlim_cur: 8 << 20, rlim_max: 16 << 20 };
+            if libc::setrlimit(libc::RLIMIT_STACK, &low) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = judge.output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(r#""status":"AC","summary":true"#), "{stdout}\n{stderr}");
+    if is_root() && !ojrunner::sandbox::has_cap_sys_resource() {
+        assert!(stderr.contains("RLIMIT_STACK capped at 16777216"), "no warning: {stderr}");
+    }
+}
+
 #[test]
 fn a_run_is_stopped_when_its_judge_is_killed() {
     if !is_root() {
@@ -798,12 +840,7 @@ fn a_run_is_stopped_when_its_judge_is_killed() {
     // by a standalone judge-exec that is then killed: its sandbox helper's
     // socket closes, and the run must end then, not at its limits.
     let dir = TempDir::new("orphaned");
-    let tests = dir.path().join("tests");
-    std::fs::create_dir(&tests).unwrap();
-    std::fs::write(tests.join("0000.in"), "").unwrap();
-    std::fs::write(tests.join("0000.out"), "").unwrap();
-    let src = dir.path().join("sleeper.py");
-    std::fs::write(&src, "import time\ntime.sleep(120)\n").unwrap();
+    let (src, tests) = standalone_job(&dir, "sleeper.py", "import time\ntime.sleep(120)\n", "");
     let uid = Slot::for_index(0).uid;
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "slot 0 is busy before the test");
     let mut judge = Command::new(testkit::bin("judge-exec"))

@@ -277,14 +277,21 @@ pub(crate) fn helper_init() {
 /// may lower its score (`CAP_SYS_RESOURCE` in its effective set), else the
 /// caller's own, which the helper inherits.
 pub fn helper_oom_score_adj() -> i32 {
+    if has_cap_sys_resource() {
+        return -1000;
+    }
+    std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Whether this process has `CAP_SYS_RESOURCE` in its effective set: it may
+/// lower its `oom_score_adj` and raise a hard rlimit. Root in many
+/// containers does not.
+pub fn has_cap_sys_resource() -> bool {
     const CAP_SYS_RESOURCE: u32 = 24;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let effective =
         status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
-    if effective.is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0) {
-        return -1000;
-    }
-    std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    effective.is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
 /// The mechanisms a helper started now would use, without changing this
@@ -481,7 +488,7 @@ fn run_jailed(
         }
     };
     let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
-    let rlimits = rlimits(limits, true);
+    let rlimits = within_own(rlimits(limits, true));
     let jail = Jail {
         program: cs(program.as_os_str().as_bytes())?,
         argv: req.argv.iter().map(|a| cs(a.as_bytes())).collect::<Result<_, _>>()?,
@@ -566,7 +573,7 @@ fn run_direct(req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -
     let Request { argv, cwd, env, identity, limits, .. } = req;
     let [stdin, stdout, stderr] = stdio;
     // Everything the child needs is computed here: `pre_exec` must not allocate.
-    let rlimits = rlimits(&limits, identity.is_some());
+    let rlimits = within_own(rlimits(&limits, identity.is_some()));
     let parent = std::process::id() as libc::pid_t;
     let mut cmd = Command::new(&program);
     cmd.args(&argv[1..])
@@ -615,6 +622,50 @@ fn decode(status: libc::c_int) -> Exit {
 }
 
 /// `(resource, soft, hard)` triples for the child.
+/// The rlimits as this process can set them. Without `CAP_SYS_RESOURCE` no
+/// hard limit can be raised: each is capped at the helper's own (the
+/// judge's, inherited), with a warning the first time, where the run would
+/// otherwise never start ("setting up the program: Operation not permitted").
+fn within_own(mut v: Vec<(libc::__rlimit_resource_t, u64, u64)>) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+    static PRIVILEGED: OnceLock<bool> = OnceLock::new();
+    if *PRIVILEGED.get_or_init(has_cap_sys_resource) {
+        return v;
+    }
+    static WARNED: Mutex<Vec<libc::__rlimit_resource_t>> = Mutex::new(Vec::new());
+    for (resource, soft, hard) in &mut v {
+        let mut own = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if unsafe { libc::getrlimit(*resource, &mut own) } != 0 || own.rlim_max >= *hard {
+            continue;
+        }
+        let mut warned = WARNED.lock().unwrap();
+        if !warned.contains(resource) {
+            warned.push(*resource);
+            eprintln!(
+                "ojrunner-sandbox-helper: RLIMIT_{} capped at {} (asked {}): the judge's own hard limit, \
+                 which cannot be raised without CAP_SYS_RESOURCE",
+                rlimit_name(*resource),
+                own.rlim_max,
+                hard
+            );
+        }
+        *hard = own.rlim_max;
+        *soft = (*soft).min(own.rlim_max);
+    }
+    v
+}
+
+fn rlimit_name(resource: libc::__rlimit_resource_t) -> &'static str {
+    match resource {
+        libc::RLIMIT_CPU => "CPU",
+        libc::RLIMIT_FSIZE => "FSIZE",
+        libc::RLIMIT_CORE => "CORE",
+        libc::RLIMIT_AS => "AS",
+        libc::RLIMIT_STACK => "STACK",
+        libc::RLIMIT_NPROC => "NPROC",
+        _ => "?",
+    }
+}
+
 fn rlimits(l: &Limits, with_identity: bool) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     let cpu_secs = l.cpu.as_secs() + u64::from(l.cpu.subsec_nanos() > 0) + 1;
     let mut v = vec![
