@@ -621,7 +621,6 @@ fn decode(status: libc::c_int) -> Exit {
     }
 }
 
-/// `(resource, soft, hard)` triples for the child.
 /// The rlimits as this process can set them. Without `CAP_SYS_RESOURCE` no
 /// hard limit can be raised: each is capped at the helper's own (the
 /// judge's, inherited), with a warning the first time, where the run would
@@ -666,6 +665,7 @@ fn rlimit_name(resource: libc::__rlimit_resource_t) -> &'static str {
     }
 }
 
+/// `(resource, soft, hard)` triples for the child.
 fn rlimits(l: &Limits, with_identity: bool) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
     let cpu_secs = l.cpu.as_secs() + u64::from(l.cpu.subsec_nanos() > 0) + 1;
     let mut v = vec![
