@@ -16,6 +16,13 @@ fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
     )
 }
 
+/// Waits (at most a minute) until the runner is judging a claim; that claim.
+fn judging_claim(spool: &Path) -> SpoolClaim {
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(spool).into_iter().find(|c| c.state == "started")
+    })
+}
+
 fn hub_with_ab(dir: &Path) -> Hub {
     let hub = Hub::start(dir, &[]);
     hub.add_problem(1, &examples().join("problems/1"));
@@ -120,9 +127,7 @@ fn leased_killed_again_and_again_keeps_the_lease() {
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.5));
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
-    });
+    judging_claim(&spool);
     for n in 1..=3 {
         kill_stage(&runner, "leased");
         wait_for(&format!("{n} case(s) judged"), Duration::from_secs(60), || (case_results(&spool) >= n).then_some(()));
@@ -207,9 +212,7 @@ fn outcomes_and_events_outlast_a_hub_that_is_away() {
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
-    });
+    judging_claim(&spool);
     hub.stop();
     // The job finishes while the hub is away; its outcome waits, retried.
     wait_for("the outcome retried while the hub is away", Duration::from_secs(60), || {
@@ -237,9 +240,7 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[]);
-    let claim = wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).into_iter().find(|c| c.state == "started")
-    });
+    let claim = judging_claim(&spool);
     hub.stop();
     // While the hub is away, more progress than the spool keeps for a claim
     // (numbered lines written beside judge-exec's own). In batches, each
@@ -314,9 +315,7 @@ fn a_second_term_stops_every_stage_at_once() {
     hub.submit(1, "python3", &write_file(dir.path(), "long.py", "import time\ntime.sleep(30)\n"));
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
-    });
+    judging_claim(&spool);
     let judge = child_pid(runner.pid(), "judge-exec").unwrap();
     runner.signal(Signal::SIGTERM);
     wait_for("the drain to begin", Duration::from_secs(10), || {
@@ -336,9 +335,7 @@ fn runnerd_drain_drains_without_a_signal() {
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
-    });
+    judging_claim(&spool);
     let out =
         std::process::Command::new(bin("runnerd")).args(["drain", "--wait"]).env("OJ_SPOOL", &spool).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -354,9 +351,7 @@ fn a_drain_past_its_deadline_is_cut_and_leaves_the_job_to_lease_expiry() {
     let spool = dir.path().join("spool");
     let log = dir.path().join("runner.log");
     let mut runner = start_runner_logged(&hub, &spool, &[("DRAIN_TIMEOUT_SEC", "3")], &log);
-    wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
-    });
+    judging_claim(&spool);
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(30)), 1, "a cut drain exits 1");
     let text = std::fs::read_to_string(&log).unwrap();
