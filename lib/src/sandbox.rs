@@ -475,17 +475,7 @@ fn run_jailed(
             }
         }
         seen.set((cpu, memory));
-        let elapsed = start.get().elapsed();
-        if cpu > limits.cpu {
-            jail::Watched::Stop(Fired::Cpu)
-        } else if memory > limits.memory {
-            jail::Watched::Stop(Fired::Memory)
-        } else if elapsed > limits.wall {
-            jail::Watched::Stop(Fired::Wall)
-        } else {
-            // The next sample, or just past the wall limit.
-            jail::Watched::Wait(POLL.min(limits.wall.saturating_sub(elapsed) + Duration::from_millis(1)))
-        }
+        look(limits, cpu, memory, start.get().elapsed())
     };
     let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
     let rlimits = within_own(rlimits(limits, true));
@@ -724,6 +714,22 @@ struct Watch {
     hangup: bool,
 }
 
+/// The limits' rule, for both watchdogs (the jail's init and [`watch`]):
+/// the limit that fired for what the run used so far (CPU time, memory,
+/// time since its start), else how long until the next look: the next
+/// sample, or just past the wall limit.
+fn look(limits: &Limits, cpu: Duration, memory: u64, elapsed: Duration) -> jail::Watched {
+    if cpu > limits.cpu {
+        jail::Watched::Stop(Fired::Cpu)
+    } else if memory > limits.memory {
+        jail::Watched::Stop(Fired::Memory)
+    } else if elapsed > limits.wall {
+        jail::Watched::Stop(Fired::Wall)
+    } else {
+        jail::Watched::Wait(POLL.min(limits.wall.saturating_sub(elapsed) + Duration::from_millis(1)))
+    }
+}
+
 /// The basic level's watchdog: samples `pid`'s process tree every [`POLL`]
 /// (sooner when the wall limit is nearer) until `pid` exits, a limit fires
 /// or the judge hangs up. Does not reap. (A jailed run is watched by its
@@ -740,23 +746,15 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
         if exited {
             return w;
         }
-        let elapsed = start.elapsed();
-        w.fired = if w.cpu > limits.cpu {
-            Some(Fired::Cpu)
-        } else if w.peak_memory > limits.memory {
-            Some(Fired::Memory)
-        } else if elapsed > limits.wall {
-            Some(Fired::Wall)
-        } else {
-            None
+        // Wake at the next look, or at once when the run ends (the pidfd)
+        // or the judge goes (its socket).
+        let wait = match look(limits, w.cpu, w.peak_memory, start.elapsed()) {
+            jail::Watched::Stop(limit) => {
+                w.fired = Some(limit);
+                return w;
+            }
+            jail::Watched::Wait(d) => d.as_millis().max(1) as libc::c_int,
         };
-        if w.fired.is_some() {
-            return w;
-        }
-        // Wake at the next sample, or just past the wall limit, or at once
-        // when the run ends (the pidfd) or the judge goes (its socket).
-        let to_wall = limits.wall.saturating_sub(elapsed) + Duration::from_millis(1);
-        let wait = POLL.min(to_wall).as_millis().max(1) as libc::c_int;
         let mut fds = [
             libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
