@@ -296,8 +296,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             Watched::Wait(d) => d.as_millis().clamp(1, i32::MAX as u128) as libc::c_int,
             Watched::Stop(limit) => {
                 rep.fired.get_or_insert(limit);
-                // Everyone in the namespace but init itself.
-                unsafe { libc::kill(-1, libc::SIGKILL) };
+                kill_run();
                 -1
             }
         };
@@ -314,13 +313,12 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
         if fds[2].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             rep.hangup = true;
             hangup = -1;
-            unsafe { libc::kill(-1, libc::SIGKILL) };
+            kill_run();
         }
         if fds[1].revents & libc::POLLIN != 0 {
             if let Some(nr) = crate::seccomp::receive(fds[1].fd) {
                 rep.denied.get_or_insert(nr);
-                // Everyone in the namespace but init itself.
-                unsafe { libc::kill(-1, libc::SIGKILL) };
+                kill_run();
             }
         } else if fds[1].revents != 0 {
             // Hung up: no process uses the filter any more (the program is
@@ -342,7 +340,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // not hold up the answer. Killed again after each reaped one: a child
     // forked while the first kill went round is not waited for in vain.
     loop {
-        unsafe { libc::kill(-1, libc::SIGKILL) };
+        kill_run();
         if unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } < 0
             && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
         {
@@ -354,6 +352,12 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
     rep.maxrss_kib = ru.ru_maxrss as u64;
     Ok(())
+}
+
+/// In init: kills every process of the run (its PID namespace), init
+/// itself aside.
+fn kill_run() {
+    unsafe { libc::kill(-1, libc::SIGKILL) };
 }
 
 /// What the program's side needs, made before the `clone`: sharing init's
