@@ -930,13 +930,8 @@ fn run_output(p: &Path, identity: Option<Identity>) -> std::io::Result<File> {
     const MODE: u32 = 0o620;
     let Some(id) = identity else { return create_fresh(p, 0o644) };
     let f = create_fresh(p, MODE)?;
-    let m = f.metadata()?;
-    if m.gid() != id.gid {
+    if f.metadata()?.gid() != id.gid {
         std::os::unix::fs::fchown(&f, None, Some(id.gid)).map_err(|e| annotate(e, p))?;
-    }
-    // The umask took the group's write bit off a new file.
-    if m.mode() & 0o7777 != MODE {
-        f.set_permissions(std::fs::Permissions::from_mode(MODE)).map_err(|e| annotate(e, p))?;
     }
     Ok(f)
 }
@@ -962,14 +957,20 @@ fn create_fresh(p: &Path, mode: u32) -> std::io::Result<File> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(annotate(e, p)),
         _ => {}
     }
-    OpenOptions::new()
+    let f = OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW)
         .mode(mode)
         .open(p)
-        .map_err(|e| annotate(e, p))
+        .map_err(|e| annotate(e, p))?;
+    // Exactly `mode`, whatever the umask took off: the next case reuses
+    // only a file whose mode is still this.
+    if f.metadata().map_err(|e| annotate(e, p))?.mode() & 0o7777 != mode {
+        f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| annotate(e, p))?;
+    }
+    Ok(f)
 }
 
 fn set_mode(p: &Path, mode: u32) -> std::io::Result<()> {
