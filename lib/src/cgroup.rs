@@ -47,8 +47,8 @@
 //!   memory of the last run freed during this one); `pids.max` has [`RESIDENT_TASKS`] more for the helper and
 //!   the jail's init;
 //! - [`Group::kill_all`] and [`Group::is_empty`] leave the calling process
-//!   out, and [`Group::remove`] first moves the caller back to the group it
-//!   came from ([`Group::leave`]);
+//!   out, and it moves back to the group it came from ([`Group::leave`])
+//!   before [`Group::remove`];
 //! - the group's OOM killer could pick the helper: a run's processes rank
 //!   first ([`crate::jail::OOM_FIRST`]).
 //!
@@ -222,7 +222,7 @@ impl Hierarchy {
         for parent in dirs {
             for e in fs::read_dir(&parent).into_iter().flatten().flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Some(pid) = name.strip_prefix("helper-") else { continue };
+                let Some(pid) = helper_of(&name) else { continue };
                 let status = fs::read_to_string(Path::new("/proc").join(pid).join("status")).unwrap_or_default();
                 if status.is_empty() || status.contains("State:\tZ") {
                     for _ in 0..100 {
@@ -492,10 +492,9 @@ impl Group {
         }
     }
 
-    /// Removes the group's directories (every other task must be gone; the
-    /// caller leaves first).
+    /// Removes the group's directories (every task must be gone: a caller
+    /// that joined it leaves first, [`Group::leave`]).
     pub fn remove(self) -> io::Result<()> {
-        let _ = self.leave();
         let mut dirs = vec![self.memory, self.pids, self.cpu];
         dirs.dedup();
         drop(self.procs);
@@ -515,6 +514,13 @@ impl Group {
         }
         Ok(())
     }
+}
+
+/// The pid in a group's name: `helper-<pid>`, or `helper-<pid>-…` for
+/// another group of that process (`make bench` makes some).
+fn helper_of(name: &str) -> Option<&str> {
+    let pid = name.strip_prefix("helper-")?.split('-').next()?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(pid)
 }
 
 /// `SIGKILL`s every task listed in `dir/cgroup.procs` but the caller; how
@@ -568,4 +574,18 @@ fn field(text: &str, key: &str) -> Option<u64> {
 
 fn annotate(e: io::Error, p: &Path) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::helper_of;
+
+    #[test]
+    fn a_groups_name_gives_its_owners_pid() {
+        assert_eq!(helper_of("helper-4242"), Some("4242"));
+        assert_eq!(helper_of("helper-4242-price-7"), Some("4242"));
+        assert_eq!(helper_of("helper-"), None);
+        assert_eq!(helper_of("helper-x1"), None);
+        assert_eq!(helper_of("ojrunner"), None);
+    }
 }

@@ -376,6 +376,7 @@ pub(crate) fn helper_exit() {
     clean_up();
     if let Some(g) = GROUP.lock().unwrap().take() {
         g.kill_all();
+        let _ = g.leave();
         if let Err(e) = g.remove() {
             eprintln!("ojrunner-sandbox-helper: removing its cgroup: {e}");
         }
@@ -430,6 +431,7 @@ fn run_jailed(
                 .and_then(|g| match g.join() {
                     Ok(()) => Ok(g),
                     Err(e) => {
+                        let _ = g.leave();
                         let _ = g.remove();
                         Err(e)
                     }
