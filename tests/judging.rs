@@ -402,6 +402,34 @@ fn a_program_may_open_dev_stdout_and_dev_stderr_by_name() {
 }
 
 #[test]
+fn a_program_may_open_dev_stdin_by_name_but_not_the_answer_by_path() {
+    // As the runner keeps testdata (`testdata.rs`, `archive.rs`): files
+    // 0644 in a directory only root may enter. `/dev/stdin` opens the input
+    // through the program's own descriptor, past the directory (0600 gave
+    // RE, "Permission denied"); the answer beside it stays out of reach by
+    // path (the jail does not show the testdata; without a jail, the
+    // directory is root's alone).
+    let dir = TempDir::new("devstdin");
+    let p = problem(&dir, 1000, 65536, "40 2\n", "42\n");
+    for f in ["0000.in", "0000.out"] {
+        std::fs::set_permissions(p.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let answer = p.join("0000.out");
+    let source = format!(
+        "#include <stdio.h>\nint main(void) {{\n  \
+         FILE *in = fopen(\"/dev/stdin\", \"r\");\n  if (!in) {{ perror(\"/dev/stdin\"); return 1; }}\n  \
+         int a, b;\n  if (fscanf(in, \"%d %d\", &a, &b) != 2) return 2;\n  \
+         if (fopen(\"{}\", \"r\")) {{ fputs(\"read the answer\\n\", stderr); return 3; }}\n  \
+         printf(\"%d\\n\", a + b);\n  return 0;\n}}\n",
+        answer.display()
+    );
+    let got = judge("c11", &source, &p, 76);
+    let r = got.first();
+    assert_eq!(r.status, Status::AC, "{r:?}");
+}
+
+#[test]
 fn a_program_cannot_swap_its_output_for_a_link_to_the_answer() {
     // The scratch dir is the slot's, so a program can replace the file its
     // stdout goes to; the judge must check what was written, not the path.
