@@ -758,15 +758,55 @@ sys.exit(5)
 }
 
 #[test]
+fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
+    if !is_root() {
+        return; // no jail without root
+    }
+    use ojrunner::sandbox;
+    let dir = TempDir::new("netnsperrun");
+    let out = dir.path().join("out");
+    let netns_of_a_run = || {
+        let mut spec = slot_spec(&["/bin/readlink", "/proc/self/ns/net"], dir.path(), 77, 64, 16);
+        spec.stdout = std::fs::File::create(&out).unwrap();
+        assert_eq!(sandbox::run(spec).unwrap().exit, sandbox::Exit::Code(0));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    // By default, a run is in its helper's (the same for the next run).
+    let (a, b) = (netns_of_a_run(), netns_of_a_run());
+    assert_eq!(a, b, "two runs of one helper");
+    assert_ne!(a.trim(), own.to_str().unwrap(), "a run in the judge's network namespace");
+    sandbox::set_netns_per_run(true);
+    let (c, d) = (netns_of_a_run(), netns_of_a_run());
+    sandbox::set_netns_per_run(false);
+    assert!(c != d && c != a && d != a, "not one namespace per run: {a} {c} {d}");
+}
+
+#[test]
 fn the_probe_tells_what_the_helper_and_a_run_get() {
     if !is_root() {
         return; // no jail, no cgroup without root
     }
     use ojrunner::sandbox::{self, Exit};
-    let out = std::process::Command::new(testkit::bin("judge-exec")).arg("--probe").output().unwrap();
+    let out = std::process::Command::new(testkit::bin("judge-exec"))
+        .arg("--probe")
+        .env_remove("OJ_NETNS_PER_RUN")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{out:?}");
     let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(probe["trial"]["ok"], true, "{probe}");
+    if probe["network_namespace"] != serde_json::Value::Null {
+        assert_eq!(probe["network_namespace"], "per helper, empty", "{probe}");
+        let out = std::process::Command::new(testkit::bin("judge-exec"))
+            .arg("--probe")
+            .env("OJ_NETNS_PER_RUN", "1")
+            .output()
+            .unwrap();
+        let per_run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(per_run["network_namespace"], "per run", "{per_run}");
+        assert_eq!(per_run["trial"]["ok"], true, "{per_run}");
+    }
     let m = sandbox::probe_mechanisms();
     assert_eq!(probe["cgroup"].is_null(), m.cgroup.is_none(), "{probe}");
     if !m.namespaces || m.cgroup.is_none() {

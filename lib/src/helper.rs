@@ -57,6 +57,9 @@ pub struct Request {
     pub identity: Option<Identity>,
     pub limits: Limits,
     pub binds: Vec<Bind>,
+    /// A network namespace of the run's own, not the helper's.
+    #[serde(default)]
+    pub fresh_netns: bool,
 }
 
 /// Runs `req` with `stdio` in an idle helper (started if none is idle).

@@ -8,13 +8,13 @@
 //! No interface is up in it, so no run reaches any socket of the host, and
 //! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
 //! sockets, which die with its processes: the next run finds nothing of it
-//! (`tests/judging.rs`). A network namespace per run would cost 0.4 ms to
-//! make (the kernel registers the sysctls and `lo` of every protocol) and
-//! more CPU again for its workers to tear down: `make bench` prints the
-//! price, which with a cgroup per run takes the cases judged per second to
-//! 0.6 of what they are:
+//! (`tests/judging.rs`). A network namespace per run ([`Jail::netns`],
+//! `judge-exec --netns-per-run`) costs 0.4 ms to make (the kernel
+//! registers the sysctls and `lo` of every protocol) and more CPU again for
+//! its workers to tear down: `make bench` prints the price.
 //!
-//! - **init** (cloned with new PID, mount, IPC and UTS namespaces; PID 1 of
+//! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
+//!   network one with [`Jail::netns`]; PID 1 of
 //!   its namespace; root; sharing the helper's memory while the helper
 //!   waits, [`spawn`]): finishes the root file system ([`enter_root`]),
 //!   starts the program, receives its seccomp listener, and supervises it:
@@ -82,6 +82,8 @@ pub struct Jail<'a> {
     pub rlimits: &'a [(libc::__rlimit_resource_t, u64, u64)],
     pub uid: u32,
     pub gid: u32,
+    /// A network namespace of the run's own (else the helper's).
+    pub netns: bool,
     pub group: Option<&'a Group>,
     pub stdio: [RawFd; 3],
     pub filter: &'a [libc::sock_filter],
@@ -177,6 +179,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS
+        | if j.netns { libc::CLONE_NEWNET } else { 0 }
         | libc::SIGCHLD;
     static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let stack = stack_top(&STACK, INIT_STACK)?;

@@ -151,6 +151,13 @@ pub fn probe() -> i32 {
         "helper": true,
         "identity": slot.identity().map(|i| i.uid),
         "namespaces": if jailed { json!(["pid", "mount", "ipc", "uts", "net"]) } else { json!([]) },
+        "network_namespace": if !jailed {
+            json!(null)
+        } else if crate::sandbox::netns_per_run() {
+            json!("per run")
+        } else {
+            json!("per helper, empty")
+        },
         "root": if jailed { "bind mounts, read-only" } else { "host" },
         "seccomp": if jailed && user_notif { json!("deny list, user notification") } else { json!(null) },
         "no_new_privs": true,

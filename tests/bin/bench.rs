@@ -8,11 +8,11 @@
 //! 2. Judged cases per second: one job of 1,000 A+B cases through
 //!    `Judge::run_cases` as judge-exec runs a lone job (its cases side by
 //!    side on one slot per core; the checker and per-case results on).
-//! 3. The price of issue #3's letter, which the sandbox does not pay (each
-//!    helper has one network namespace, and one cgroup reset per run): the
-//!    wall time of making a network namespace, and of making and removing a
-//!    cgroup, and the judged cases per second of the same job when each case
-//!    also makes both.
+//! 3. The price of issue #3's letter, which the sandbox does not pay by
+//!    default (each helper has one network namespace, and one cgroup reset
+//!    per run): the cost of a run with `--netns-per-run`, of making and
+//!    removing a cgroup, and the judged cases per second of the same job
+//!    with a namespace per run, then also a cgroup made and removed per case.
 //! 4. Accuracy: memory of a program touching N MiB, CPU time of a 0.5 s
 //!    spin, the kill of a busy loop under a 1 s limit and of a sleeper at its
 //!    wall limit.
@@ -204,53 +204,64 @@ fn bench() -> Result<(), String> {
         rate >= 800.0 && wrong == 0,
     );
 
-    // 3. The price of issue #3's letter, which the sandbox does not pay: a
-    // network namespace and a cgroup made and removed for each run, where
-    // it gives each helper one of each (see BENCHMARKS.md and jail.rs).
+    // 3. The price of issue #3's letter: a network namespace of each run's
+    // own (`--netns-per-run`, off by default) and a cgroup made and removed
+    // for each run, where the sandbox gives each helper one of each (see
+    // BENCHMARKS.md, jail.rs and cgroup.rs).
     if let (true, Some(h)) = (mech.namespaces, mech.cgroup.as_ref()) {
         println!();
-        println!(
-            "what a network namespace and a cgroup of its own would add to each run (not done; see BENCHMARKS.md)"
-        );
-        let mut netns = Netns::start()?;
+        println!("what a network namespace and a cgroup of each run's own add (see BENCHMARKS.md)");
         let mut made = 0u64;
         let mut group = || {
             made += 1;
             let name = format!("helper-{}-price-{made}", std::process::id());
             h.create(&name, 64 << 20, Some(16)).and_then(|g| g.remove()).map_err(|e| format!("a cgroup: {e}"))
         };
-        let (mut err, mut netns_f) = (None, Vec::new());
-        {
-            let mut a = || netns_f.push(netns.make());
-            let mut b = || {
-                if let Err(e) = group() {
-                    err.get_or_insert(e);
-                }
-            };
-            let stats = sample_in_turns(10, &mut [(300, &mut a), (300, &mut b)]);
-            println!("  {:<44} {:>8} {:>8}", "wall time, ms", "p50", "p99");
-            for (name, s) in [("making a network namespace", stats[0]), ("making and removing a cgroup", stats[1])] {
-                println!("  {:<44} {:>8.3} {:>8.3}", name, ms(s.p50), ms(s.p99));
+        let err = std::cell::RefCell::new(None);
+        let note = |r: Result<(), String>| {
+            if let Err(e) = r {
+                err.borrow_mut().get_or_insert(e);
             }
-        }
-        if let Some(e) = err.or_else(|| netns_f.iter().find_map(|r| r.clone().err())) {
+        };
+        let trivial = || sandboxed_run(&dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20)).map(|_| ());
+        let stats = {
+            let mut plain = || note(trivial());
+            let mut fresh = || {
+                sandbox::set_netns_per_run(true);
+                note(trivial());
+                sandbox::set_netns_per_run(false);
+            };
+            let mut making = || note(group());
+            sample_in_turns(10, &mut [(300, &mut plain), (300, &mut fresh), (300, &mut making)])
+        };
+        if let Some(e) = err.into_inner() {
             return Err(e);
         }
-        // The same job, each case also paying for both (the namespace's
-        // teardown runs in the kernel's workers, as it would).
+        println!("  {:<44} {:>8} {:>8}", "wall time, ms", "p50", "p99");
+        for (name, s) in [
+            ("ojrunner sandbox::run", stats[0]),
+            ("  with --netns-per-run", stats[1]),
+            ("making and removing a cgroup", stats[2]),
+        ] {
+            println!("  {:<44} {:>8.3} {:>8.3}", name, ms(s.p50), ms(s.p99));
+        }
+        // The same job with a namespace per run, then with each case also
+        // making and removing a cgroup beside it, on the same cores.
+        sandbox::set_netns_per_run(true);
+        let fresh = judged_cases(work.path(), cases, &mut || {});
         let mut failed = None;
-        let (letter, _) = judged_cases(work.path(), cases, &mut || {
-            if let Err(e) = netns.make().and_then(|_| group()) {
+        let both = judged_cases(work.path(), cases, &mut || {
+            if let Err(e) = group() {
                 failed.get_or_insert(e);
             }
-        })?;
+        });
+        sandbox::set_netns_per_run(false);
+        let ((fresh, _), (both, _)) = (fresh?, both?);
         if let Some(e) = failed {
             return Err(e);
         }
-        println!(
-            "  judged cases/s, each case also making both: {letter:.0} ({:.2} of the {rate:.0} above)",
-            letter / rate
-        );
+        println!("  judged cases/s with --netns-per-run: {fresh:.0} ({:.2} of the {rate:.0} above)", fresh / rate);
+        println!("    and a cgroup made and removed per case: {both:.0} ({:.2})", both / rate);
     }
 
     // 4. Accuracy, with a judge of 200 MiB (touched): its size must not show.
@@ -472,68 +483,6 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
         println!("  a case was {:?}: {}", r.status, r.stderr.trim());
     }
     Ok((rate, wrong))
-}
-
-/// A child process that makes a new network namespace on request, leaving
-/// its last one (the kernel tears that down in its workers, as it would
-/// after a run): the marginal cost of one namespace per run.
-struct Netns {
-    pid: libc::pid_t,
-    ask: std::os::fd::OwnedFd,
-    done: std::os::fd::OwnedFd,
-}
-
-impl Netns {
-    fn start() -> Result<Netns, String> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let pipe = || {
-            let mut p = [0; 2];
-            if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-                return Err(std::io::Error::last_os_error().to_string());
-            }
-            Ok(unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) })
-        };
-        let ((ask_r, ask_w), (done_r, done_w)) = (pipe()?, pipe()?);
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // Raw system calls only (a fork of a process with threads).
-            unsafe {
-                let mut b = [0u8; 1];
-                while libc::read(ask_r.as_raw_fd(), b.as_mut_ptr().cast(), 1) == 1 {
-                    b[0] = u8::from(libc::unshare(libc::CLONE_NEWNET) == 0);
-                    libc::write(done_w.as_raw_fd(), b.as_ptr().cast(), 1);
-                }
-                libc::_exit(0);
-            }
-        }
-        if pid < 0 {
-            return Err(format!("fork: {}", std::io::Error::last_os_error()));
-        }
-        Ok(Netns { pid, ask: ask_w, done: done_r })
-    }
-
-    fn make(&mut self) -> Result<(), String> {
-        use std::os::fd::AsRawFd;
-        let mut b = [1u8; 1];
-        let ok = unsafe {
-            libc::write(self.ask.as_raw_fd(), b.as_ptr().cast(), 1) == 1
-                && libc::read(self.done.as_raw_fd(), b.as_mut_ptr().cast(), 1) == 1
-        };
-        if ok && b[0] == 1 {
-            Ok(())
-        } else {
-            Err("unshare(CLONE_NEWNET) failed".into())
-        }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
-    }
 }
 
 /*** Helpers ***/

@@ -46,6 +46,12 @@ pub struct Cli {
     #[arg(long)]
     pub probe: bool,
 
+    /// Give each run a new network namespace of its own, not its helper's
+    /// (as empty, and cheaper: see judge-exec(8)).
+    #[arg(long, env = "OJ_NETNS_PER_RUN", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub netns_per_run: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -79,6 +85,7 @@ pub enum Command {
 pub fn main() -> i32 {
     crate::logger::init("judge-exec");
     let cli = Cli::parse();
+    crate::sandbox::set_netns_per_run(cli.netns_per_run);
     if cli.probe {
         config::default_sigpipe();
         return crate::standalone::probe();
