@@ -257,7 +257,9 @@ fn a_run_after_a_fork_bomb_is_not_charged_for_the_bombs_kernel_memory() {
             assert!(matches!(r.status, Status::TLE | Status::MLE), "bomb {c}: {r:?}");
         } else {
             assert_eq!(r.status, Status::AC, "case {c}: {r:?}");
-            assert!(r.memory_usage < 2048, "case {c}, after a bomb, read {} KiB", r.memory_usage);
+            // What may be left of the bomb is within `cgroup::SETTLED`
+            // (2 MiB) of the helper's own charge, the program ~0.5 MiB.
+            assert!(r.memory_usage < 3072, "case {c}, after a bomb, read {} KiB", r.memory_usage);
         }
     }
 }
