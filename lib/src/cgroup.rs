@@ -21,12 +21,12 @@
 //! the 99th percentile, unless a `favordynmods` cgroup mount makes the
 //! kernel favour migrations, a machine-wide switch that Linux 6.18 keeps
 //! until reboot); `mkdir` and `rmdir` of three v1 groups, the memory one
-//! with some thirty files, cost 0.19 ms of wall time and more of CPU in the
-//! kernel's workers (`make bench` prints both: the same job judged 0.7
-//! times as many cases per second with a group per run); and a removed
-//! memory group lingers in the kernel as a "dying" cgroup until the page
-//! cache charged to it (the run's output files) is reclaimed. (A working
-//! version is on the branch `alt/cgroup-per-run`.) What a fresh
+//! with some thirty files, cost 0.19 ms of wall time (`make bench` prints
+//! it) and more of CPU in the kernel's workers; and a removed memory group
+//! lingers in the kernel as a "dying" cgroup until the page cache charged
+//! to it (the run's output files) is reclaimed. A working version, on the
+//! branch `alt/cgroup-per-run`, judged 0.77 of the cases per second of this
+//! one in interleaved runs (BENCHMARKS.md). What a fresh
 //! group would give a run, the reused one gives too: no task of the last
 //! run is left in it (init kills and reaps them all, [`Group::kill_all`] is
 //! a second belt), the peak and the CPU time start from zero (once the last

@@ -228,8 +228,7 @@ pub struct Usage {
 /// call): the caller's JE.
 pub fn run(spec: Spec) -> Result<Usage, String> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
-    let fresh_netns = NETNS_PER_RUN.load(std::sync::atomic::Ordering::Relaxed);
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns };
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run() };
     crate::helper::run(&req, [stdin, stdout, stderr])
 }
 

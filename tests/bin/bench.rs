@@ -256,12 +256,17 @@ fn bench() -> Result<(), String> {
             }
         });
         sandbox::set_netns_per_run(false);
-        let ((fresh, _), (both, _)) = (fresh?, both?);
+        let ((fresh, fresh_wrong), (both, both_wrong)) = (fresh?, both?);
         if let Some(e) = failed {
             return Err(e);
         }
-        println!("  judged cases/s with --netns-per-run: {fresh:.0} ({:.2} of the {rate:.0} above)", fresh / rate);
-        println!("    and a cgroup made and removed per case: {both:.0} ({:.2})", both / rate);
+        let wrong = |n: usize| if n > 0 { format!(", {n} not AC!") } else { String::new() };
+        println!(
+            "  judged cases/s with --netns-per-run: {fresh:.0} ({:.2} of the {rate:.0} above{})",
+            fresh / rate,
+            wrong(fresh_wrong)
+        );
+        println!("    and a cgroup made and removed per case: {both:.0} ({:.2}{})", both / rate, wrong(both_wrong));
     }
 
     // 4. Accuracy, with a judge of 200 MiB (touched): its size must not show.

@@ -46,8 +46,8 @@ pub struct Cli {
     #[arg(long)]
     pub probe: bool,
 
-    /// Give each run a new network namespace of its own, not its helper's
-    /// (as empty, and cheaper: see judge-exec(8)).
+    /// Give each run a new network namespace of its own, not its helper's,
+    /// which is as empty and cheaper (see judge-exec(8)).
     #[arg(long, env = "OJ_NETNS_PER_RUN", action = clap::ArgAction::SetTrue,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub netns_per_run: bool,
