@@ -808,6 +808,14 @@ fn the_probe_tells_what_the_helper_and_a_run_get() {
         let per_run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(per_run["network_namespace"], "per run", "{per_run}");
         assert_eq!(per_run["trial"]["ok"], true, "{per_run}");
+        // A value that is no boolean is a usage error, named, not a default.
+        let out = std::process::Command::new(testkit::bin("judge-exec"))
+            .arg("--probe")
+            .env("OJ_NETNS_PER_RUN", "perhaps")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--netns-per-run"), "{out:?}");
     }
     let m = sandbox::probe_mechanisms();
     assert_eq!(probe["cgroup"].is_null(), m.cgroup.is_none(), "{probe}");
