@@ -778,9 +778,17 @@ fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
     let (a, b) = (netns_of_a_run(), netns_of_a_run());
     assert_eq!(a, b, "two runs of one helper");
     assert_ne!(a.trim(), own.to_str().unwrap(), "a run in the judge's network namespace");
+    // Off again when this test ends, passed or not: the next tests want
+    // the default.
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            ojrunner::sandbox::set_netns_per_run(false);
+        }
+    }
+    let _off = Off;
     sandbox::set_netns_per_run(true);
     let (c, d) = (netns_of_a_run(), netns_of_a_run());
-    sandbox::set_netns_per_run(false);
     assert!(c != d && c != a && d != a, "not one namespace per run: {a} {c} {d}");
 }
 
