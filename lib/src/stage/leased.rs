@@ -86,13 +86,13 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 // The attempt, not its answer, is what keeps a claim ours.
                 let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
                 last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                failed = match answer {
-                    Answer::Status(204 | 401, _) => 0,
-                    _ => failed + 1,
-                };
                 match answer {
-                    Answer::Status(204, _) => unauthorized = 0,
+                    Answer::Status(204, _) => {
+                        unauthorized = 0;
+                        failed = 0;
+                    }
                     Answer::Status(401, _) => {
+                        failed = 0;
                         unauthorized += 1;
                         warn!("heartbeat: 401 ({unauthorized} in a row)");
                         if unauthorized >= 2 {
@@ -103,6 +103,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                     }
                     a => {
                         unauthorized = 0;
+                        failed += 1;
                         warn!("heartbeat for {} job(s): {}", jobs.len(), a.describe());
                     }
                 }
