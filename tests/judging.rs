@@ -798,30 +798,27 @@ fn the_probe_tells_what_the_helper_and_a_run_get() {
         return; // no jail, no cgroup without root
     }
     use ojrunner::sandbox::{self, Exit};
-    let out = std::process::Command::new(testkit::bin("judge-exec"))
-        .arg("--probe")
-        .env_remove("OJ_NETNS_PER_RUN")
-        .output()
-        .unwrap();
+    // `judge-exec --probe` with OJ_NETNS_PER_RUN set to `netns`, or unset.
+    let probe_with = |netns: Option<&str>| {
+        let mut c = std::process::Command::new(testkit::bin("judge-exec"));
+        c.arg("--probe");
+        match netns {
+            Some(v) => c.env("OJ_NETNS_PER_RUN", v),
+            None => c.env_remove("OJ_NETNS_PER_RUN"),
+        };
+        c.output().unwrap()
+    };
+    let out = probe_with(None);
     assert!(out.status.success(), "{out:?}");
     let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(probe["trial"]["ok"], true, "{probe}");
     if probe["network_namespace"] != serde_json::Value::Null {
         assert_eq!(probe["network_namespace"], "per helper, empty", "{probe}");
-        let out = std::process::Command::new(testkit::bin("judge-exec"))
-            .arg("--probe")
-            .env("OJ_NETNS_PER_RUN", "1")
-            .output()
-            .unwrap();
-        let per_run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let per_run: serde_json::Value = serde_json::from_slice(&probe_with(Some("1")).stdout).unwrap();
         assert_eq!(per_run["network_namespace"], "per run", "{per_run}");
         assert_eq!(per_run["trial"]["ok"], true, "{per_run}");
         // A value that is no boolean is a usage error, named, not a default.
-        let out = std::process::Command::new(testkit::bin("judge-exec"))
-            .arg("--probe")
-            .env("OJ_NETNS_PER_RUN", "perhaps")
-            .output()
-            .unwrap();
+        let out = probe_with(Some("perhaps"));
         assert_eq!(out.status.code(), Some(2), "{out:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("--netns-per-run"), "{out:?}");
     }
