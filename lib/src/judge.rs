@@ -930,7 +930,7 @@ fn run_output(p: &Path, identity: Option<Identity>) -> std::io::Result<File> {
     const MODE: u32 = 0o620;
     let Some(id) = identity else { return create_fresh(p, 0o644) };
     let f = create_fresh(p, MODE)?;
-    if f.metadata()?.gid() != id.gid {
+    if f.metadata().map_err(|e| annotate(e, p))?.gid() != id.gid {
         std::os::unix::fs::fchown(&f, None, Some(id.gid)).map_err(|e| annotate(e, p))?;
     }
     Ok(f)
