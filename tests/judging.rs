@@ -790,6 +790,7 @@ fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
     sandbox::set_netns_per_run(true);
     let (c, d) = (netns_of_a_run(), netns_of_a_run());
     assert!(c != d && c != a && d != a, "not one namespace per run: {a} {c} {d}");
+    assert_ne!(c.trim(), own.to_str().unwrap(), "a run in the judge's network namespace");
 }
 
 #[test]
