@@ -103,6 +103,51 @@ fn every_stage_reports_readiness_on_its_notification_fd() {
 }
 
 #[test]
+fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
+    // Idle, claimd spends nearly all its time in `next-job?wait=15`: a
+    // status asked meanwhile must not wait for the poll to end (runnerd
+    // gives each stage 3 s).
+    let dir = TempDir::new("m-longpoll");
+    let hub = Hub::start(dir.path(), &[]);
+    let spool = dir.path().join("spool");
+    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "15")]);
+    let status = || {
+        let out = Command::new(bin("runnerd")).arg("status").env("OJ_SPOOL", &spool).output().unwrap();
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8(out.stdout).unwrap().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        lines.into_iter().find(|l| l["stage"] == "claimd")
+    };
+    // Registered and polling: claimd says who it is.
+    let first =
+        wait_for("claimd registered", Duration::from_secs(60), || status().filter(|l| l["runner_id"].is_string()));
+    assert!(first.get("error").is_none(), "{first}");
+    for _ in 0..3 {
+        let line = status().expect("no claimd line");
+        assert!(line.get("error").is_none(), "claimd did not answer during its long poll: {line}");
+        assert_eq!(line["draining"], false, "{line}");
+    }
+    // The drain reads the poll in flight to its end (15 s at most).
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn sigquit_stops_claimd_at_once_even_in_the_middle_of_a_long_poll() {
+    let dir = TempDir::new("m-quitpoll");
+    let hub = Hub::start(dir.path(), &[]);
+    let spool = dir.path().join("spool");
+    let mut cmd = Command::new(bin("claimd"));
+    cmd.envs(runner_env(&hub, &spool)).env("OJ_CLAIM_WAIT", "30").stderr(Stdio::null());
+    let mut claimd = Proc { child: cmd.spawn().unwrap(), name: "claimd".into() };
+    wait_for("claimd's long poll to wait at the hub", Duration::from_secs(30), || {
+        hub.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
+    });
+    claimd.signal(Signal::SIGQUIT);
+    // Not at the poll's end, up to 30 s later.
+    assert_eq!(claimd.wait_exit(Duration::from_secs(5)), 0, "claimd exits 0 at once");
+}
+
+#[test]
 fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     let dir = TempDir::new("m-status");
     let hub = Hub::start(dir.path(), &[]);

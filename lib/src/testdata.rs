@@ -24,6 +24,7 @@ const COMPLETE: &str = ".complete";
 const LOCK_WAIT: Duration = Duration::from_secs(60);
 
 /// The per-host testdata cache.
+#[derive(Clone)]
 pub struct Cache {
     root: PathBuf,
 }

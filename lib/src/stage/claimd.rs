@@ -127,7 +127,7 @@ impl Claimd {
             };
             let delay = patience::REGISTER.delay(tries).unwrap_or(Duration::from_secs(30));
             warn!("register: {why}; trying again in {delay:?}");
-            if self.stops.sleep(delay) {
+            if self.pause(delay) {
                 return Ok(None);
             }
         }
@@ -191,6 +191,51 @@ impl Claimd {
         }
     }
 
+    /// Runs `ask` (a request to the hub: a long poll, a download) on a
+    /// thread of its own and serves the inbox until it is done: a status
+    /// asked meanwhile is answered, not left to time out, and SIGQUIT still
+    /// stops at once. A stop does not cut the request short (the caller
+    /// decides what its answer means).
+    fn serving<T: Send + 'static>(&mut self, ask: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let wake = self.inbox.tx.clone();
+        // Shared, so that a thread that cannot start leaves `ask` to us.
+        let ask = std::sync::Arc::new(std::sync::Mutex::new(Some(ask)));
+        let theirs = ask.clone();
+        let started = std::thread::Builder::new().name("hub-request".into()).spawn(move || {
+            if let Some(ask) = theirs.lock().unwrap().take() {
+                let _ = tx.send(ask());
+                let _ = wake.send(Event::Wake);
+            }
+        });
+        if let Err(e) = started {
+            warn!("cannot start a thread for a request to the hub ({e}); the control socket waits for it");
+            let ask = ask.lock().unwrap().take().expect("the request's thread never started");
+            return ask();
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(answer) => return answer,
+                Err(std::sync::mpsc::TryRecvError::Empty) => self.wait(Duration::from_secs(1)),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => panic!("a request to the hub panicked"),
+            }
+        }
+    }
+
+    /// Waits `d`, serving the inbox, or less if a stop arrives; true if one
+    /// did (or had).
+    fn pause(&mut self, d: Duration) -> bool {
+        let end = std::time::Instant::now() + d;
+        while !self.stops.requested() {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.wait(left);
+        }
+        self.stops.requested()
+    }
+
     fn status(&self) -> serde_json::Value {
         json!({
             "stage": "claimd",
@@ -233,7 +278,9 @@ impl Claimd {
         }
         // A request already sent is read to the end, even if a stop arrives:
         // an assignment in flight is recorded (and, draining, handed back).
-        let answer = self.hub.next_job(&id.runner_id, &id.token, self.claim_wait);
+        let (hub, wait) = (self.hub.clone(), self.claim_wait);
+        let (rn, token) = (id.runner_id.clone(), id.token.clone());
+        let answer = self.serving(move || hub.next_job(&rn, &token, wait));
         match answer {
             Answer::Status(200, body) => {
                 self.last_contact = Some(crate::spool::now_ms());
@@ -317,12 +364,12 @@ impl Claimd {
                     tries -= 1;
                     let d = patience::PATIENT.delay(away).unwrap_or(std::time::Duration::from_secs(15));
                     warn!("{tag}: the hub is away ({why}); prep again in {d:?}");
-                    self.stops.sleep(d);
+                    self.pause(d);
                 }
                 Err(Prep::Again(why) | Prep::Away(why)) => match patience::PREP.delay(tries) {
                     Some(d) => {
                         warn!("{tag}: prep try {tries} failed: {why}; again in {d:?}");
-                        self.stops.sleep(d);
+                        self.pause(d);
                     }
                     None => {
                         // A stop that landed during the last try still
@@ -350,11 +397,13 @@ impl Claimd {
         }
     }
 
-    fn prep_once(&self, claim: &Claim) -> Result<PathBuf, Prep> {
+    fn prep_once(&mut self, claim: &Claim) -> Result<PathBuf, Prep> {
         let job = claim.job().map_err(|e| Prep::Bad(e.to_string()))?;
-        let lang = self
+        // Its own copy: a SIGHUP served during a download reloads the table.
+        let source = self
             .languages
             .by_id(job.language)
+            .map(|l| l.source.clone())
             .ok_or_else(|| Prep::Bad(format!("language {} is not in this runner's table", job.language)))?;
         let dir = self.spool.claim_dir(claim.id);
         let _ = std::fs::remove_dir_all(&dir);
@@ -364,8 +413,8 @@ impl Claimd {
         let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
         // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
         let zip = dir.join("code.zip");
-        self.hub
-            .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
+        let (hub, url, to) = (self.hub.clone(), job.code_url.clone(), zip.clone());
+        self.serving(move || hub.download(&url, "the submission's code", &to, archive::CODE.max_bytes + 1024 * 1024))
             .map_err(|e| if e.0.contains("larger than") { Prep::Bad(e.0) } else { Prep::from(e) })?;
         let files =
             archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| Prep::Bad(format!("code zip: {e}")))?;
@@ -373,14 +422,15 @@ impl Claimd {
         // The protocol names the file main.<ext>; a language may want it
         // named otherwise (Java's Main.java): same name but for case.
         let name = files.first().and_then(|f| f.to_str()).unwrap_or("");
-        if files.len() != 1 || !name.eq_ignore_ascii_case(&lang.source) {
-            return Err(Prep::Bad(format!("code zip holds {files:?}, not exactly {}", lang.source)));
+        if files.len() != 1 || !name.eq_ignore_ascii_case(&source) {
+            return Err(Prep::Bad(format!("code zip holds {files:?}, not exactly {source}")));
         }
-        if name != lang.source {
-            std::fs::rename(dir.join("src").join(name), dir.join("src").join(&lang.source))
-                .map_err(|e| Prep::Again(format!("{}: {e}", lang.source)))?;
+        if name != source {
+            std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
+                .map_err(|e| Prep::Again(format!("{source}: {e}")))?;
         }
-        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Prep::from)?;
+        let (hub, cache, problem) = (self.hub.clone(), self.cache.clone(), job.problem_id);
+        let td = self.serving(move || cache.ensure(&hub, problem)).map_err(Prep::from)?;
         let in_use: Vec<PathBuf> = self.claims(&HELD_STATES).into_iter().filter_map(|c| c.testdata).collect();
         self.cache.prune(job.problem_id, &td, &in_use);
         testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;
