@@ -231,6 +231,23 @@ fn an_interactive_problem_judges_by_the_interactor() {
 }
 
 #[test]
+fn an_interactive_program_may_open_dev_stdin_and_dev_stdout_by_name() {
+    // As on a file-fed case (judging.rs): `/dev/stdin` is the program's
+    // end of a pipe the judge made, which the program must be let open.
+    let work = TempDir::new("checkers-interactive-devstdin");
+    let td = guess_problem(work.path());
+    let ok = std::fs::read_to_string(fixture("guess_ok.c")).unwrap().replace(
+        "if (scanf(\"%ld\", &n) != 1) return 1;",
+        "if (!freopen(\"/dev/stdin\", \"r\", stdin)) { perror(\"/dev/stdin\"); return 2; }\n    \
+         if (!freopen(\"/dev/stdout\", \"w\", stdout)) { perror(\"/dev/stdout\"); return 2; }\n    \
+         if (scanf(\"%ld\", &n) != 1) return 1;",
+    );
+    assert!(ok.contains("freopen"), "the fixture changed: {ok}");
+    let r = judge(work.path(), &ok, &td, Some("interactive"), 1000, 49);
+    assert_eq!(statuses(&r), [Status::AC; 3], "{r:?}");
+}
+
+#[test]
 fn a_broken_interactor_is_je_and_a_crashing_program_is_re() {
     let work = TempDir::new("checkers-interactive-je");
     // The interactor refuses an answer file that disagrees with the input (exit 3).

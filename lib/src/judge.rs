@@ -822,13 +822,18 @@ impl Drop for CheckDir {
     }
 }
 
-/// A pipe, both ends close-on-exec: (read, write).
+/// A pipe, both ends close-on-exec: (read, write). Mode 0666, so that a
+/// run may open its end again by name (`/dev/stdin`, `/dev/stdout`: links
+/// to `/proc/self/fd`), as it may a file; only the processes holding an
+/// end, or allowed to trace one, can name it.
 fn pipe() -> std::io::Result<(File, File)> {
     let mut fds = [0; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+    let ends = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    ends.0.set_permissions(std::fs::Permissions::from_mode(0o666))?;
+    Ok(ends)
 }
 
 /// Opens (creating, root only) and `flock`s `p`; unlocked when dropped.
