@@ -704,6 +704,52 @@ fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, processes:
 }
 
 #[test]
+fn a_run_whose_init_is_killed_is_the_judges_error_and_the_next_run_gets_a_new_helper() {
+    if !is_root() {
+        return; // no jail, no init, without root
+    }
+    use ojrunner::sandbox::{self, Exit};
+    let dir = TempDir::new("initdeath");
+    // A program found by its unique argument; its parent is the run's init.
+    let run = std::thread::spawn({
+        let dir = dir.path().to_path_buf();
+        move || sandbox::run(slot_spec(&["/bin/sleep", "30.25"], &dir, 78, 64, 16))
+    });
+    let field = |pid: &str, key: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+    };
+    let (init, helper) = testkit::wait_for("the sleeper to start", Duration::from_secs(30), || {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid = e.file_name().into_string().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (cmdline == b"/bin/sleep\x0030.25\x00").then_some(())?;
+            let init = field(&pid, "PPid:")?;
+            let helper = field(&init, "PPid:")?;
+            Some((init, helper))
+        })
+    });
+    // PID 1 of the run's namespace, the child of a helper of this process.
+    assert!(field(&init, "NSpid:").is_some_and(|n| n.ends_with("\t1")), "not the run's init");
+    assert_eq!(field(&helper, "PPid:"), Some(std::process::id().to_string()), "not our helper");
+    let t = Instant::now();
+    assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
+    let got = run.join().unwrap();
+    let e = got.expect_err("a run without its init is the judge's error");
+    assert!(e.contains("init") && e.contains("during the run"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(20), "the run waited for its program: {:?}", t.elapsed());
+    // The helper retires (what init shared with it may be half-changed)...
+    testkit::wait_for("the helper to exit", Duration::from_secs(30), || {
+        (!Path::new(&format!("/proc/{helper}")).exists()
+            || field(&helper, "State:").is_some_and(|s| s.starts_with('Z')))
+        .then_some(())
+    });
+    // ...and the next run on the slot gets a new one.
+    let next = sandbox::run(slot_spec(&["/bin/true"], dir.path(), 78, 64, 16)).unwrap();
+    assert_eq!(next.exit, Exit::Code(0));
+}
+
+#[test]
 fn a_run_leaves_nothing_in_its_helpers_network_namespace_or_cgroup() {
     if !is_root() {
         return; // no jail, no cgroup without root
