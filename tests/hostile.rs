@@ -141,7 +141,7 @@ fn leftover_cgroups() -> Vec<PathBuf> {
             // Other judges on this machine may have live helpers: only the
             // groups of helpers that are gone (or zombies) are leftovers.
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix("helper-").and_then(|r| r.split('-').next()) else { continue };
+            let Some(pid) = ojrunner::cgroup::helper_of(&name) else { continue };
             let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
             if state.is_empty() || state.contains("State:\tZ") {
                 left.push(e.path());

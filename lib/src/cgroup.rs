@@ -90,7 +90,7 @@ pub const RESIDENT_TASKS: u64 = 2;
 const SETTLE: Duration = Duration::from_millis(250);
 
 /// A charge this far above the caller's least is a run's late-freed memory
-/// to wait for ([`Group::settled`]); a jailed run leaves up to 2.5 MiB
+/// to wait for (`Group::settled`); a jailed run leaves up to 2.5 MiB
 /// (4,608 resets in `make bench`), which is not waited for. So a run may
 /// read up to this much of the last run's memory on top of its own, when
 /// the kernel frees that during the run.
@@ -526,7 +526,7 @@ impl Group {
 
 /// The pid in a group's name: `helper-<pid>`, or `helper-<pid>-…` for
 /// another group of that process (`make bench` makes some).
-fn helper_of(name: &str) -> Option<&str> {
+pub fn helper_of(name: &str) -> Option<&str> {
     let pid = name.strip_prefix("helper-")?.split('-').next()?;
     (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(pid)
 }
