@@ -374,3 +374,29 @@ pub fn processes_of(uid: u32) -> Vec<i32> {
         })
         .collect()
 }
+
+/// A run in `dir` (its cwd and only bind, read-only) as slot `slot`, stdio
+/// on /dev/null, with a memory and a task limit and roomy times.
+pub fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, processes: u64) -> ojrunner::sandbox::Spec {
+    use ojrunner::sandbox::{Bind, Limits, Spec};
+    let null = || std::fs::File::options().read(true).write(true).open("/dev/null").unwrap();
+    Spec {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        cwd: dir.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        stdin: null(),
+        stdout: null(),
+        stderr: null(),
+        identity: ojrunner::judge::Slot::for_index(slot).identity(),
+        limits: Limits {
+            cpu: Duration::from_secs(5),
+            wall: Duration::from_secs(10),
+            memory: memory_mib << 20,
+            address_space: None,
+            stack: None,
+            output: 1 << 20,
+            processes: Some(processes),
+        },
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
+    }
+}

@@ -1,0 +1,194 @@
+//! The sandbox helpers seen from outside: what a run leaves in its helper's
+//! network namespace and cgroup, a namespace per run, what the probe says
+//! of the helpers. These tests look at every helper of this process, or
+//! change a setting the whole process shares: a binary of their own (a
+//! plain `cargo test` runs the other suites' tests side by side, each
+//! taking whichever helper is idle), and one test at a time.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use testkit::{slot_spec, TempDir};
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Held by each test for its whole length.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    // A test that failed holding it poisons it; the next may still run.
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn a_run_leaves_nothing_in_its_helpers_network_namespace_or_cgroup() {
+    let _one = one_at_a_time();
+    if !is_root() {
+        return; // no jail, no cgroup without root
+    }
+    use ojrunner::sandbox::{self, Exit};
+    let dir = TempDir::new("netns");
+    // The first run listens on an abstract socket (it lives in the network
+    // namespace) from a child that tries to outlive the run, and checks that
+    // the namespace has no interface but a loopback that is down.
+    let listen = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0ojrunner-netns-probe")
+s.listen(1)
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(60)
+    os._exit(0)
+names = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.connect(("127.0.0.1", 9))
+    sys.exit(3)
+except OSError as e:
+    sys.exit(0 if names == ["lo"] and e.errno == 101 else 4)
+"#;
+    let connect = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0ojrunner-netns-probe")
+except ConnectionRefusedError:
+    sys.exit(0)
+sys.exit(5)
+"#;
+    let run = |script: &str| sandbox::run(slot_spec(&["/usr/bin/python3", "-c", script], dir.path(), 72, 64, 16));
+    let first = run(listen).unwrap();
+    assert_eq!(first.exit, Exit::Code(0), "a network in the jail (3: loopback up, 4: interfaces): {first:?}");
+    let second = run(connect).unwrap();
+    assert_eq!(second.exit, Exit::Code(0), "the next run reached the last one's socket (5): {second:?}");
+    // An idle helper's cgroup holds the helper alone, and goes with it
+    // (one test at a time in a binary of its own: every helper here is idle).
+    let groups = helper_groups();
+    if sandbox::probe_mechanisms().cgroup.is_some() {
+        assert!(!groups.is_empty(), "no helper cgroup of this process was found");
+    }
+    for (group, helper) in &groups {
+        let tasks = std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
+        assert_eq!(tasks.split_whitespace().collect::<Vec<_>>(), [helper.to_string()], "{}", group.display());
+    }
+    ojrunner::helper::shutdown();
+    for (group, _) in &groups {
+        assert!(!group.exists(), "{} outlived its helper", group.display());
+    }
+}
+
+#[test]
+fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
+    let _one = one_at_a_time();
+    if !is_root() {
+        return; // no jail without root
+    }
+    use ojrunner::sandbox;
+    let dir = TempDir::new("netnsperrun");
+    let out = dir.path().join("out");
+    let netns_of_a_run = || {
+        let mut spec = slot_spec(&["/bin/readlink", "/proc/self/ns/net"], dir.path(), 77, 64, 16);
+        spec.stdout = std::fs::File::create(&out).unwrap();
+        assert_eq!(sandbox::run(spec).unwrap().exit, sandbox::Exit::Code(0));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    // By default, a run is in its helper's (the same for the next run).
+    let (a, b) = (netns_of_a_run(), netns_of_a_run());
+    assert_eq!(a, b, "two runs of one helper");
+    assert_ne!(a.trim(), own.to_str().unwrap(), "a run in the judge's network namespace");
+    // Off again when this test ends, passed or not: the next tests want
+    // the default.
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            ojrunner::sandbox::set_netns_per_run(false);
+        }
+    }
+    let _off = Off;
+    sandbox::set_netns_per_run(true);
+    let (c, d) = (netns_of_a_run(), netns_of_a_run());
+    assert!(c != d && c != a && d != a, "not one namespace per run: {a} {c} {d}");
+    assert_ne!(c.trim(), own.to_str().unwrap(), "a run in the judge's network namespace");
+}
+
+#[test]
+fn the_probe_tells_what_the_helper_and_a_run_get() {
+    let _one = one_at_a_time();
+    if !is_root() {
+        return; // no jail, no cgroup without root
+    }
+    use ojrunner::sandbox::{self, Exit};
+    // `judge-exec --probe` with OJ_NETNS_PER_RUN set to `netns`, or unset.
+    let probe_with = |netns: Option<&str>| {
+        let mut c = std::process::Command::new(testkit::bin("judge-exec"));
+        c.arg("--probe");
+        match netns {
+            Some(v) => c.env("OJ_NETNS_PER_RUN", v),
+            None => c.env_remove("OJ_NETNS_PER_RUN"),
+        };
+        c.output().unwrap()
+    };
+    let out = probe_with(None);
+    assert!(out.status.success(), "{out:?}");
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(probe["trial"]["ok"], true, "{probe}");
+    if probe["network_namespace"] != serde_json::Value::Null {
+        assert_eq!(probe["network_namespace"], "per helper, empty", "{probe}");
+        let per_run: serde_json::Value = serde_json::from_slice(&probe_with(Some("1")).stdout).unwrap();
+        assert_eq!(per_run["network_namespace"], "per run", "{per_run}");
+        assert_eq!(per_run["trial"]["ok"], true, "{per_run}");
+        // A value that is no boolean is a usage error, named, not a default.
+        let out = probe_with(Some("perhaps"));
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--netns-per-run"), "{out:?}");
+    }
+    let m = sandbox::probe_mechanisms();
+    assert_eq!(probe["cgroup"].is_null(), m.cgroup.is_none(), "{probe}");
+    if !m.namespaces || m.cgroup.is_none() {
+        assert!(probe["oom_score_adj"].is_null(), "{probe}");
+        return;
+    }
+    // What the probe says is what a run and this process's helper have.
+    let dir = TempDir::new("probe");
+    let script = "read a < /proc/self/oom_score_adj; test \"$a\" = 1000";
+    let run = sandbox::run(slot_spec(&["/bin/sh", "-c", script], dir.path(), 73, 64, 16)).unwrap();
+    assert_eq!(run.exit, Exit::Code(0), "a run's oom_score_adj is not 1000");
+    assert_eq!(probe["oom_score_adj"]["runs"], 1000, "{probe}");
+    let helpers = helper_groups();
+    assert!(!helpers.is_empty(), "no helper of this process was found");
+    for (_, pid) in helpers {
+        let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+        assert_eq!(adj.trim(), probe["oom_score_adj"]["helper"].to_string(), "helper {pid}: {probe}");
+    }
+}
+
+/// The cgroups (v1: `pids`; v2: the one) of this process's sandbox
+/// helpers, each with the helper's pid.
+fn helper_groups() -> Vec<(PathBuf, u32)> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let v1 = own
+        .lines()
+        .find_map(|l| l.split_once(":pids:"))
+        .map(|(_, p)| Path::new("/sys/fs/cgroup/pids").join(p.trim_start_matches('/')).join("ojrunner"));
+    let v2 = mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(2) == Some(&"cgroup2")).then(|| Path::new(f[1]).join("ojrunner"))
+    });
+    let me = std::process::id();
+    let parent_of = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+    };
+    [v1, v2]
+        .into_iter()
+        .flatten()
+        .flat_map(|base| std::fs::read_dir(base).into_iter().flatten().flatten())
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.strip_prefix("helper-")?.parse().ok()?;
+            (parent_of(pid) == Some(me)).then(|| (e.path(), pid))
+        })
+        .collect()
+}
