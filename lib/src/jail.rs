@@ -8,7 +8,7 @@
 //! No interface is up in it, so no run reaches any socket of the host, and
 //! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
 //! sockets, which die with its processes: the next run finds nothing of it
-//! (`tests/judging.rs`). A network namespace per run ([`Jail::netns`],
+//! (`tests/helpers.rs`). A network namespace per run ([`Jail::netns`],
 //! `judge-exec --netns-per-run`) costs 0.4 ms to make (the kernel
 //! registers the sysctls and `lo` of every protocol) and more CPU again for
 //! its workers to tear down: `make bench` prints the price.
