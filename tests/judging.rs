@@ -678,47 +678,66 @@ fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
 }
 
 #[test]
-fn a_run_whose_init_is_killed_is_the_judges_error_and_the_next_run_gets_a_new_helper() {
+fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error() {
     if !is_root() {
         return; // no jail, no init, without root
     }
     use ojrunner::sandbox::{self, Exit};
     let dir = TempDir::new("initdeath");
-    // A program found by its unique argument; its parent is the run's init.
     let run = std::thread::spawn({
         let dir = dir.path().to_path_buf();
-        move || sandbox::run(slot_spec(&["/bin/sleep", "30.25"], &dir, 78, 64, 16))
+        move || {
+            // Files, as a judged case has (pipes could not be put back).
+            let file =
+                |n: &str| std::fs::File::options().read(true).write(true).create(true).truncate(true).open(dir.join(n));
+            let (stdin, stdout, stderr) = (file("in").unwrap(), file("out").unwrap(), file("err").unwrap());
+            let spec = slot_spec(&["/bin/sleep", "30.25"], &dir, 78, 64, 16);
+            sandbox::run(sandbox::Spec { stdin, stdout, stderr, ..spec })
+        }
     });
     let field = |pid: &str, key: &str| {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
     };
-    let (init, helper) = testkit::wait_for("the sleeper to start", Duration::from_secs(30), || {
-        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-            let pid = e.file_name().into_string().ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            (cmdline == b"/bin/sleep\x0030.25\x00").then_some(())?;
-            let init = field(&pid, "PPid:")?;
-            let helper = field(&init, "PPid:")?;
-            Some((init, helper))
+    // The sleeper, found by its unique argument: its parent is the run's
+    // init, PID 1 of the run's namespace, a child of a helper of this
+    // process (not `old`).
+    let init_of_the_sleeper = |old: Option<&str>| {
+        let (init, helper) = testkit::wait_for("the sleeper to start", Duration::from_secs(30), || {
+            std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+                let pid = e.file_name().into_string().ok()?;
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                (cmdline == b"/bin/sleep\x0030.25\x00").then_some(())?;
+                let init = field(&pid, "PPid:")?;
+                let helper = field(&init, "PPid:")?;
+                (Some(helper.as_str()) != old).then_some((init, helper))
+            })
+        });
+        assert!(field(&init, "NSpid:").is_some_and(|n| n.ends_with("\t1")), "not the run's init");
+        assert_eq!(field(&helper, "PPid:"), Some(std::process::id().to_string()), "not our helper");
+        (init, helper)
+    };
+    let gone = |helper: &str| {
+        testkit::wait_for("the helper to exit", Duration::from_secs(30), || {
+            (!Path::new(&format!("/proc/{helper}")).exists()
+                || field(helper, "State:").is_some_and(|s| s.starts_with('Z')))
+            .then_some(())
         })
-    });
-    // PID 1 of the run's namespace, the child of a helper of this process.
-    assert!(field(&init, "NSpid:").is_some_and(|n| n.ends_with("\t1")), "not the run's init");
-    assert_eq!(field(&helper, "PPid:"), Some(std::process::id().to_string()), "not our helper");
+    };
     let t = Instant::now();
+    let (init, first) = init_of_the_sleeper(None);
     assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
-    let got = run.join().unwrap();
-    let e = got.expect_err("a run without its init is the judge's error");
+    // The judge's fault, not the program's: run again, in a new helper; the
+    // first retires (what init shared with it may be half-changed).
+    let (init, second) = init_of_the_sleeper(Some(&first));
+    gone(&first);
+    assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
+    // Once only: then it is the judge's error, at once.
+    let e = run.join().unwrap().expect_err("a run that lost its init twice");
     assert!(e.contains("init") && e.contains("during the run"), "{e}");
-    assert!(t.elapsed() < Duration::from_secs(20), "the run waited for its program: {:?}", t.elapsed());
-    // The helper retires (what init shared with it may be half-changed)...
-    testkit::wait_for("the helper to exit", Duration::from_secs(30), || {
-        (!Path::new(&format!("/proc/{helper}")).exists()
-            || field(&helper, "State:").is_some_and(|s| s.starts_with('Z')))
-        .then_some(())
-    });
-    // ...and the next run on the slot gets a new one.
+    assert!(t.elapsed() < Duration::from_secs(25), "the run waited for its program: {:?}", t.elapsed());
+    gone(&second);
+    // The next run on the slot gets a new helper.
     let next = sandbox::run(slot_spec(&["/bin/true"], dir.path(), 78, 64, 16)).unwrap();
     assert_eq!(next.exit, Exit::Code(0));
 }

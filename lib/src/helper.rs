@@ -15,24 +15,26 @@
 //!
 //! One `SOCK_SEQPACKET` socket per helper (its stdin). The judge sends a
 //! [`Request`] as JSON with the run's stdin, stdout and stderr attached
-//! (`SCM_RIGHTS`); the helper answers with `{"Ok": Usage}` or `{"Err":
-//! "why"}` as soon as the result is known (what is left to clean up, such
-//! as the jail's init exiting, is done after the answer, before the next
-//! request). The helper exits when the socket closes (the judge is gone);
-//! during a run the socket is watched too (by the jail's init, or by the
-//! helper at the basic level), and the run is killed first. A helper whose
-//! jail's init died mid-run answers, then exits without reading another
-//! request ([`sandbox::must_retire`]): the judge sees the request unread
-//! (`ECONNRESET`) and gives it to a fresh helper.
+//! (`SCM_RIGHTS`); the helper answers with a [`Reply`] (`{"Ok": Usage}`,
+//! `{"Err": "why"}` or `{"Lost": "why"}`) as soon as the result is known
+//! (what is left to clean up, such as the jail's init exiting, is done
+//! after the answer, before the next request). The helper exits when the
+//! socket closes (the judge is gone); during a run the socket is watched
+//! too (by the jail's init, or by the helper at the basic level), and the
+//! run is killed first. A helper whose jail's init died mid-run answers
+//! `Lost`, then exits without reading another request
+//! ([`sandbox::must_retire`]); a request sent to it meanwhile is left
+//! unread (`ECONNRESET`), and the judge gives it to a fresh helper.
 //!
 //! # Pool
 //!
 //! [`run`] takes an idle helper (or starts one), so concurrent callers never
 //! share one; a helper that fails is killed, reaped and replaced. A helper
 //! that dies during a run takes the run with it (the jail's init has it as
-//! its parent-death signal); the run is started again once in a new helper
-//! when its stdio are files that can be rewound, so the judge's fault does
-//! not become the submission's JE.
+//! its parent-death signal), and so does a jail's init that dies (`Lost`);
+//! either way the run is started again once in a new helper when its
+//! stdio are files that can be rewound, so the judge's fault does not
+//! become the submission's JE.
 
 use crate::sandbox::{self, Bind, Identity, Limits, Usage};
 use serde::{Deserialize, Serialize};
@@ -62,6 +64,18 @@ pub struct Request {
     pub fresh_netns: bool,
 }
 
+/// The helper's answer to a [`Request`].
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    /// The run ended (whatever the program did).
+    Ok(Usage),
+    /// The judge's failure: the run could not be started or measured.
+    Err(String),
+    /// The judge's failure during the run (its init died): the program was
+    /// killed with it; the helper retires. Worth one more try.
+    Lost(String),
+}
+
 /// Runs `req` with `stdio` in an idle helper (started if none is idle).
 pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
     let msg = serde_json::to_vec(req).map_err(|e| e.to_string())?;
@@ -82,28 +96,21 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
             return Err(format!("sandbox helper: {e}"));
         }
         let mut buf = vec![0u8; 64 * 1024];
-        return match recv(helper.sock.as_raw_fd(), &mut buf, &mut []) {
-            Ok(n) if n > 0 => {
-                let reply: Result<Usage, String> =
-                    serde_json::from_slice(&buf[..n]).map_err(|e| format!("sandbox helper: {e}"))?;
-                POOL.lock().unwrap().push(helper);
-                reply
-            }
-            Ok(_) => {
-                let how = helper.reap();
-                // The helper's death is the judge's fault, never the
-                // program's: run it again once, in a fresh helper, when
-                // nothing of the first run is left to touch its files (a
-                // slot uid to sweep) and the files can be put back as they
-                // were (not pipes).
-                let gone = !retried && req.identity.is_some_and(sandbox::clear_after_dead_helper);
-                if gone && rewind(&stdio) {
-                    log::warn!("sandbox helper {how} during a run; running it again in a new helper");
-                    retried = true;
-                    continue;
+        // What was lost through the judge's fault during the run, if so.
+        let lost = match recv(helper.sock.as_raw_fd(), &mut buf, &mut []) {
+            Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]).map_err(|e| format!("sandbox helper: {e}"))? {
+                Reply::Ok(u) => {
+                    POOL.lock().unwrap().push(helper);
+                    return Ok(u);
                 }
-                Err(format!("the sandbox helper {how} during the run"))
-            }
+                Reply::Err(e) => {
+                    POOL.lock().unwrap().push(helper);
+                    return Err(e);
+                }
+                // The helper retires after this answer.
+                Reply::Lost(why) => format!("{why} (the helper {})", helper.reap()),
+            },
+            Ok(_) => format!("the sandbox helper {} during the run", helper.reap()),
             // The helper closed with the request unread (it was retiring,
             // see `sandbox::must_retire`): nothing ran; a fresh one runs it.
             Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) && !retried => {
@@ -113,9 +120,20 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
             }
             Err(e) => {
                 helper.discard();
-                Err(format!("sandbox helper: {e}"))
+                return Err(format!("sandbox helper: {e}"));
             }
         };
+        // The judge's fault, never the program's: run it again once, in a
+        // fresh helper, when nothing of the first run is left to touch its
+        // files (a slot uid to sweep) and the files can be put back as they
+        // were (not pipes).
+        let gone = !retried && req.identity.is_some_and(sandbox::clear_after_dead_helper);
+        if gone && rewind(&stdio) {
+            log::warn!("{lost}; running it again in a new helper");
+            retried = true;
+            continue;
+        }
+        return Err(lost);
     }
 }
 
@@ -250,10 +268,15 @@ fn serve(fd: RawFd) -> i32 {
             }
         };
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
-        let reply: Result<Usage, String> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
+        let ran: Result<Usage, String> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
             (Ok(req), [Some(i), Some(o), Some(e)]) => sandbox::run_here(req, [i, o, e], fd),
             (Err(e), _) => Err(format!("bad request: {e}")),
             _ => Err("bad request: three files expected".into()),
+        };
+        let reply = match ran {
+            Ok(u) => Reply::Ok(u),
+            Err(e) if sandbox::must_retire() => Reply::Lost(e),
+            Err(e) => Reply::Err(e),
         };
         let out = serde_json::to_vec(&reply).unwrap_or_default();
         if send(fd, &out, &[]).is_err() {
