@@ -122,6 +122,10 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
         wait_for("claimd registered", Duration::from_secs(60), || status().filter(|l| l["runner_id"].is_string()));
     assert!(first.get("error").is_none(), "{first}");
     for _ in 0..3 {
+        // Asked while a poll is in flight (it lasts 15 s; a status, ms).
+        wait_for("claimd's long poll to wait at the hub", Duration::from_secs(30), || {
+            hub.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
+        });
         let line = status().expect("no claimd line");
         assert!(line.get("error").is_none(), "claimd did not answer during its long poll: {line}");
         assert_eq!(line["draining"], false, "{line}");
@@ -132,9 +136,13 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
 }
 
 #[test]
-fn sigquit_stops_claimd_at_once_even_in_the_middle_of_a_long_poll() {
+fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded() {
+    // The hub may hand a job to a poll in flight whether or not anyone still
+    // reads the answer: claimd reads it, records the claim (the next claimd
+    // prepares it), then stops; a poll is not cut short to lose a job.
     let dir = TempDir::new("m-quitpoll");
     let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
     let mut cmd = Command::new(bin("claimd"));
     cmd.envs(runner_env(&hub, &spool)).env("OJ_CLAIM_WAIT", "30").stderr(Stdio::null());
@@ -143,8 +151,18 @@ fn sigquit_stops_claimd_at_once_even_in_the_middle_of_a_long_poll() {
         hub.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
     });
     claimd.signal(Signal::SIGQUIT);
-    // Not at the poll's end, up to 30 s later.
-    assert_eq!(claimd.wait_exit(Duration::from_secs(5)), 0, "claimd exits 0 at once");
+    // Still answering while it waits for the poll's end.
+    let status =
+        ojrunner::control::request(&spool, "claimd", &serde_json::json!({"cmd": "status"}), Duration::from_secs(3))
+            .expect("claimd answers its control socket");
+    assert_eq!(status["stage"], "claimd", "{status}");
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    // The poll ends with the job (not 30 s later), and claimd stops.
+    assert_eq!(claimd.wait_exit(Duration::from_secs(20)), 0, "claimd exits 0 once the poll is answered");
+    assert_eq!(hub.submission(&sub)["handouts"], 1);
+    let claims = spool_claims(&spool);
+    assert_eq!(claims.len(), 1, "the job handed out is in the spool: {claims:?}");
+    assert_eq!(claims[0].state, "claimed", "for the next claimd to prepare: {claims:?}");
 }
 
 #[test]

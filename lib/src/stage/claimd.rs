@@ -61,6 +61,12 @@ struct Claimd {
     name: String,
     claim_wait: u64,
     last_contact: Option<i64>,
+    /// A wake-up served during a request or a pause, not acted on yet.
+    woken: bool,
+    /// A claim request is in flight: SIGQUIT waits for its answer.
+    claiming: bool,
+    /// SIGQUIT arrived during a claim request: stop once it is recorded.
+    quit: bool,
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -81,6 +87,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         name: c.runner_name(),
         claim_wait: cli.claim_wait.min(30),
         last_contact: None,
+        woken: false,
+        claiming: false,
+        quit: false,
     };
     let Some(_) = d.identity()? else { return Ok(()) };
     config::notify_ready(c.notify_fd);
@@ -152,31 +161,53 @@ impl Claimd {
                 for c in self.claims(&[ClaimState::Claimed]) {
                     self.prep(&c);
                 }
-                if let Some(claimed) = self.claim_once()? {
+                let claimed = self.claim_once()?;
+                if self.quit {
+                    info!("SIGQUIT: stopped, the claim request in flight answered and recorded");
+                    std::process::exit(exit::OK);
+                }
+                if let Some(claimed) = claimed {
                     self.prep(&claimed);
                     continue;
                 }
             }
-            let idle = if draining { patience::spool_poll() } else { self.poll_interval() };
-            self.wait(idle);
+            // A wake-up served during a request or a pause: look again now.
+            if !std::mem::take(&mut self.woken) {
+                let idle = if draining { patience::spool_poll() } else { self.poll_interval() };
+                self.wait(idle);
+                self.woken = false;
+            }
         }
     }
 
     /// Serves the inbox for up to `d` (or until something happens).
     fn wait(&mut self, d: Duration) {
-        match self.inbox.next(d) {
-            Some(Event::Command { cmd, reply, .. }) => {
+        if let Some(ev) = self.inbox.next(d) {
+            self.handle(ev);
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Wake => self.woken = true,
+            Event::Command { cmd, reply, .. } => {
                 let _ = reply.send(if cmd == "status" {
                     self.status()
                 } else {
                     json!({"error": format!("unknown command {cmd:?}")})
                 });
             }
-            Some(Event::Signal(libc::SIGQUIT)) => {
+            // The hub may hand a job to the request in flight whether or not
+            // anyone still reads the answer: it is read and recorded first.
+            Event::Signal(libc::SIGQUIT) if self.claiming => {
+                info!("SIGQUIT: stopping once the hub answers the claim request in flight");
+                self.quit = true;
+            }
+            Event::Signal(libc::SIGQUIT) => {
                 info!("SIGQUIT: stopped at once");
                 std::process::exit(exit::OK);
             }
-            Some(Event::Signal(libc::SIGHUP)) => match &self.languages_path {
+            Event::Signal(libc::SIGHUP) => match &self.languages_path {
                 Some(p) => match Languages::load(p) {
                     Ok(l) => {
                         self.languages = l;
@@ -186,47 +217,58 @@ impl Claimd {
                 },
                 None => info!("SIGHUP: the built-in language table has nothing to reload"),
             },
-            Some(Event::Signal(sig)) => info!("{}", signals::name(sig)),
-            _ => {}
+            Event::Signal(sig) => info!("{}", signals::name(sig)),
         }
     }
 
     /// Runs `ask` (a request to the hub: a long poll, a download) on a
-    /// thread of its own and serves the inbox until it is done: a status
-    /// asked meanwhile is answered, not left to time out, and SIGQUIT still
-    /// stops at once. A stop does not cut the request short (the caller
-    /// decides what its answer means).
+    /// thread of its own and serves the inbox until it is done (every
+    /// 50 ms at most): a status asked meanwhile is answered, not left to
+    /// time out; SIGQUIT stops at once, but during a claim request
+    /// ([`Claimd::claiming`]). A stop does not cut the request short (the
+    /// caller decides what its answer means).
     fn serving<T: Send + 'static>(&mut self, ask: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = std::sync::mpsc::channel();
-        let wake = self.inbox.tx.clone();
         // Shared, so that a thread that cannot start leaves `ask` to us.
         let ask = std::sync::Arc::new(std::sync::Mutex::new(Some(ask)));
         let theirs = ask.clone();
         let started = std::thread::Builder::new().name("hub-request".into()).spawn(move || {
-            if let Some(ask) = theirs.lock().unwrap().take() {
+            let ask = theirs.lock().unwrap().take();
+            if let Some(ask) = ask {
                 let _ = tx.send(ask());
-                let _ = wake.send(Event::Wake);
             }
         });
-        if let Err(e) = started {
-            warn!("cannot start a thread for a request to the hub ({e}); the control socket waits for it");
-            let ask = ask.lock().unwrap().take().expect("the request's thread never started");
-            return ask();
-        }
+        let thread = match started {
+            Ok(t) => t,
+            Err(e) => {
+                warn!("cannot start a thread for a request to the hub ({e}); the control socket waits for it");
+                let ask = ask.lock().unwrap().take().expect("the request's thread never started");
+                return ask();
+            }
+        };
         loop {
-            match rx.try_recv() {
+            match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(answer) => return answer,
-                Err(std::sync::mpsc::TryRecvError::Empty) => self.wait(Duration::from_secs(1)),
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => panic!("a request to the hub panicked"),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    while let Some(ev) = self.inbox.next(Duration::ZERO) {
+                        self.handle(ev);
+                    }
+                }
+                // The request panicked: so does claimd, with its message.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match thread.join() {
+                    Err(panic) => std::panic::resume_unwind(panic),
+                    Ok(()) => panic!("a request to the hub ended without an answer"),
+                },
             }
         }
     }
 
-    /// Waits `d`, serving the inbox, or less if a stop arrives; true if one
+    /// Waits `d`, serving the inbox, or less if a stop or a wake-up (the
+    /// drain latch moved) arrives: the caller looks again. True if a stop
     /// did (or had).
     fn pause(&mut self, d: Duration) -> bool {
         let end = std::time::Instant::now() + d;
-        while !self.stops.requested() {
+        while !self.stops.requested() && !std::mem::take(&mut self.woken) {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 break;
@@ -280,7 +322,9 @@ impl Claimd {
         // an assignment in flight is recorded (and, draining, handed back).
         let (hub, wait) = (self.hub.clone(), self.claim_wait);
         let (rn, token) = (id.runner_id.clone(), id.token.clone());
+        self.claiming = true;
         let answer = self.serving(move || hub.next_job(&rn, &token, wait));
+        self.claiming = false;
         match answer {
             Answer::Status(200, body) => {
                 self.last_contact = Some(crate::spool::now_ms());
