@@ -23,8 +23,8 @@
 //! too (by the jail's init, or by the helper at the basic level), and the
 //! run is killed first. A helper whose jail's init died mid-run answers
 //! `Lost`, then exits without reading another request
-//! ([`sandbox::must_retire`]); a request sent to it meanwhile is left
-//! unread (`ECONNRESET`), and the judge gives it to a fresh helper.
+//! ([`sandbox::must_retire`]); the judge reaps it. (A request a helper
+//! never read, `ECONNRESET`, goes to a new helper.)
 //!
 //! # Pool
 //!
@@ -80,42 +80,54 @@ pub enum Reply {
 pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
     let msg = serde_json::to_vec(req).map_err(|e| e.to_string())?;
     let fds = [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()];
-    let mut retried = false;
+    // Tries that ran nothing (the helper never read the request), at most
+    // two; and whether a run lost through the judge's fault is being run
+    // again (once). After either, a newly started helper takes it.
+    let (mut unread, mut rerun, mut fresh) = (0, false, false);
     loop {
-        let helper = match POOL.lock().unwrap().pop() {
+        let pooled = if fresh { None } else { POOL.lock().unwrap().pop() };
+        let helper = match pooled {
             Some(h) => h,
             None => Helper::start().map_err(|e| format!("cannot start the sandbox helper: {e}"))?,
         };
-        if let Err(e) = send(helper.sock.as_raw_fd(), &msg, &fds) {
+        // A helper that died while idle, or closed with the request unread
+        // (it was retiring, see `sandbox::must_retire`): nothing ran.
+        let mut unread_by = |helper: Helper, e: io::Error| {
             helper.discard();
-            // A helper that died while idle: one more try with a fresh one.
-            if !retried {
-                retried = true;
-                continue;
+            unread += 1;
+            fresh = true;
+            if unread <= 2 {
+                Ok(())
+            } else {
+                Err(format!("sandbox helper: {e}"))
             }
-            return Err(format!("sandbox helper: {e}"));
+        };
+        if let Err(e) = send(helper.sock.as_raw_fd(), &msg, &fds) {
+            unread_by(helper, e)?;
+            continue;
         }
         let mut buf = vec![0u8; 64 * 1024];
         // What was lost through the judge's fault during the run, if so.
         let lost = match recv(helper.sock.as_raw_fd(), &mut buf, &mut []) {
-            Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]).map_err(|e| format!("sandbox helper: {e}"))? {
-                Reply::Ok(u) => {
+            Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]) {
+                Ok(Reply::Ok(u)) => {
                     POOL.lock().unwrap().push(helper);
                     return Ok(u);
                 }
-                Reply::Err(e) => {
+                Ok(Reply::Err(e)) => {
                     POOL.lock().unwrap().push(helper);
                     return Err(e);
                 }
                 // The helper retires after this answer.
-                Reply::Lost(why) => format!("{why} (the helper {})", helper.reap()),
+                Ok(Reply::Lost(why)) => format!("{why} (the helper {})", helper.reap()),
+                Err(e) => {
+                    helper.discard();
+                    return Err(format!("sandbox helper: a reply that does not parse: {e}"));
+                }
             },
             Ok(_) => format!("the sandbox helper {} during the run", helper.reap()),
-            // The helper closed with the request unread (it was retiring,
-            // see `sandbox::must_retire`): nothing ran; a fresh one runs it.
-            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) && !retried => {
-                helper.discard();
-                retried = true;
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
+                unread_by(helper, e)?;
                 continue;
             }
             Err(e) => {
@@ -124,13 +136,13 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
             }
         };
         // The judge's fault, never the program's: run it again once, in a
-        // fresh helper, when nothing of the first run is left to touch its
+        // new helper, when nothing of the first run is left to touch its
         // files (a slot uid to sweep) and the files can be put back as they
         // were (not pipes).
-        let gone = !retried && req.identity.is_some_and(sandbox::clear_after_dead_helper);
-        if gone && rewind(&stdio) {
+        let swept = !rerun && req.identity.is_some_and(sandbox::clear_after_dead_helper);
+        if swept && rewind(&stdio) {
             log::warn!("{lost}; running it again in a new helper");
-            retried = true;
+            (rerun, fresh) = (true, true);
             continue;
         }
         return Err(lost);
