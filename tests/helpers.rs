@@ -2,11 +2,12 @@
 //! network namespace and cgroup, a namespace per run, what the probe says
 //! of the helpers. These tests look at every helper of this process, or
 //! change a setting the whole process shares: a binary of their own (a
-//! plain `cargo test` runs the other suites' tests side by side, each
+//! plain `cargo test` runs the tests of one binary side by side, each
 //! taking whichever helper is idle), and one test at a time.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 use testkit::{slot_spec, TempDir};
 
 fn is_root() -> bool {
@@ -69,8 +70,12 @@ sys.exit(5)
         assert!(!groups.is_empty(), "no helper cgroup of this process was found");
     }
     for (group, helper) in &groups {
-        let tasks = std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
-        assert_eq!(tasks.split_whitespace().collect::<Vec<_>>(), [helper.to_string()], "{}", group.display());
+        // The helper reaps the run's init just after its answer.
+        let alone = || {
+            let tasks = std::fs::read_to_string(group.join("cgroup.procs")).unwrap();
+            (tasks.split_whitespace().collect::<Vec<_>>() == [helper.to_string()]).then_some(())
+        };
+        testkit::wait_for(&format!("{} to hold its helper alone", group.display()), Duration::from_secs(10), alone);
     }
     ojrunner::helper::shutdown();
     for (group, _) in &groups {

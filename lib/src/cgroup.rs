@@ -93,7 +93,8 @@ const SETTLE: Duration = Duration::from_millis(250);
 /// to wait for (`Group::settled`); a jailed run leaves up to 2.5 MiB
 /// (4,608 resets in `make bench`), which is not waited for. So a run may
 /// read up to this much of the last run's memory on top of its own, when
-/// the kernel frees that during the run.
+/// the kernel frees that during the run; more, if the kernel takes longer
+/// than `SETTLE` to free a bigger leftover.
 pub const UNSETTLED: u64 = 4 << 20;
 
 /// How close to its least the caller's charge is once settled.
