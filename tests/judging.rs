@@ -737,7 +737,7 @@ fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error
     assert!(e.contains("init") && e.contains("during the run"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(25), "the run waited for its program: {:?}", t.elapsed());
     gone(&second);
-    // The next run on the slot gets a new helper.
+    // A run on the slot after it works.
     let next = sandbox::run(slot_spec(&["/bin/true"], dir.path(), 78, 64, 16)).unwrap();
     assert_eq!(next.exit, Exit::Code(0));
 }

@@ -85,7 +85,16 @@ impl Cache {
         for e in entries.flatten() {
             let p = e.path();
             let name = e.file_name();
-            // Downloads in progress (another prep's .download-/.unpack-) are not ours.
+            // A download's leftovers (.download-/.unpack-<pid>-<ms>) go once
+            // their claimd is gone (it stopped mid-download); another's
+            // download in progress is not ours.
+            if let Some(owner) = downloader(&name.to_string_lossy()) {
+                if !Path::new("/proc").join(owner).exists() {
+                    let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+                    log::info!("problem {pid}: {} of a download that died removed", name.to_string_lossy());
+                }
+                continue;
+            }
             if p == current || in_use.contains(&p) || name.to_string_lossy().starts_with('.') || !p.is_dir() {
                 continue;
             }
@@ -94,6 +103,15 @@ impl Cache {
             }
         }
     }
+}
+
+/// The pid of the process that named a download's file or directory
+/// (`.download-<pid>-<ms>.zip`, `.unpack-<pid>-<ms>`, as [`Cache::ensure`]
+/// does).
+fn downloader(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(".download-").or_else(|| name.strip_prefix(".unpack-"))?;
+    let pid = rest.split('-').next()?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(pid)
 }
 
 /// Checks that `dir` has every `TTCC.in`/`TTCC.out` the tasks name.
@@ -164,5 +182,25 @@ mod tests {
         let k = super::version_key("../../etc");
         assert!(k.starts_with('h') && !k.contains('/'), "{k}");
         assert_ne!(super::version_key("a/b"), super::version_key("a/c"));
+    }
+
+    #[test]
+    fn prune_removes_a_dead_downloads_leftovers_and_no_live_ones() {
+        let root = std::env::temp_dir().join(format!("ojrunner-prune-{}", std::process::id()));
+        let dir = root.join("7");
+        let current = dir.join("v2");
+        std::fs::create_dir_all(&current).unwrap();
+        // No process has pid 2^22 + 1 (above pid_max's ceiling); this one lives.
+        let dead = [dir.join(".download-4194305-1.zip"), dir.join(".unpack-4194305-1")];
+        let live = dir.join(format!(".unpack-{}-1", std::process::id()));
+        std::fs::write(&dead[0], "zip").unwrap();
+        std::fs::create_dir(&dead[1]).unwrap();
+        std::fs::create_dir(&live).unwrap();
+        super::Cache { root: root.clone() }.prune(7, &current, &[]);
+        assert!(dead.iter().all(|p| !p.exists()), "a dead download's leftovers stay");
+        assert!(live.exists() && current.exists(), "a live download or the current version went");
+        assert_eq!(super::downloader(".unpack-12-34"), Some("12"));
+        assert_eq!(super::downloader(".unpack-x-34"), None);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
