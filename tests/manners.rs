@@ -6,6 +6,7 @@ use nix::sys::signal::Signal;
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use testkit::*;
@@ -66,6 +67,14 @@ fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_lo
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
 }
 
+/// `runnerd status`: the spool's line, then one line per stage, parsed;
+/// `None` if it failed (say, no spool yet).
+fn runnerd_status(spool: &Path) -> Option<Vec<serde_json::Value>> {
+    let out = Command::new(bin("runnerd")).arg("status").env("OJ_SPOOL", spool).output().unwrap();
+    let lines = String::from_utf8(out.stdout).unwrap();
+    out.status.success().then(|| lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
+}
+
 #[test]
 fn every_stage_reports_readiness_on_its_notification_fd() {
     let dir = TempDir::new("m-ready");
@@ -111,21 +120,14 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
     let hub = Hub::start(dir.path(), &[]);
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "15")]);
-    let status = || {
-        let out = Command::new(bin("runnerd")).arg("status").env("OJ_SPOOL", &spool).output().unwrap();
-        let lines: Vec<serde_json::Value> =
-            String::from_utf8(out.stdout).unwrap().lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        lines.into_iter().find(|l| l["stage"] == "claimd")
-    };
+    let status = || runnerd_status(&spool)?.into_iter().find(|l| l["stage"] == "claimd");
     // Registered and polling: claimd says who it is.
     let first =
         wait_for("claimd registered", Duration::from_secs(60), || status().filter(|l| l["runner_id"].is_string()));
     assert!(first.get("error").is_none(), "{first}");
     for _ in 0..3 {
         // Asked while a poll is in flight (it lasts 15 s; a status, ms).
-        wait_for("claimd's long poll to wait at the hub", Duration::from_secs(30), || {
-            hub.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
-        });
+        hub.wait_for_a_poll();
         let line = status().expect("no claimd line");
         assert!(line.get("error").is_none(), "claimd did not answer during its long poll: {line}");
         assert_eq!(line["draining"], false, "{line}");
@@ -147,9 +149,7 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     let mut cmd = Command::new(bin("claimd"));
     cmd.envs(runner_env(&hub, &spool)).env("OJ_CLAIM_WAIT", "30").stderr(Stdio::null());
     let mut claimd = Proc { child: cmd.spawn().unwrap(), name: "claimd".into() };
-    wait_for("claimd's long poll to wait at the hub", Duration::from_secs(30), || {
-        hub.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
-    });
+    hub.wait_for_a_poll();
     claimd.signal(Signal::SIGQUIT);
     // Still answering while it waits for the poll's end.
     let status =
@@ -176,10 +176,7 @@ fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     wait_for("the submission judged", Duration::from_secs(60), || {
         (hub.submission(&sub)["state"] == "done").then_some(())
     });
-    let out = Command::new(bin("runnerd")).arg("status").env("OJ_SPOOL", &spool).output().unwrap();
-    assert!(out.status.success());
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = runnerd_status(&spool).expect("runnerd status failed");
     let spool_line = &lines[0];
     assert!(spool_line["runner_id"].as_str().unwrap().starts_with("rn_"), "{spool_line}");
     assert_eq!(spool_line["claims"]["reported"], 1, "{spool_line}");

@@ -393,10 +393,7 @@ fn a_claim_request_in_flight_when_the_drain_begins_is_read_to_the_end_and_handed
     let hub = hub_with_ab(dir.path());
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "20")]);
-    wait_for("claimd's long poll to wait at the hub", Duration::from_secs(30), || {
-        let runners = hub.cli(&["status", "--runners"]);
-        runners.lines().any(|l| l.contains("\"polling\":true")).then_some(())
-    });
+    hub.wait_for_a_poll();
     runner.signal(Signal::SIGTERM);
     wait_for("the drain to begin", Duration::from_secs(10), || {
         (spool_int(&spool, "SELECT count(*) FROM control WHERE key = 'draining'") == Some(1)).then_some(())

@@ -219,6 +219,13 @@ impl Hub {
             .collect()
     }
 
+    /// Waits (at most 30 s) until a runner's long poll waits at the hub.
+    pub fn wait_for_a_poll(&self) {
+        wait_for("a runner's long poll to wait at the hub", Duration::from_secs(30), || {
+            self.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
+        });
+    }
+
     /// The status of one submission.
     pub fn submission(&self, id: &str) -> serde_json::Value {
         self.status()
