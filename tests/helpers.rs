@@ -1,10 +1,12 @@
 //! The sandbox helpers seen from outside: what a run leaves in its helper's
-//! network namespace and cgroup, a namespace per run, what the probe says
+//! network namespace (sockets in flight included) and cgroup, a namespace
+//! per run, what the probe says
 //! of the helpers. These tests look at every helper of this process, or
 //! change a setting the whole process shares: a binary of their own (a
 //! plain `cargo test` runs the tests of one binary side by side, each
 //! taking whichever helper is idle), and one test at a time.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -80,6 +82,30 @@ sys.exit(5)
     ojrunner::helper::shutdown();
     for (group, _) in &groups {
         assert!(!group.exists(), "{} outlived its helper", group.display());
+    }
+}
+
+#[test]
+fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
+    let _one = one_at_a_time();
+    if !is_root() {
+        return; // no jail without root
+    }
+    use ojrunner::sandbox::{self, Exit};
+    let dir = TempDir::new("inflight");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = testkit::repo().join("tests/hostile/socket_in_flight.c");
+    let built = std::process::Command::new("gcc").arg("-o").arg(dir.path().join("prog")).arg(&src).status().unwrap();
+    assert!(built.success(), "gcc {}", src.display());
+    let out = dir.path().join("out");
+    // One after another, in one helper (the idle ones are taken last in,
+    // first out): each leaves its socket, and must find none left.
+    for n in 0..3 {
+        let mut spec = slot_spec(&["./prog"], dir.path(), 72, 64, 16);
+        spec.stdout = std::fs::File::create(&out).unwrap();
+        let run = sandbox::run(spec).unwrap();
+        assert_eq!(run.exit, Exit::Code(0), "{run:?}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "clean\n", "run {n} met an earlier run's socket");
     }
 }
 

@@ -7,8 +7,9 @@
 //! namespace for itself at startup, which its runs (one at a time) share.
 //! No interface is up in it, so no run reaches any socket of the host, and
 //! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
-//! sockets, which die with its processes: the next run finds nothing of it
-//! (`tests/helpers.rs`). A network namespace per run ([`Jail::netns`],
+//! sockets, which die with its processes, or else (alive in flight) move
+//! the helper to a new namespace ([`renew_netns_if_used`]): the next run
+//! finds nothing of it (`tests/helpers.rs`). A network namespace per run ([`Jail::netns`],
 //! `judge-exec --netns-per-run`) costs 0.4 ms to make (the kernel
 //! registers the sysctls and `lo` of every protocol) and more CPU again for
 //! its workers to tear down: `make bench` prints the price.
@@ -453,6 +454,36 @@ fn pipe() -> io::Result<(File, File)> {
         return Err(io::Error::last_os_error());
     }
     Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}
+
+/*** The helper's network namespace ***/
+
+/// Before a run that shares its helper's network namespace: a new
+/// namespace for the helper if the last run left a socket in this one.
+/// A run's sockets die with its processes, except those that hold each
+/// other alive in flight (an `SCM_RIGHTS` cycle): garbage the kernel's
+/// collector frees only when some later close of a socket in flight wakes
+/// it, and until then a name bound to one (an abstract address) answers
+/// the next run's `connect`. The helper itself holds no socket there, so
+/// any counted is a run's; the old namespace goes with its last socket.
+pub fn renew_netns_if_used() -> io::Result<()> {
+    if sockets_in_netns().ok() == Some(0) {
+        return Ok(());
+    }
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The sockets alive in the calling thread's network namespace
+/// (`sockets: used` of its `sockstat`: a count kept per namespace).
+pub fn sockets_in_netns() -> io::Result<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/sockstat")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("sockets: used "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "sockstat: no 'sockets: used' line"))
 }
 
 /*** The root file system ***/

@@ -435,6 +435,9 @@ fn run_jailed(
         return Err(e.clone());
     }
     jail::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
+    if !req.fresh_netns {
+        jail::renew_netns_if_used().map_err(|e| format!("a new network namespace for the helper: {e}"))?;
+    }
     let limits = &req.limits;
     let mut slot = GROUP.lock().unwrap();
     if slot.is_none() {
