@@ -7,7 +7,7 @@
 //! `ru_maxrss` (a 1 MiB program forked from a 200 MiB judge reads 200 MiB).
 //! The helper is a fresh `exec` of the judge's own binary (`/proc/self/exe`
 //! with the hidden argument [`HELPER_ARG`]), taken over before `main` by a
-//! constructor in `.init_array` ([`hook`]), so it works the same in
+//! constructor in `.init_array` (`hook`), so it works the same in
 //! `judge-exec` and in every test binary. Its resident size is the few pages
 //! it touched since its own `exec`, whatever the judge's size.
 //!
@@ -23,7 +23,7 @@
 //! too (by the jail's init, or by the helper at the basic level), and the
 //! run is killed first. A helper whose jail's init died mid-run answers
 //! `Lost`, then exits without reading another request
-//! ([`sandbox::must_retire`]); the judge reaps it. (A request a helper
+//! (`sandbox::must_retire`); the judge reaps it. (A request a helper
 //! never read, `ECONNRESET`, goes to a new helper.)
 //!
 //! # Pool

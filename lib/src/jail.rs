@@ -17,7 +17,7 @@
 //! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
 //!   network one with [`Jail::netns`]; PID 1 of
 //!   its namespace; root; sharing the helper's memory while the helper
-//!   waits, [`spawn`]): finishes the root file system ([`enter_root`]),
+//!   waits, [`spawn`]): finishes the root file system (`enter_root`),
 //!   starts the program, receives its seccomp listener, and supervises it:
 //!   a denied call is named and kills the run; the watchdog the helper
 //!   gave it (`sandbox.rs`) is asked at every wake-up, and a limit kills
@@ -40,7 +40,7 @@
 //! Built in two steps: once per helper, the template ([`build_template`]:
 //! everything below but `/tmp`, `/proc` and the binds) in the
 //! helper's own mount namespace; per run, init's copy of that namespace
-//! gets the rest ([`enter_root`]). Building it all per run took 0.6 ms.
+//! gets the rest (`enter_root`). Building it all per run took 0.6 ms.
 //!
 //! | path | what |
 //! |---|---|

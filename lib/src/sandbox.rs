@@ -6,7 +6,7 @@
 //! The judge never forks a program itself. [`run`] hands the run to a small
 //! helper process (`helper.rs`: a fresh `exec` of the judge's own binary, one
 //! per concurrent caller), so nothing of the judge's size reaches the
-//! program's `ru_maxrss`. The helper, in [`run_here`]:
+//! program's `ru_maxrss`. The helper, in `run_here`:
 //!
 //! 1. takes the slot's host-wide lock (`flock` on
 //!    [`SLOT_LOCK_DIR`]`/slot-<uid>.lock`): a slot serves one run at a time;
@@ -32,7 +32,7 @@
 //! without namespaces, the run is the basic level: the program is forked by
 //! the helper in its own process group, under rlimits and the `/proc`
 //! watchdog, and cleaned up by `killpg` and a sweep of the slot uid
-//! ([`run_direct`]).
+//! (`run_direct`).
 //!
 //! # The rlimits (both levels)
 //!

@@ -43,7 +43,7 @@ pub struct ServeConfig {
 struct Hub {
     cfg: ServeConfig,
     base_url: String,
-    /// Listening on 0.0.0.0 or [::]: code URLs use the Host the runner used.
+    /// Listening on 0.0.0.0 or `[::]`: code URLs use the Host the runner used.
     wildcard: bool,
     shutdown: AtomicBool,
 }

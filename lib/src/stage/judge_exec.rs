@@ -77,6 +77,8 @@ pub enum Command {
         #[arg(long, default_value_t = 262144)]
         mem: i64,
         /// The checker: diff, exact, token, float[:EPS], special, interactive.
+        // (The help text, not a link: clap shows it as written.)
+        #[allow(rustdoc::broken_intra_doc_links)]
         #[arg(long, value_name = "NAME")]
         checker: Option<String>,
     },
