@@ -46,6 +46,7 @@ bench:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items
 
 # runit and s6 service directories are templates to copy (or link) into a
 # scan directory, so they go to DATADIR with the env file examples; the
