@@ -221,46 +221,19 @@ impl Claimd {
         }
     }
 
-    /// Runs `ask` (a request to the hub: a long poll, a download) on a
-    /// thread of its own and serves the inbox until it is done (every
-    /// 50 ms at most): a status asked meanwhile is answered, not left to
-    /// time out; SIGQUIT stops at once, but during a claim request
-    /// ([`Claimd::claiming`]). A stop does not cut the request short (the
-    /// caller decides what its answer means).
+    /// Runs `ask` (a request to the hub: a long poll, a download) with
+    /// [`daemon::serving`], serving the inbox meanwhile: a status asked is
+    /// answered, not left to time out; SIGQUIT stops at once, but during a
+    /// claim request ([`Claimd::claiming`]). A stop does not cut the
+    /// request short (the caller decides what its answer means).
     fn serving<T: Send + 'static>(&mut self, ask: impl FnOnce() -> T + Send + 'static) -> T {
-        let (tx, rx) = std::sync::mpsc::channel();
-        // Shared, so that a thread that cannot start leaves `ask` to us.
-        let ask = std::sync::Arc::new(std::sync::Mutex::new(Some(ask)));
-        let theirs = ask.clone();
-        let started = std::thread::Builder::new().name("hub-request".into()).spawn(move || {
-            let ask = theirs.lock().unwrap().take();
-            if let Some(ask) = ask {
-                let _ = tx.send(ask());
+        let served = daemon::serving(ask, || {
+            while let Some(ev) = self.inbox.next(Duration::ZERO) {
+                self.handle(ev);
             }
+            true
         });
-        let thread = match started {
-            Ok(t) => t,
-            Err(e) => {
-                warn!("cannot start a thread for a request to the hub ({e}); the control socket waits for it");
-                let ask = ask.lock().unwrap().take().expect("the request's thread never started");
-                return ask();
-            }
-        };
-        loop {
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(answer) => return answer,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    while let Some(ev) = self.inbox.next(Duration::ZERO) {
-                        self.handle(ev);
-                    }
-                }
-                // The request panicked: so does claimd, with its message.
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match thread.join() {
-                    Err(panic) => std::panic::resume_unwind(panic),
-                    Ok(()) => panic!("a request to the hub ended without an answer"),
-                },
-            }
-        }
+        served.expect("claimd never abandons a request")
     }
 
     /// Waits `d`, serving the inbox, or less if a stop or a wake-up (the
