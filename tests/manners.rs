@@ -190,3 +190,59 @@ fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
 }
+
+#[test]
+fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
+    // A hub that takes connections and never answers (stopped): each request
+    // waits out its 10 s timeout. Meanwhile leased and reportd answer their
+    // control sockets (runnerd gives each 3 s), and a stop at once is at once.
+    let dir = TempDir::new("m-hang");
+    let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let spool = dir.path().join("spool");
+    let start = |stage: &str| {
+        let mut cmd = Command::new(bin(stage));
+        cmd.envs(runner_env(&hub, &spool));
+        if quiet() {
+            cmd.stderr(Stdio::null());
+        }
+        Proc { child: cmd.spawn().unwrap(), name: stage.into() }
+    };
+    // Without reportd, the job is judged and its outcome waits in the outbox.
+    let (_claimd, _judge) = (start("claimd"), start("judge-exec"));
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let queued = || spool_int(&spool, "SELECT COUNT(*) FROM outbox");
+    wait_for("the outcome in the outbox", Duration::from_secs(60), || (queued() == Some(1)).then_some(()));
+    hub.proc.signal(Signal::SIGSTOP);
+    let (mut reportd, mut leased) = (start("reportd"), start("leased"));
+    let status = |stage: &str| {
+        ojrunner::control::request(&spool, stage, &serde_json::json!({"cmd": "status"}), Duration::from_secs(3)).ok()
+    };
+    // (The job's events go first, then its complete.)
+    let r = wait_for("reportd to say a request is in flight", Duration::from_secs(30), || {
+        status("reportd").filter(|s| !s["in_flight"].is_null())
+    });
+    assert!(r["in_flight"]["what"].as_str().unwrap().contains("claim 1"), "{r}");
+    wait_for("leased to say a beat is in flight", Duration::from_secs(30), || {
+        status("leased").filter(|s| !s["beat_in_flight_ms"].is_null())
+    });
+    // Not 10 s later, when the request times out: 5 s is for a slow machine.
+    reportd.signal(Signal::SIGQUIT);
+    assert_eq!(reportd.wait_exit(Duration::from_secs(5)), 0, "reportd stops at once");
+    leased.signal(Signal::SIGTERM);
+    // (Two signals sent at once may arrive as one: the second after the first.)
+    wait_for("leased to say it is stopping", Duration::from_secs(10), || {
+        status("leased").filter(|s| s["stopping"] == true && !s["beat_in_flight_ms"].is_null())
+    });
+    leased.signal(Signal::SIGTERM);
+    assert_eq!(leased.wait_exit(Duration::from_secs(5)), 0, "leased stops at once on a second TERM");
+    // The outcome stays in the spool; the hub back, the next reportd
+    // delivers it, and the hub has it once (the abandoned request may have
+    // reached it too: the second is a duplicate there).
+    assert_eq!(queued(), Some(1), "the outcome left the spool undelivered");
+    hub.proc.signal(Signal::SIGCONT);
+    let _reportd = start("reportd");
+    wait_for("the outbox to empty", Duration::from_secs(60), || (queued() == Some(0)).then_some(()));
+    let s = hub.submission(&sub);
+    assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+}

@@ -15,12 +15,17 @@
 //! then every 2 s ([`patience::BEAT_AGAIN`]), not a whole interval later: a
 //! hub away for a few seconds across a beat would otherwise see no beat for
 //! up to two intervals, the whole lease, and hand the job out again.
+//!
+//! A beat waits on a thread of its own ([`daemon::serving`]): a hub that
+//! hangs until the request's timeout leaves the control socket answered and
+//! a stop at once at once.
 
 use crate::config::{self, exit, Common};
-use crate::control::Event;
+use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{Answer, Hub};
 use crate::patience;
+use crate::signals::Stops;
 use crate::spool::now_ms;
 use clap::Parser;
 use log::{error, info, warn};
@@ -46,22 +51,21 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool)?;
     config::notify_ready(c.notify_fd);
     let drain_deadline = Duration::from_secs(c.drain_timeout);
-    let mut stopping_since: Option<Instant> = None;
     let mut unauthorized = 0;
     // Beats in a row that got no 204 (401 aside).
     let mut failed = 0;
-    let mut last = Beat::default();
+    let mut l = Leased { inbox, stops, last: Beat::default(), beating_since: None, stopping_since: None };
     loop {
-        if stops.count() >= 2 {
+        if l.stops.count() >= 2 {
             info!("stopped at once");
             return Ok(exit::OK);
         }
-        if stops.requested() && stopping_since.is_none() {
-            stopping_since = Some(Instant::now());
+        if l.stops.requested() && l.stopping_since.is_none() {
+            l.stopping_since = Some(Instant::now());
             info!("stopping once no job is held (leases stay renewed until the final sends)");
         }
         let id = spool.identity()?;
-        if id.is_none() && stopping_since.is_some() {
+        if id.is_none() && l.stopping_since.is_some() {
             info!("stopped (no identity: nothing to keep)");
             return Ok(exit::OK);
         }
@@ -70,7 +74,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
             crate::stage::drop_lost_claims(&mut spool);
             let jobs = spool.held_jobs()?;
-            if let Some(since) = stopping_since {
+            if let Some(since) = l.stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
                     info!("stopped ({} job(s) still held)", jobs.len());
                     return Ok(exit::OK);
@@ -79,13 +83,18 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             // Due one interval after the last beat began (the time a beat
             // took is thereby taken off the wait for the next); sooner
             // after a beat that failed.
-            let due = last.at.is_none_or(|t| t.elapsed() >= gap(interval, failed));
+            let due = l.last.at.is_none_or(|t| t.elapsed() >= gap(interval, failed));
             if due {
                 let t0 = Instant::now();
-                let answer = hub.heartbeat(&id.runner_id, &id.token, &jobs);
-                // The attempt, not its answer, is what keeps a claim ours.
+                let (h, runner, token, held) = (hub.clone(), id.runner_id.clone(), id.token.clone(), jobs.clone());
+                l.beating_since = Some(t0);
+                let answer = daemon::serving(move || h.heartbeat(&runner, &token, &held), || l.serve(Duration::ZERO));
+                l.beating_since = None;
+                let Some(answer) = answer else { return Ok(exit::OK) };
+                // The attempt, not its answer, is what keeps a claim ours;
+                // noted when it ends, so a beat the hub kept waiting counts.
                 let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
-                last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
+                l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
                 match answer {
                     Answer::Status(204, _) => {
                         unauthorized = 0;
@@ -111,24 +120,54 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             // The next beat is due `interval` after this one began (sooner
             // after a failed one).
             let next = gap(interval, failed);
-            wait = last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
+            wait = l.last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
         }
-        match inbox.next(wait) {
-            Some(Event::Command { cmd, reply, .. }) => {
-                let _ = reply.send(if cmd == "status" {
-                    json!({"stage": "leased", "jobs": last.jobs, "last_beat": last.answer,
-                           "last_beat_ago_ms": last.at.map(|t| t.elapsed().as_millis() as u64),
-                           "stopping": stopping_since.is_some()})
-                } else {
-                    json!({"error": format!("unknown command {cmd:?}")})
-                });
-            }
-            Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
-                info!("SIGQUIT: stopped at once");
-                return Ok(exit::OK);
-            }
-            _ => {}
+        if !l.serve(wait) {
+            return Ok(exit::OK);
         }
+    }
+}
+
+/// leased's own state, besides the spool.
+struct Leased {
+    inbox: Inbox,
+    stops: Stops,
+    last: Beat,
+    /// When the beat in flight began, if one is.
+    beating_since: Option<Instant>,
+    stopping_since: Option<Instant>,
+}
+
+impl Leased {
+    /// Serves the inbox: the first event within `wait`, then whatever else
+    /// is there. False when the stage must stop at once (SIGQUIT, or a
+    /// second SIGTERM), even in the middle of a beat.
+    fn serve(&mut self, wait: Duration) -> bool {
+        let mut first = Some(wait);
+        while let Some(ev) = self.inbox.next(first.take().unwrap_or(Duration::ZERO)) {
+            match ev {
+                Event::Command { cmd, reply, .. } => {
+                    let _ = reply.send(if cmd == "status" {
+                        json!({"stage": "leased", "jobs": self.last.jobs, "last_beat": self.last.answer,
+                               "last_beat_ago_ms": self.last.at.map(|t| t.elapsed().as_millis() as u64),
+                               "beat_in_flight_ms": self.beating_since.map(|t| t.elapsed().as_millis() as u64),
+                               "stopping": self.stopping_since.is_some() || self.stops.requested()})
+                    } else {
+                        json!({"error": format!("unknown command {cmd:?}")})
+                    });
+                }
+                Event::Signal(libc::SIGQUIT) => {
+                    info!("SIGQUIT: stopped at once");
+                    return false;
+                }
+                _ => {}
+            }
+            if self.stops.count() >= 2 {
+                info!("stopped at once");
+                return false;
+            }
+        }
+        true
     }
 }
 

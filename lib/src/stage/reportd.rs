@@ -8,12 +8,16 @@
 //! timeouts, 401 and 5xx it waits 1, 2, 4, 8, then 15 s, and keeps offering
 //! the outcome for two hours before moving it aside (`dead_outcomes`).
 //! On TERM it keeps sending until the outbox is empty, then exits.
+//! Requests wait on a thread of their own ([`daemon::serving`]): a hub
+//! that hangs leaves the control socket answered, and SIGQUIT (or a second
+//! TERM) abandons the request in flight; its outcome stays queued.
 
 use crate::config::{self, exit, Common};
-use crate::control::Event;
+use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{Answer, Hub};
 use crate::patience;
+use crate::signals::Stops;
 use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
 use clap::Parser;
 use log::{error, info, warn};
@@ -42,7 +46,17 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool)?;
     config::notify_ready(c.notify_fd);
-    let mut r = Reporter { spool, hub, event_retry: HashMap::new(), sent: 0, last_answer: String::new() };
+    let mut r = Reporter {
+        spool,
+        hub,
+        inbox,
+        stops,
+        event_retry: HashMap::new(),
+        sent: 0,
+        last_answer: String::new(),
+        in_flight: None,
+        quit: false,
+    };
     let mut said = false;
     let mut swept: Option<std::time::Instant> = None;
     loop {
@@ -50,14 +64,16 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             r.sweep();
             swept = Some(std::time::Instant::now());
         }
-        if stops.count() >= 2 {
-            let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
+        if r.stops.count() >= 2 {
+            r.quit = true;
+        }
+        let next_due = if r.quit { None } else { r.deliver() };
+        let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
+        if r.quit {
             info!("stopped at once; {left} outcome(s) stay in the spool for the next run");
             return Ok(exit::OK);
         }
-        let next_due = r.deliver();
-        let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
-        if stops.requested() {
+        if r.stops.requested() {
             if left == 0 {
                 info!("outbox empty: stopped");
                 return Ok(exit::OK);
@@ -71,38 +87,81 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
             .unwrap_or(patience::spool_poll())
             .min(patience::spool_poll());
-        match inbox.next(wait) {
-            Some(Event::Command { cmd, reply, .. }) => {
-                let (depth, next) = r.spool.outbox_len().unwrap_or((-1, None));
-                let _ = reply.send(if cmd == "status" {
-                    json!({"stage": "reportd", "outbox": depth, "next_try_at_ms": next, "dead": r.spool.dead_count().ok(),
-                           "sent": r.sent, "last_answer": r.last_answer})
-                } else {
-                    json!({"error": format!("unknown command {cmd:?}")})
-                });
-            }
-            Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
-                info!("SIGQUIT: stopped at once; {left} outcome(s) stay in the spool");
-                return Ok(exit::OK);
-            }
-            _ => {}
-        }
+        r.serve(wait);
     }
 }
 
 struct Reporter {
     spool: Spool,
     hub: Hub,
+    inbox: Inbox,
+    stops: Stops,
     /// Claims whose events the hub could not take, and when to try again.
     event_retry: HashMap<i64, (usize, i64)>,
     sent: u64,
     last_answer: String,
+    /// The request to the hub in flight, if one is, and since when.
+    in_flight: Option<(String, std::time::Instant)>,
+    /// Set when the stage must stop at once (SIGQUIT, a second SIGTERM):
+    /// nothing more is sent, what is queued stays in the spool.
+    quit: bool,
 }
 
 /// How long ended claims stay in the spool, for whoever investigates.
 const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Reporter {
+    /// Serves the inbox: the first event within `wait`, then whatever else
+    /// is there; sets [`Reporter::quit`] when the stage must stop at once.
+    fn serve(&mut self, wait: Duration) {
+        let mut first = Some(wait);
+        while let Some(ev) = self.inbox.next(first.take().unwrap_or(Duration::ZERO)) {
+            match ev {
+                Event::Command { cmd, reply, .. } => {
+                    let (depth, next) = self.spool.outbox_len().unwrap_or((-1, None));
+                    let in_flight = self
+                        .in_flight
+                        .as_ref()
+                        .map(|(what, t)| json!({"what": what, "ms": t.elapsed().as_millis() as u64}));
+                    let _ = reply.send(if cmd == "status" {
+                        json!({"stage": "reportd", "outbox": depth, "next_try_at_ms": next, "dead": self.spool.dead_count().ok(),
+                               "sent": self.sent, "last_answer": self.last_answer, "in_flight": in_flight})
+                    } else {
+                        json!({"error": format!("unknown command {cmd:?}")})
+                    });
+                }
+                Event::Signal(libc::SIGQUIT) => {
+                    info!("SIGQUIT: stopping at once");
+                    self.quit = true;
+                }
+                _ => {}
+            }
+        }
+        if self.stops.count() >= 2 {
+            self.quit = true;
+        }
+    }
+
+    /// Runs `ask`, a request to the hub described by `what`, serving the
+    /// inbox meanwhile ([`daemon::serving`]); `None` if the stage must
+    /// stop at once (the request is abandoned).
+    fn ask<T: Send + 'static>(&mut self, what: String, ask: impl FnOnce(&Hub) -> T + Send + 'static) -> Option<T> {
+        if self.quit {
+            return None;
+        }
+        let hub = self.hub.clone();
+        self.in_flight = Some((what, std::time::Instant::now()));
+        let answer = daemon::serving(
+            move || ask(&hub),
+            || {
+                self.serve(Duration::ZERO);
+                !self.quit
+            },
+        );
+        self.in_flight = None;
+        answer
+    }
+
     /// Forgets old ended claims and removes the directories of ended ones.
     fn sweep(&mut self) {
         match self.spool.prune_ended(now_ms() - KEEP_ENDED.as_millis() as i64) {
@@ -149,7 +208,12 @@ impl Reporter {
             OutboxKind::Complete => ("complete", "complete".to_string()),
             OutboxKind::Abort(r) => ("abort", format!("abort({})", r.as_str())),
         };
-        let answer = self.hub.outcome(&item.runner_id, token, &item.job_id, verb, &item.body);
+        let (runner, token, job, body) =
+            (item.runner_id.clone(), token.to_string(), item.job_id.clone(), item.body.clone());
+        let Some(answer) = self.ask(format!("{tag} {what}"), move |h| h.outcome(&runner, &token, &job, verb, &body))
+        else {
+            return;
+        };
         self.last_answer = format!("{tag} {what}: {}", answer.describe());
         let r = match (&item.kind, &answer) {
             (OutboxKind::Complete, Answer::Status(204, _)) | (OutboxKind::Abort(_), Answer::Status(202, _)) => {
@@ -249,7 +313,11 @@ impl Reporter {
             );
             let body = json!({ "events": events }).to_string();
             let last_id = rows[take - 1].id;
-            match self.hub.events(runner_id, token, job_id, &body) {
+            let (runner, tok, job) = (runner_id.to_string(), token.to_string(), job_id.to_string());
+            let asked = self
+                .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
+            let Some(answer) = asked else { return };
+            match answer {
                 Answer::Status(204, _) | Answer::Status(200, _) | Answer::Status(202, _) => {
                     let _ = self.spool.events_sent(claim_id, last_id);
                     self.event_retry.remove(&claim_id);
