@@ -97,16 +97,25 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
     let src = testkit::repo().join("tests/hostile/socket_in_flight.c");
     let built = std::process::Command::new("gcc").arg("-o").arg(dir.path().join("prog")).arg(&src).status().unwrap();
     assert!(built.success(), "gcc {}", src.display());
-    let out = dir.path().join("out");
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     // One after another, in one helper (the idle ones are taken last in,
-    // first out): each leaves its socket, and must find none left.
+    // first out): each leaves its socket, and must find none left; each is
+    // in a namespace the last did not leave a socket in (so, here, a new one).
+    let mut namespaces = Vec::new();
     for n in 0..3 {
         let mut spec = slot_spec(&["./prog"], dir.path(), 72, 64, 16);
         spec.stdout = std::fs::File::create(&out).unwrap();
+        spec.stderr = std::fs::File::create(&err).unwrap();
         let run = sandbox::run(spec).unwrap();
-        assert_eq!(run.exit, Exit::Code(0), "{run:?}");
+        let said = std::fs::read_to_string(&err).unwrap();
+        assert_eq!(run.exit, Exit::Code(0), "{run:?} {said}");
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "clean\n", "run {n} met an earlier run's socket");
+        namespaces.push(said.trim().to_string());
     }
+    assert!(
+        namespaces.windows(2).all(|w| w[0] != w[1]),
+        "a run in the namespace the last left a socket in: {namespaces:?}"
+    );
 }
 
 #[test]

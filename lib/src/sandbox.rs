@@ -436,7 +436,11 @@ fn run_jailed(
     }
     jail::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
     if !req.fresh_netns {
-        jail::renew_netns_if_used().map_err(|e| format!("a new network namespace for the helper: {e}"))?;
+        if let Err(e) = jail::renew_netns_if_used() {
+            // Its namespace holds a run's socket still: no more runs here.
+            RETIRE.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(format!("a new network namespace for the helper: {e}"));
+        }
     }
     let limits = &req.limits;
     let mut slot = GROUP.lock().unwrap();
