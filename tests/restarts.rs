@@ -435,3 +435,48 @@ fn an_old_claims_outcome_still_queued_when_its_job_is_claimed_again_is_never_sen
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
 }
+
+#[test]
+fn a_beat_the_hub_keeps_waiting_keeps_the_runners_claims() {
+    // A hub that hangs (stopped) keeps each beat waiting for the request's
+    // 10 s timeout: longer than the lease the runner assumes here (two 1 s
+    // heartbeats). A beat in flight is still an attempt, and a claim is lost
+    // only when none was attempted (the runner was down): the claim stays,
+    // and its outcome is delivered once the hub is back. (The hub's own
+    // lease is long: its clock runs while it is stopped.)
+    let dir = TempDir::new("r-hang");
+    let hub = Hub::start(dir.path(), &["--lease-ttl", "600"]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let spool = dir.path().join("spool");
+    let start = |stage: &str| {
+        let mut cmd = std::process::Command::new(bin(stage));
+        cmd.envs(runner_env(&hub, &spool));
+        if quiet() {
+            cmd.stderr(std::process::Stdio::null());
+        }
+        Proc { child: cmd.spawn().unwrap(), name: stage.into() }
+    };
+    let (claimd, _judge, _leased) = (start("claimd"), start("judge-exec"), start("leased"));
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let queued = || spool_int(&spool, "SELECT COUNT(*) FROM outbox");
+    wait_for("the outcome in the outbox", Duration::from_secs(60), || (queued() == Some(1)).then_some(()));
+    drop(claimd);
+    hub.proc.signal(Signal::SIGSTOP);
+    let status = |stage: &str| {
+        ojrunner::control::request(&spool, stage, &serde_json::json!({"cmd": "status"}), Duration::from_secs(3)).ok()
+    };
+    wait_for("a beat in flight for twice the assumed lease", Duration::from_secs(30), || {
+        status("leased").filter(|s| s["beat_in_flight_ms"].as_u64() >= Some(4000))
+    });
+    let _reportd = start("reportd");
+    let r = wait_for("reportd to send claim 1's outcome", Duration::from_secs(30), || {
+        status("reportd").filter(|s| !s["in_flight"].is_null())
+    });
+    assert!(r["in_flight"]["what"].as_str().unwrap().contains("claim 1"), "{r}");
+    assert_eq!(spool_claims(&spool)[0].state, "judged", "the claim was dropped while a beat was in flight");
+    hub.proc.signal(Signal::SIGCONT);
+    wait_for("the outbox to empty", Duration::from_secs(60), || (queued() == Some(0)).then_some(()));
+    assert_eq!(spool_claims(&spool)[0].state, "reported");
+    let s = hub.submission(&sub);
+    assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+}

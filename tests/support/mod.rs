@@ -140,7 +140,8 @@ pub struct Hub {
 
 impl Hub {
     /// Starts `hubd serve` on a fresh port with a 3 s lease and a 1 s
-    /// heartbeat (so lease expiry fits in a test), plus `extra` flags.
+    /// heartbeat (so lease expiry fits in a test), plus `extra` flags
+    /// (which may set those too).
     pub fn start(dir: &Path, extra: &[&str]) -> Hub {
         let db = dir.join("hub.db");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -154,11 +155,13 @@ impl Hub {
             .arg("serve")
             .args(["--listen", &listen])
             .args(["--registration-token", REGISTRATION_TOKEN])
-            .args(["--testdata-token", TESTDATA_TOKEN])
-            .args(["--lease-ttl", "3", "--heartbeat-interval", "1", "--poll-interval", "1"])
-            .args(&extra)
-            .stdout(Stdio::piped())
-            .stderr(if quiet() { Stdio::null() } else { Stdio::inherit() });
+            .args(["--testdata-token", TESTDATA_TOKEN]);
+        for (flag, value) in [("--lease-ttl", "3"), ("--heartbeat-interval", "1"), ("--poll-interval", "1")] {
+            if !extra.iter().any(|e| e == flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        cmd.args(&extra).stdout(Stdio::piped()).stderr(if quiet() { Stdio::null() } else { Stdio::inherit() });
         let mut child = cmd.spawn().expect("spawn hubd");
         // hubd prints its base URL as the first line of stdout once it listens.
         let mut out = BufReader::new(child.stdout.take().unwrap());

@@ -7,7 +7,8 @@
 //! job, so the rule is the runner's own: a claim is lost when no heartbeat
 //! was even attempted for it for longer than the lease (the runner was
 //! down). A hub that is away does not make a lease lost here: the beats are
-//! attempted, and a hub coming back honours them. Two 401 in a row mean the
+//! attempted, and a hub coming back honours them; a beat it keeps waiting is
+//! an attempt all along. Two 401 in a row mean the
 //! identity is gone: `leased` forgets it and exits 1 at once, without a
 //! drain; a restarted runner registers again.
 //!
@@ -86,13 +87,25 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             let due = l.last.at.is_none_or(|t| t.elapsed() >= gap(interval, failed));
             if due {
                 let t0 = Instant::now();
+                // The attempt, not its answer, is what keeps a claim ours:
+                // noted when it begins, every second while the hub keeps it
+                // waiting, and when it ends.
+                let mut noted = Instant::now();
+                let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
                 let (h, runner, token, held) = (hub.clone(), id.runner_id.clone(), id.token.clone(), jobs.clone());
                 l.beating_since = Some(t0);
-                let answer = daemon::serving(move || h.heartbeat(&runner, &token, &held), || l.serve(Duration::ZERO));
+                let answer = daemon::serving(
+                    move || h.heartbeat(&runner, &token, &held),
+                    || {
+                        if noted.elapsed() >= Duration::from_secs(1) {
+                            let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
+                            noted = Instant::now();
+                        }
+                        l.serve(Duration::ZERO)
+                    },
+                );
                 l.beating_since = None;
                 let Some(answer) = answer else { return Ok(exit::OK) };
-                // The attempt, not its answer, is what keeps a claim ours;
-                // noted when it ends, so a beat the hub kept waiting counts.
                 let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
                 match answer {
