@@ -196,8 +196,9 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
     // A hub that takes connections and never answers (stopped): each request
     // waits out its 10 s timeout. Meanwhile leased and reportd answer their
     // control sockets (runnerd gives each 3 s), and a stop at once is at once.
+    // Leases of minutes: however long the hub is stopped, the job stays ours.
     let dir = TempDir::new("m-hang");
-    let hub = Hub::start(dir.path(), &[]);
+    let hub = Hub::start(dir.path(), &["--lease-ttl", "600", "--heartbeat-interval", "300"]);
     hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
     let start = |stage: &str| {
@@ -208,11 +209,13 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
         }
         Proc { child: cmd.spawn().unwrap(), name: stage.into() }
     };
-    // Without reportd, the job is judged and its outcome waits in the outbox.
-    let (_claimd, _judge) = (start("claimd"), start("judge-exec"));
+    // Without reportd, the job is judged and its outcome waits in the outbox;
+    // claimd goes before the hub stops, so that nothing claims it again.
+    let (claimd, _judge) = (start("claimd"), start("judge-exec"));
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     let queued = || spool_int(&spool, "SELECT COUNT(*) FROM outbox");
     wait_for("the outcome in the outbox", Duration::from_secs(60), || (queued() == Some(1)).then_some(()));
+    drop(claimd);
     hub.proc.signal(Signal::SIGSTOP);
     let (mut reportd, mut leased) = (start("reportd"), start("leased"));
     let status = |stage: &str| {
@@ -243,6 +246,10 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
     hub.proc.signal(Signal::SIGCONT);
     let _reportd = start("reportd");
     wait_for("the outbox to empty", Duration::from_secs(60), || (queued() == Some(0)).then_some(()));
+    let claims = spool_claims(&spool);
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(claims[0].state, "reported", "delivered, not dropped: {claims:?}");
+    assert_eq!(status("reportd").unwrap()["sent"], 1);
     let s = hub.submission(&sub);
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
 }

@@ -50,7 +50,7 @@ impl Daemon {
 pub const SERVE_EVERY: Duration = Duration::from_millis(50);
 
 /// Runs `ask` (a request to the hub, which may take its whole timeout) on
-/// a thread of its own, calling `meanwhile` at least every [`SERVE_EVERY`]
+/// a thread of its own, calling `meanwhile` about every [`SERVE_EVERY`]
 /// until it is done: the stage answers its control socket and hears its
 /// signals while the hub takes its time. `meanwhile` returning false
 /// abandons the request (`None`): the stage stops at once, and the thread

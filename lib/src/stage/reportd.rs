@@ -146,6 +146,8 @@ impl Reporter {
     /// inbox meanwhile ([`daemon::serving`]); `None` if the stage must
     /// stop at once (the request is abandoned).
     fn ask<T: Send + 'static>(&mut self, what: String, ask: impl FnOnce(&Hub) -> T + Send + 'static) -> Option<T> {
+        // A stop that came since the last request is heard before this one.
+        self.serve(Duration::ZERO);
         if self.quit {
             return None;
         }
@@ -189,6 +191,9 @@ impl Reporter {
             }
         };
         for item in due {
+            if self.quit {
+                break;
+            }
             if item.runner_id != id.runner_id {
                 // Claimed under an identity the hub no longer knows: it
                 // cannot be delivered, and the hub has reclaimed the job.
