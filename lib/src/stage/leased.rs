@@ -17,9 +17,9 @@
 //! hub away for a few seconds across a beat would otherwise see no beat for
 //! up to two intervals, the whole lease, and hand the job out again.
 //!
-//! A beat waits on a thread of its own ([`daemon::serving`]): a hub that
-//! hangs until the request's timeout leaves the control socket answered and
-//! a stop at once at once.
+//! A beat waits on a thread of its own ([`daemon::serving`]): while a hub
+//! that hangs keeps it waiting (up to the request's timeout), the control
+//! socket is answered, and SIGQUIT or a second TERM still stops at once.
 
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
