@@ -56,6 +56,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         last_answer: String::new(),
         in_flight: None,
         quit: false,
+        woken: false,
     };
     let mut said = false;
     let mut swept: Option<std::time::Instant> = None;
@@ -87,6 +88,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
             .unwrap_or(patience::spool_poll())
             .min(patience::spool_poll());
+        let wait = if std::mem::take(&mut r.woken) { Duration::ZERO } else { wait };
         r.serve(wait);
     }
 }
@@ -105,6 +107,9 @@ struct Reporter {
     /// Set when the stage must stop at once (SIGQUIT, a second SIGTERM):
     /// nothing more is sent, what is queued stays in the spool.
     quit: bool,
+    /// A wake-up came (something new in the outbox), perhaps while
+    /// delivering: the main loop looks again before it waits.
+    woken: bool,
 }
 
 /// How long ended claims stay in the spool, for whoever investigates.
@@ -134,6 +139,7 @@ impl Reporter {
                     info!("SIGQUIT: stopping at once");
                     self.quit = true;
                 }
+                Event::Wake => self.woken = true,
                 _ => {}
             }
         }
