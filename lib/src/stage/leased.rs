@@ -156,8 +156,7 @@ impl Leased {
     /// is there. False when the stage must stop at once (SIGQUIT, or a
     /// second SIGTERM), even in the middle of a beat.
     fn serve(&mut self, wait: Duration) -> bool {
-        let mut first = Some(wait);
-        while let Some(ev) = self.inbox.next(first.take().unwrap_or(Duration::ZERO)) {
+        for ev in self.inbox.drain(wait) {
             match ev {
                 Event::Command { cmd, reply, .. } => {
                     let _ = reply.send(if cmd == "status" {

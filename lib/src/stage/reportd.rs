@@ -119,8 +119,7 @@ impl Reporter {
     /// Serves the inbox: the first event within `wait`, then whatever else
     /// is there; sets [`Reporter::quit`] when the stage must stop at once.
     fn serve(&mut self, wait: Duration) {
-        let mut first = Some(wait);
-        while let Some(ev) = self.inbox.next(first.take().unwrap_or(Duration::ZERO)) {
+        for ev in self.inbox.drain(wait) {
             match ev {
                 Event::Command { cmd, reply, .. } => {
                     let (depth, next) = self.spool.outbox_len().unwrap_or((-1, None));
