@@ -146,15 +146,11 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     let hub = Hub::start(dir.path(), &[]);
     hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
-    let mut cmd = Command::new(bin("claimd"));
-    cmd.envs(runner_env(&hub, &spool)).env("OJ_CLAIM_WAIT", "30").stderr(Stdio::null());
-    let mut claimd = Proc { child: cmd.spawn().unwrap(), name: "claimd".into() };
+    let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30")]);
     hub.wait_for_a_poll();
     claimd.signal(Signal::SIGQUIT);
     // Still answering while it waits for the poll's end.
-    let status =
-        ojrunner::control::request(&spool, "claimd", &serde_json::json!({"cmd": "status"}), Duration::from_secs(3))
-            .expect("claimd answers its control socket");
+    let status = stage_status(&spool, "claimd").expect("claimd answers its control socket");
     assert_eq!(status["stage"], "claimd", "{status}");
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     // The poll ends with the job (not 30 s later), and claimd stops.
@@ -201,14 +197,7 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
     let hub = Hub::start(dir.path(), &["--lease-ttl", "600", "--heartbeat-interval", "300"]);
     hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
-    let start = |stage: &str| {
-        let mut cmd = Command::new(bin(stage));
-        cmd.envs(runner_env(&hub, &spool));
-        if quiet() {
-            cmd.stderr(Stdio::null());
-        }
-        Proc { child: cmd.spawn().unwrap(), name: stage.into() }
-    };
+    let start = |stage: &str| start_stage(&hub, &spool, stage, &[]);
     // Without reportd, the job is judged and its outcome waits in the outbox;
     // claimd goes before the hub stops, so that nothing claims it again.
     let (claimd, _judge) = (start("claimd"), start("judge-exec"));
@@ -218,9 +207,7 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
     drop(claimd);
     hub.proc.signal(Signal::SIGSTOP);
     let (mut reportd, mut leased) = (start("reportd"), start("leased"));
-    let status = |stage: &str| {
-        ojrunner::control::request(&spool, stage, &serde_json::json!({"cmd": "status"}), Duration::from_secs(3)).ok()
-    };
+    let status = |stage: &str| stage_status(&spool, stage);
     // (The job's events go first, then its complete.)
     let r = wait_for("reportd to say a request is in flight", Duration::from_secs(30), || {
         status("reportd").filter(|s| !s["in_flight"].is_null())

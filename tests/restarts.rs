@@ -448,23 +448,14 @@ fn a_beat_the_hub_keeps_waiting_keeps_the_runners_claims() {
     let hub = Hub::start(dir.path(), &["--lease-ttl", "600"]);
     hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
-    let start = |stage: &str| {
-        let mut cmd = std::process::Command::new(bin(stage));
-        cmd.envs(runner_env(&hub, &spool));
-        if quiet() {
-            cmd.stderr(std::process::Stdio::null());
-        }
-        Proc { child: cmd.spawn().unwrap(), name: stage.into() }
-    };
+    let start = |stage: &str| start_stage(&hub, &spool, stage, &[]);
     let (claimd, _judge, _leased) = (start("claimd"), start("judge-exec"), start("leased"));
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     let queued = || spool_int(&spool, "SELECT COUNT(*) FROM outbox");
     wait_for("the outcome in the outbox", Duration::from_secs(60), || (queued() == Some(1)).then_some(()));
     drop(claimd);
     hub.proc.signal(Signal::SIGSTOP);
-    let status = |stage: &str| {
-        ojrunner::control::request(&spool, stage, &serde_json::json!({"cmd": "status"}), Duration::from_secs(3)).ok()
-    };
+    let status = |stage: &str| stage_status(&spool, stage);
     wait_for("a beat in flight for twice the assumed lease", Duration::from_secs(30), || {
         status("leased").filter(|s| s["beat_in_flight_ms"].as_u64() >= Some(4000))
     });

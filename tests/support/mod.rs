@@ -269,12 +269,23 @@ pub fn runner_env(hub: &Hub, spool: &Path) -> Vec<(String, String)> {
 
 /// Starts `runnerd` (a whole runner) against `hub`.
 pub fn start_runner(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)]) -> Proc {
-    let mut cmd = Command::new(bin("runnerd"));
+    start_stage(hub, spool, "runnerd", extra_env)
+}
+
+/// Starts one program of a runner (`runnerd`, or a stage alone) against `hub`.
+pub fn start_stage(hub: &Hub, spool: &Path, program: &str, extra_env: &[(&str, &str)]) -> Proc {
+    let mut cmd = Command::new(bin(program));
     cmd.envs(runner_env(hub, spool)).envs(extra_env.iter().map(|(a, b)| (a.to_string(), b.to_string())));
     if quiet() {
         cmd.stderr(Stdio::null());
     }
-    Proc { child: cmd.spawn().expect("spawn runnerd"), name: "runnerd".into() }
+    Proc { child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {program}: {e}")), name: program.into() }
+}
+
+/// A stage's answer to `status` on its control socket, within the 3 s
+/// runnerd gives each; `None` if it gave none.
+pub fn stage_status(spool: &Path, stage: &str) -> Option<serde_json::Value> {
+    ojrunner::control::request(spool, stage, &serde_json::json!({"cmd": "status"}), Duration::from_secs(3)).ok()
 }
 
 /// The example problems and submissions shipped in `examples/`.
