@@ -481,7 +481,7 @@ pub fn renew_netns_if_used() -> io::Result<()> {
 
 /// The sockets alive in the calling thread's network namespace
 /// (`sockets: used` of its `sockstat`: a count kept per namespace).
-pub fn sockets_in_netns() -> io::Result<u64> {
+fn sockets_in_netns() -> io::Result<u64> {
     let text = std::fs::read_to_string("/proc/thread-self/net/sockstat")?;
     text.lines()
         .find_map(|l| l.strip_prefix("sockets: used "))
