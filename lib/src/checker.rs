@@ -493,6 +493,142 @@ mod tests {
         assert!(!Checker::Diff.check(small(&out), small(&ans.replace("line 2", "line 3"))).unwrap());
     }
 
+    /// SplitMix64: reproducible random inputs without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+            xs[self.below(xs.len())]
+        }
+    }
+
+    /// Random text of lines: unrelated pairs disagree, so also the same lines
+    /// written differently (trailing white space, terminators, blank lines
+    /// at the end), which Normal-OJ's rule takes as equal.
+    fn random_text(rng: &mut Rng, lines: &[String]) -> String {
+        const TRAILING: [&str; 6] = ["", "", " ", "\t", "\x0b\x0c", " \t "];
+        let mut s = String::new();
+        let blank_lines_after = rng.below(3);
+        for (i, line) in lines.iter().chain(std::iter::repeat_n(&String::new(), blank_lines_after)).enumerate() {
+            let piece = format!("{line}{}", rng.pick(&TRAILING));
+            let last = i + 1 == lines.len() + blank_lines_after;
+            // A lone `\r` before an empty line ended by `\n` would make one `\r\n`.
+            let terminators: &[&str] =
+                if piece.is_empty() && s.ends_with('\r') { &["\r\n", "\r"] } else { &["\n", "\r\n", "\r"] };
+            let terminator = if last && rng.below(3) == 0 { "" } else { rng.pick(terminators) };
+            s.push_str(&piece);
+            s.push_str(terminator);
+        }
+        s
+    }
+
+    fn random_lines(rng: &mut Rng) -> Vec<String> {
+        const BYTES: [char; 7] = ['a', 'b', ' ', ' ', '\t', '\x0b', '\x0c'];
+        (0..rng.below(5)).map(|_| (0..rng.below(5)).map(|_| rng.pick(&BYTES)).collect()).collect()
+    }
+
+    fn random_bytes(rng: &mut Rng) -> String {
+        const BYTES: [char; 8] = ['a', 'b', ' ', '\t', '\r', '\n', '\x0b', '\x0c'];
+        (0..rng.below(12)).map(|_| rng.pick(&BYTES)).collect()
+    }
+
+    /// Checks `out` against `ans` read through every pair of tiny buffers, so
+    /// buffer boundaries fall everywhere (inside `\r\n` too).
+    fn check_through_tiny_buffers(c: Checker, out: &str, ans: &str) -> bool {
+        let verdict = run(c, out, ans);
+        for out_cap in [1, 2, 3, 7] {
+            for ans_cap in [1, 2, 3, 7] {
+                let got = c
+                    .check(
+                        BufReader::with_capacity(out_cap, out.as_bytes()),
+                        BufReader::with_capacity(ans_cap, ans.as_bytes()),
+                    )
+                    .unwrap();
+                assert_eq!(got, verdict, "{c:?} {out:?} vs {ans:?} through {out_cap}/{ans_cap} byte buffers");
+            }
+        }
+        verdict
+    }
+
+    #[test]
+    fn diff_agrees_with_normal_ojs_strip_on_random_text_through_tiny_buffers() {
+        let mut rng = Rng(9);
+        let mut equal = 0;
+        for round in 0..3000 {
+            let (out, ans) = match round % 3 {
+                0 => (random_bytes(&mut rng), random_bytes(&mut rng)),
+                1 => {
+                    let lines = random_lines(&mut rng);
+                    (random_text(&mut rng, &lines), random_text(&mut rng, &lines))
+                }
+                _ => {
+                    let (a, b) = (random_lines(&mut rng), random_lines(&mut rng));
+                    (random_text(&mut rng, &a), random_text(&mut rng, &b))
+                }
+            };
+            let want = python_strip(&out) == python_strip(&ans);
+            assert_eq!(check_through_tiny_buffers(Checker::Diff, &out, &ans), want, "{out:?} vs {ans:?}");
+            equal += usize::from(want);
+        }
+        // Both verdicts are exercised, not only WA.
+        assert!((500..2500).contains(&equal), "{equal} of 3000 equal");
+    }
+
+    /// The token checkers' rule written out on whole token lists, to compare against.
+    fn tokens_equal(out: &str, ans: &str, same: impl Fn(&[u8], &[u8]) -> bool) -> bool {
+        fn tokens(s: &str) -> Vec<&[u8]> {
+            s.as_bytes().split(|&b| is_space(b)).filter(|t| !t.is_empty()).collect()
+        }
+        let (a, b) = (tokens(out), tokens(ans));
+        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| same(x, y))
+    }
+
+    #[test]
+    fn token_and_float_agree_with_whole_token_lists_on_random_text_through_tiny_buffers() {
+        const TOKENS: [&str; 10] = ["1", "1.0", "1.0000001", "-0", "0", "abc", "1e3", "1000", "+.5", "0.5"];
+        const SPACES: [&str; 6] = [" ", "\n", "\r\n", "\t\x0b", "\x0c\r", "  "];
+        let (abs, rel) = (FLOAT_EPS, FLOAT_EPS);
+        let float_equal = |x: &[u8], y: &[u8]| {
+            x == y || matches!((number(x), number(y)), (Some(x), Some(y)) if (x - y).abs() <= abs.max(rel * y.abs()))
+        };
+        let mut rng = Rng(12);
+        let text = |rng: &mut Rng| {
+            let mut s: String = (0..rng.below(2)).map(|_| rng.pick(&SPACES)).collect();
+            for _ in 0..rng.below(4) {
+                s.push_str(rng.pick(&TOKENS));
+                s.push_str(rng.pick(&SPACES));
+            }
+            if rng.below(2) == 0 {
+                s.truncate(s.trim_end_matches(|c: char| is_space(c as u8)).len());
+            }
+            s
+        };
+        let (mut token_equal, mut float_equal_count) = (0, 0);
+        for _ in 0..2000 {
+            let (out, ans) = (text(&mut rng), text(&mut rng));
+            let want = tokens_equal(&out, &ans, |x, y| x == y);
+            assert_eq!(check_through_tiny_buffers(Checker::Token, &out, &ans), want, "{out:?} vs {ans:?}");
+            token_equal += usize::from(want);
+            let want = tokens_equal(&out, &ans, float_equal);
+            let got = check_through_tiny_buffers(Checker::Float { abs, rel }, &out, &ans);
+            assert_eq!(got, want, "{out:?} vs {ans:?}");
+            float_equal_count += usize::from(want);
+        }
+        assert!(token_equal > 100 && float_equal_count > token_equal, "{token_equal}, {float_equal_count}");
+    }
+
     #[test]
     fn exact_compares_bytes() {
         assert!(run(Checker::Exact, "3\n", "3\n"));
