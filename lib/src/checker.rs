@@ -8,10 +8,14 @@
 //! [`Checker::Token`] (equal white-space separated tokens) and
 //! [`Checker::Float`] (tokens, numbers equal within a tolerance).
 //!
-//! These four stream both files through fixed buffers, so checking a 64 MiB
-//! output costs the judge no memory (which matters: the judge's own resident
-//! size leaks into the memory figure of the next program it forks, see
-//! `sandbox.rs`).
+//! These four compare the two streams in step through fixed buffers, however
+//! long a line or token is: a 64 MiB line costs the judge the same few hundred
+//! KiB of buffers as a short one (which matters: the judge's own resident size
+//! leaks into the memory figure of the next program it forks, see
+//! `sandbox.rs`). `diff` holds no line: where two lines first differ, the rest
+//! of both must be white space up to the line end. `float` reads a token of up
+//! to 4096 bytes whole, to parse it as a number; a longer one is a word to it
+//! (no number is written that long), compared byte by byte as it comes.
 //!
 //! Two more are programs shipped in the testdata, compiled once and run
 //! sandboxed by the judge (`judge.rs`): [`Checker::Special`] (a testlib-style
@@ -62,8 +66,9 @@ pub enum Checker {
     /// The white-space separated tokens are identical.
     Token,
     /// The white-space separated tokens are pairwise equal: two tokens that
-    /// both read as finite numbers when `|out - ans| <= abs` or
-    /// `|out - ans| <= rel * |ans|`, any others when identical.
+    /// both read as finite numbers (of at most 4096 bytes) when
+    /// `|out - ans| <= abs` or `|out - ans| <= rel * |ans|`, any others when
+    /// identical.
     Float { abs: f64, rel: f64 },
     /// A testlib-style checker program, run sandboxed after the program as
     /// `checker input output answer`: exit 0 AC, 1 (WA) or 2 (PE) WA,
@@ -223,58 +228,98 @@ fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n' | 0x0b | 0x0c)
 }
 
-/// Reads the next line into `line` (without its terminator: `\n`, `\r\n` or a
-/// lone `\r`); `false` at the end of the stream.
-fn next_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<bool> {
-    line.clear();
-    let mut any = false;
+/// A byte that ends a line: `\n`, or `\r` alone or as the first of `\r\n`.
+fn is_line_end(b: u8) -> bool {
+    b == b'\n' || b == b'\r'
+}
+
+/// Consumes the line terminator `r` is at (`\n`, `\r\n` or a lone `\r`), if any.
+fn skip_line_end(r: &mut impl BufRead) -> io::Result<()> {
+    match r.fill_buf()?.first() {
+        Some(b'\n') => r.consume(1),
+        Some(b'\r') => {
+            r.consume(1);
+            // The `\n` of a `\r\n` pair may come with the next read.
+            if r.fill_buf()?.first() == Some(&b'\n') {
+                r.consume(1);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Consumes the rest of the line and its terminator: is it all white space?
+/// Stops at the first byte that is not.
+fn rest_of_line_is_blank(r: &mut impl BufRead) -> io::Result<bool> {
     loop {
         let buf = r.fill_buf()?;
         if buf.is_empty() {
-            return Ok(any);
+            return Ok(true);
         }
-        any = true;
-        match buf.iter().position(|&b| b == b'\n' || b == b'\r') {
+        match buf.iter().position(|&b| is_line_end(b) || !is_space(b)) {
+            Some(i) => {
+                let blank = is_line_end(buf[i]);
+                r.consume(i);
+                if blank {
+                    skip_line_end(r)?;
+                }
+                return Ok(blank);
+            }
             None => {
-                line.extend_from_slice(buf);
                 let n = buf.len();
                 r.consume(n);
-            }
-            Some(i) => {
-                let cr = buf[i] == b'\r';
-                line.extend_from_slice(&buf[..i]);
-                r.consume(i + 1);
-                if cr {
-                    // A `\r\n` pair is one terminator.
-                    let next = r.fill_buf()?;
-                    if next.first() == Some(&b'\n') {
-                        r.consume(1);
-                    }
-                }
-                return Ok(true);
             }
         }
     }
 }
 
-fn trim_end(line: &[u8]) -> &[u8] {
-    let end = line.iter().rposition(|&b| !is_space(b)).map_or(0, |i| i + 1);
-    &line[..end]
+/// Consumes the rest of the stream: is it all white space (blank lines)?
+/// Stops at the first byte that is not.
+fn rest_is_blank(r: &mut impl BufRead) -> io::Result<bool> {
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(true);
+        }
+        if !buf.iter().all(|&b| is_space(b)) {
+            return Ok(false);
+        }
+        let n = buf.len();
+        r.consume(n);
+    }
 }
 
-/// Normal-OJ's comparison, streamed: pairs of lines must match after trimming;
-/// once one side ends, the rest of the other must be blank lines.
-fn diff(mut out: impl BufRead, mut ans: impl BufRead) -> io::Result<bool> {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+/// Consumes a line of each stream, terminators included: are they equal once
+/// their trailing white space is stripped? Walks both in step; from the first
+/// byte where they differ (or end), both rests must be trailing white space.
+/// Stops early when they are not equal.
+fn lines_match(a: &mut impl BufRead, b: &mut impl BufRead) -> io::Result<bool> {
     loop {
-        let more_a = next_line(&mut out, &mut a)?;
-        let more_b = next_line(&mut ans, &mut b)?;
-        match (more_a, more_b) {
+        let (x, y) = (a.fill_buf()?, b.fill_buf()?);
+        let n = x.len().min(y.len());
+        let same = x[..n].iter().zip(&y[..n]).position(|(&p, &q)| p != q || is_line_end(p)).unwrap_or(n);
+        if same == 0 {
+            return Ok(rest_of_line_is_blank(a)? && rest_of_line_is_blank(b)?);
+        }
+        a.consume(same);
+        b.consume(same);
+    }
+}
+
+/// Normal-OJ's comparison, in step through both streams' buffers: pairs of
+/// lines must match after stripping; once one side ends, the rest of the other
+/// must be blank lines.
+fn diff(mut out: impl BufRead, mut ans: impl BufRead) -> io::Result<bool> {
+    loop {
+        let more_out = !out.fill_buf()?.is_empty();
+        let more_ans = !ans.fill_buf()?.is_empty();
+        match (more_out, more_ans) {
+            (true, true) if lines_match(&mut out, &mut ans)? => {}
+            (true, true) => return Ok(false),
+            (true, false) => return rest_is_blank(&mut out),
+            (false, true) => return rest_is_blank(&mut ans),
             (false, false) => return Ok(true),
-            (true, true) if trim_end(&a) == trim_end(&b) => {}
-            (true, false) if trim_end(&a).is_empty() => {}
-            (false, true) if trim_end(&b).is_empty() => {}
-            _ => return Ok(false),
         }
     }
 }
@@ -307,51 +352,82 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Reads the next white-space separated token into `tok`; `false` when none is left.
-fn next_token(r: &mut impl BufRead, tok: &mut Vec<u8>) -> io::Result<bool> {
-    tok.clear();
+/// Consumes the white space before the next token: `false` when no token is left.
+fn skip_space(r: &mut impl BufRead) -> io::Result<bool> {
     loop {
         let buf = r.fill_buf()?;
         if buf.is_empty() {
-            return Ok(!tok.is_empty());
+            return Ok(false);
         }
-        let (start, n) = if tok.is_empty() {
-            // Skip the white space before the token.
-            match buf.iter().position(|&b| !is_space(b)) {
-                Some(i) => (i, buf.len()),
-                None => {
-                    let n = buf.len();
-                    r.consume(n);
-                    continue;
-                }
-            }
-        } else {
-            (0, buf.len())
-        };
-        match buf[start..].iter().position(|&b| is_space(b)) {
+        match buf.iter().position(|&b| !is_space(b)) {
             Some(i) => {
-                tok.extend_from_slice(&buf[start..start + i]);
-                r.consume(start + i);
+                r.consume(i);
                 return Ok(true);
             }
             None => {
-                tok.extend_from_slice(&buf[start..]);
+                let n = buf.len();
                 r.consume(n);
             }
         }
     }
 }
 
-fn token(mut out: impl BufRead, mut ans: impl BufRead) -> io::Result<bool> {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+/// Consumes the token each stream is at, in step: are they identical? Stops
+/// early when not.
+fn tokens_match(a: &mut impl BufRead, b: &mut impl BufRead) -> io::Result<bool> {
     loop {
-        let more_a = next_token(&mut out, &mut a)?;
-        let more_b = next_token(&mut ans, &mut b)?;
-        if more_a != more_b || a != b {
+        let (x, y) = (a.fill_buf()?, b.fill_buf()?);
+        let n = x.len().min(y.len());
+        let same = x[..n].iter().zip(&y[..n]).position(|(&p, &q)| p != q || is_space(p)).unwrap_or(n);
+        if same == 0 {
+            let ended = |next: Option<&u8>| next.is_none_or(|&c| is_space(c));
+            return Ok(ended(x.first()) && ended(y.first()));
+        }
+        a.consume(same);
+        b.consume(same);
+    }
+}
+
+fn token(mut out: impl BufRead, mut ans: impl BufRead) -> io::Result<bool> {
+    loop {
+        let more_out = skip_space(&mut out)?;
+        let more_ans = skip_space(&mut ans)?;
+        if more_out != more_ans {
             return Ok(false);
         }
-        if !more_a {
+        if !more_out {
             return Ok(true);
+        }
+        if !tokens_match(&mut out, &mut ans)? {
+            return Ok(false);
+        }
+    }
+}
+
+/// The longest token [`Checker::Float`] reads as a number (the module doc and
+/// judge-exec(8) name the figure); a longer one is a word, compared byte by
+/// byte as it comes.
+const NUMBER_MAX: usize = 4096;
+
+/// Consumes the token `r` is at into `buf`, as far as it fits: its length in
+/// `buf`, and whether the token ended there (`false`: the rest is unread).
+fn read_token(r: &mut impl BufRead, buf: &mut [u8]) -> io::Result<(usize, bool)> {
+    let mut len = 0;
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((len, true));
+        }
+        let token_end = chunk.iter().position(|&b| is_space(b));
+        let take = token_end.unwrap_or(chunk.len()).min(buf.len() - len);
+        buf[len..len + take].copy_from_slice(&chunk[..take]);
+        r.consume(take);
+        len += take;
+        match token_end {
+            Some(end) if end == take => return Ok((len, true)),
+            // `buf` is full and the token goes on.
+            _ if take == 0 => return Ok((len, false)),
+            _ => {}
         }
     }
 }
@@ -369,30 +445,40 @@ fn number(tok: &[u8]) -> Option<f64> {
     std::str::from_utf8(tok).ok()?.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
+/// Two tokens that both read as numbers, within the tolerances of each other.
+fn numbers_close(a: &[u8], b: &[u8], abs: f64, rel: f64) -> bool {
+    let (Some(x), Some(y)) = (number(a), number(b)) else {
+        return false;
+    };
+    let d = (x - y).abs();
+    // A little slack for the decimal representation of the bound itself.
+    let slack = 1e-12 * d.max(f64::MIN_POSITIVE);
+    d <= abs + slack || d <= rel * y.abs() + slack
+}
+
 fn float(mut out: impl BufRead, mut ans: impl BufRead, abs: f64, rel: f64) -> io::Result<bool> {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = ([0u8; NUMBER_MAX], [0u8; NUMBER_MAX]);
     loop {
-        let more_a = next_token(&mut out, &mut a)?;
-        let more_b = next_token(&mut ans, &mut b)?;
-        if more_a != more_b {
+        let more_out = skip_space(&mut out)?;
+        let more_ans = skip_space(&mut ans)?;
+        if more_out != more_ans {
             return Ok(false);
         }
-        if !more_a {
+        if !more_out {
             return Ok(true);
         }
-        if a == b {
-            continue;
-        }
-        match (number(&a), number(&b)) {
-            (Some(x), Some(y)) => {
-                let d = (x - y).abs();
-                // A little slack for the decimal representation of the bound itself.
-                let slack = 1e-12 * d.max(f64::MIN_POSITIVE);
-                if !(d <= abs + slack || d <= rel * y.abs() + slack) {
-                    return Ok(false);
-                }
-            }
-            _ => return Ok(false),
+        let (n, out_ended) = read_token(&mut out, &mut a)?;
+        let (m, ans_ended) = read_token(&mut ans, &mut b)?;
+        let (x, y) = (&a[..n], &b[..m]);
+        let equal = match (out_ended, ans_ended) {
+            (true, true) => x == y || numbers_close(x, y, abs, rel),
+            // Two words too long to be numbers: the rest must be identical too.
+            (false, false) => x == y && tokens_match(&mut out, &mut ans)?,
+            // A word too long to be a number, and a shorter token.
+            _ => false,
+        };
+        if !equal {
+            return Ok(false);
         }
     }
 }
@@ -400,6 +486,78 @@ fn float(mut out: impl BufRead, mut ans: impl BufRead, abs: f64, rel: f64) -> io
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// Counts the bytes each thread allocates, so a test can see what one
+    /// call cost the judge while other tests allocate on their own threads.
+    struct CountingAllocator;
+
+    thread_local! {
+        static ALLOCATED: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn count_allocation(bytes: usize) {
+        // `try_with`: a thread being torn down still frees and allocates.
+        let _ = ALLOCATED.try_with(|a| a.set(a.get() + bytes as u64));
+    }
+
+    unsafe impl GlobalAlloc for CountingAllocator {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count_allocation(layout.size());
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count_allocation(layout.size());
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count_allocation(new_size.saturating_sub(layout.size()));
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+    /// What `f` returns, and the bytes this thread allocated while it ran.
+    fn allocated_by<R>(f: impl FnOnce() -> R) -> (R, u64) {
+        let before = ALLOCATED.with(Cell::get);
+        let r = f();
+        (r, ALLOCATED.with(Cell::get) - before)
+    }
+
+    /// A stream made of runs of one byte (`(byte, how many)`), produced as it
+    /// is read: a 64 MiB line costs the test nothing.
+    struct Runs(Vec<(u8, u64)>);
+
+    impl Read for Runs {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let Some((byte, left)) = self.0.iter_mut().find(|(_, left)| *left > 0) else {
+                return Ok(0);
+            };
+            let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+            buf[..n].fill(*byte);
+            *left -= n as u64;
+            Ok(n)
+        }
+    }
+
+    const LONG: u64 = 64 << 20;
+
+    /// Checks two run-made streams through the judge's 64 KiB read buffers:
+    /// asserts the verdict and that nothing was allocated but those buffers.
+    fn assert_checked_in_fixed_memory(c: Checker, out: &[(u8, u64)], ans: &[(u8, u64)], ac: bool) {
+        let (out, ans) = (Runs(out.to_vec()), Runs(ans.to_vec()));
+        let (verdict, bytes) = allocated_by(|| {
+            c.check(BufReader::with_capacity(64 * 1024, out), BufReader::with_capacity(64 * 1024, ans)).unwrap()
+        });
+        assert_eq!(verdict, ac, "{c:?}");
+        assert!(bytes <= 2 * 64 * 1024, "{c:?} allocated {bytes} bytes to compare a 64 MiB line");
+    }
 
     fn run(c: Checker, out: &str, ans: &str) -> bool {
         c.check(out.as_bytes(), ans.as_bytes()).unwrap()
@@ -491,6 +649,37 @@ mod tests {
         let small = |s: &str| BufReader::with_capacity(3, std::io::Cursor::new(s.as_bytes().to_vec()));
         assert!(Checker::Diff.check(small(&out), small(&ans)).unwrap());
         assert!(!Checker::Diff.check(small(&out), small(&ans.replace("line 2", "line 3"))).unwrap());
+    }
+
+    #[test]
+    fn diff_compares_a_64_mib_line_in_fixed_memory() {
+        let d = Checker::Diff;
+        assert_checked_in_fixed_memory(d, &[(b'x', LONG), (b' ', 3), (b'\n', 1)], &[(b'x', LONG), (b'\n', 1)], true);
+        assert_checked_in_fixed_memory(d, &[(b'x', LONG), (b'\n', 1)], &[(b'x', 1), (b'\n', 1)], false);
+        assert_checked_in_fixed_memory(d, &[(b'x', LONG), (b'y', 1)], &[(b'x', LONG), (b'z', 1)], false);
+        // 64 MiB of trailing white space, then of interior white space.
+        assert_checked_in_fixed_memory(d, &[(b'a', 1), (b'\t', LONG), (b'\r', 1)], &[(b'a', 1)], true);
+        let interior = [(b'a', 1), (b' ', LONG), (b'b', 1)];
+        assert_checked_in_fixed_memory(d, &interior, &interior, true);
+        assert_checked_in_fixed_memory(d, &interior, &[(b'a', 1), (b' ', LONG - 1), (b'b', 1)], false);
+        // 64 Mi trailing empty lines.
+        assert_checked_in_fixed_memory(d, &[(b'1', 1), (b'\n', LONG)], &[(b'1', 1)], true);
+    }
+
+    #[test]
+    fn token_compares_a_64_mib_token_in_fixed_memory() {
+        let t = Checker::Token;
+        assert_checked_in_fixed_memory(t, &[(b' ', 2), (b'x', LONG), (b'\n', 1)], &[(b'x', LONG)], true);
+        assert_checked_in_fixed_memory(t, &[(b'x', LONG)], &[(b'x', 1)], false);
+        assert_checked_in_fixed_memory(t, &[(b'x', LONG), (b'y', 1)], &[(b'x', LONG), (b'z', 1)], false);
+    }
+
+    #[test]
+    fn float_compares_a_64_mib_token_in_fixed_memory() {
+        let f = Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS };
+        assert_checked_in_fixed_memory(f, &[(b'1', LONG), (b'\n', 1)], &[(b'1', LONG)], true);
+        assert_checked_in_fixed_memory(f, &[(b'1', LONG)], &[(b'1', 1)], false);
+        assert_checked_in_fixed_memory(f, &[(b'x', LONG), (b'y', 1)], &[(b'x', LONG), (b'z', 1)], false);
     }
 
     /// SplitMix64: reproducible random inputs without a dependency.
@@ -687,6 +876,28 @@ mod tests {
         assert!(!run(f(1e-6), "nan", "0"));
         assert!(!run(f(1e-6), "inf", "1e308"));
         assert!(run(f(1e-6), "-0.0000001", "0"));
+    }
+
+    #[test]
+    fn float_reads_tokens_of_at_most_4096_bytes_as_numbers() {
+        let f = Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS };
+        let one = |len: usize| format!("1.{}", "0".repeat(len - 2));
+        assert_eq!(one(NUMBER_MAX).len(), 4096);
+        // Through tiny buffers, so the 4096th byte also ends a read.
+        assert!(check_through_tiny_buffers(f, &one(NUMBER_MAX), "1"));
+        assert!(check_through_tiny_buffers(f, &format!("2 {} 3\n", one(NUMBER_MAX)), "2.0000001 1 3"));
+        assert!(!check_through_tiny_buffers(f, &one(NUMBER_MAX + 1), "1"));
+        assert!(!check_through_tiny_buffers(f, "1", &one(NUMBER_MAX + 1)));
+        assert!(check_through_tiny_buffers(
+            f,
+            &format!("{} 1", one(NUMBER_MAX + 1)),
+            &format!("{} 1.0", one(NUMBER_MAX + 1))
+        ));
+        let long_word = "x".repeat(3 * NUMBER_MAX);
+        assert!(check_through_tiny_buffers(f, &format!("{long_word}y"), &format!("{long_word}y\n")));
+        assert!(!check_through_tiny_buffers(f, &format!("{long_word}y"), &format!("{long_word}z")));
+        assert!(!check_through_tiny_buffers(f, &format!("{long_word}y"), &format!("{long_word}yy")));
+        assert!(!check_through_tiny_buffers(f, &format!("y{long_word}"), &format!("z{long_word}")));
     }
 
     #[test]
