@@ -43,7 +43,7 @@ if os.fork() == 0:
     os.setsid()
     time.sleep(60)
     os._exit(0)
-names = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+names = [l.split(":")[0].strip() for l in open("/proc/self/net/dev").read().splitlines()[2:]]
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
     u.connect(("127.0.0.1", 9))
@@ -99,9 +99,12 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
     assert!(built.success(), "gcc {}", src.display());
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     // One after another, in one helper (the idle ones are taken last in,
-    // first out): each leaves its socket, and must find none left; each is
-    // in a namespace the last did not leave a socket in (so, here, a new one).
-    let mut namespaces = Vec::new();
+    // first out): each leaves its socket, and must find none left. Whether
+    // a run's socket is still there when the next starts is the kernel's
+    // collector's doing (Linux 6.1 often frees it as the run exits; 6.18
+    // keeps it): either way the next run must not meet it, which is the
+    // guarantee. Where it is kept (here), the helper moved to a new
+    // namespace, and without that the second run prints "found".
     for n in 0..3 {
         let mut spec = slot_spec(&["./prog"], dir.path(), 72, 64, 16);
         spec.stdout = std::fs::File::create(&out).unwrap();
@@ -109,13 +112,8 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
         let run = sandbox::run(spec).unwrap();
         let said = std::fs::read_to_string(&err).unwrap();
         assert_eq!(run.exit, Exit::Code(0), "{run:?} {said}");
-        assert_eq!(std::fs::read_to_string(&out).unwrap(), "clean\n", "run {n} met an earlier run's socket");
-        namespaces.push(said.trim().to_string());
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "clean\n", "run {n} met an earlier run's socket: {said}");
     }
-    assert!(
-        namespaces.windows(2).all(|w| w[0] != w[1]),
-        "a run in the namespace the last left a socket in: {namespaces:?}"
-    );
 }
 
 #[test]

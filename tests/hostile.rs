@@ -61,6 +61,14 @@ const CASES: &[Case] = &[
     // namespace (helpers.rs makes sure of it, one run after another).
     case("socket_in_flight.c", &[AC], "clean"),
     case("socket_in_flight.c", &[AC], "clean"),
+    // The outputs and the input (the host checks their files after).
+    case("fallocate_output.c", &[AC], "blocked"),
+    case("mmap_output.c", &[AC], "blocked"),
+    case("input_rewrite.c", &[AC], "blocked"),
+    // Descriptors the judge inherited (the test leaves one open).
+    case("inherited_fd.c", &[AC], "none"),
+    // What a program can learn (the host searches its stderr too).
+    case("what_it_sees.c", &[AC], "cmdline hidden\nlocal config hidden\n/memfd:stdin (deleted)\n/src\nown proc only"),
     // Files.
     case("read_shadow.c", &[AC], "blocked"),
     case("write_outside.py", &[AC], "blocked"),
@@ -89,6 +97,8 @@ const CASES: &[Case] = &[
     denied("io_uring.c", "io_uring_setup"),
     denied("userfaultfd.c", "userfaultfd"),
     denied("reboot.c", "reboot"),
+    denied("vsock.c", "socket (family AF_VSOCK)"),
+    denied("newer_calls.c", "listmount"),
     case("int80.c", &[RE], ""),
 ];
 
@@ -115,7 +125,9 @@ fn judge(c: &Case, input: &str, slot: usize, work: &Path) -> CaseResult {
     std::fs::copy(repo().join("tests/hostile").join(c.file), src.join(&lang.source)).unwrap();
     for (name, text) in [("in", input.to_string()), ("out", format!("{}\n", c.answer))] {
         std::fs::write(dir.join(name), text).unwrap();
-        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
+        // A world-writable input, as an operator may hand `judge-exec run`.
+        let mode = if name == "in" && c.file == "input_rewrite.c" { 0o666 } else { 0o600 };
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
     }
     let judge = Judge { output_limit: 1 << 20, ..Judge::default() };
     let slot = Slot::for_index(slot);
@@ -179,6 +191,15 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
     use std::os::unix::process::CommandExt;
     bystander.arg("120").uid(bystander_uid).gid(bystander_uid);
     let mut bystander = bystander.spawn().unwrap();
+    // A root-only file left open without close-on-exec, as a careless
+    // supervisor may leave one to the runner: no judged program may read it.
+    let inherited = work.path().join("inherited");
+    std::fs::write(&inherited, "the inherited secret\n").unwrap();
+    std::fs::set_permissions(&inherited, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let path = std::ffi::CString::new(inherited.to_str().unwrap()).unwrap();
+    let leaked_fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+    assert!(leaked_fd >= 0 && unsafe { libc::fcntl(leaked_fd, libc::F_GETFD) } & libc::FD_CLOEXEC == 0);
+    let host_cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default().trim().to_string();
 
     let queue = std::sync::Mutex::new(CASES.iter().collect::<std::collections::VecDeque<_>>());
     let failures = std::sync::Mutex::new(Vec::<String>::new());
@@ -186,7 +207,7 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
     std::thread::scope(|s| {
         for worker in 0..2 {
             let (queue, failures, work) = (&queue, &failures, work.path());
-            let (victim, port) = (&victim, port);
+            let (victim, port, host_cmdline) = (&victim, port, &host_cmdline);
             s.spawn(move || loop {
                 let Some(c) = queue.lock().unwrap().pop_front() else { return };
                 let input = match c.file {
@@ -216,8 +237,24 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
                         wrong.push(format!("stderr does not name {call}: {:?}", r.stderr));
                     }
                 }
-                if r.stdout.contains("the other run's secret") || r.stdout.contains("root:") {
+                if r.stdout.contains("the other run's secret")
+                    || r.stdout.contains("root:")
+                    || r.stdout.contains("the inherited secret")
+                {
                     wrong.push("a secret leaked to stdout".into());
+                }
+                let case_dir = work.join(format!("{}-{}-{}", c.file, 70 + worker, std::process::id()));
+                let said = format!("{}{}", r.stdout, r.stderr);
+                // The input's host path names the problem and the case.
+                let input_path = case_dir.join("in");
+                if said.contains(input_path.to_str().unwrap()) {
+                    wrong.push(format!("the input's host path was seen: {}", input_path.display()));
+                }
+                if !host_cmdline.is_empty() && said.contains(host_cmdline.as_str()) {
+                    wrong.push("the host kernel's command line was seen".into());
+                }
+                if c.file == "input_rewrite.c" && std::fs::read_to_string(&input_path).unwrap() != input {
+                    wrong.push("the test input was changed on the host".into());
                 }
                 if t.elapsed() > Duration::from_secs(20) {
                     wrong.push(format!("took {:?}", t.elapsed()));
@@ -255,7 +292,14 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
             harm.push(format!("{p} was written"));
         }
     }
+    unsafe { libc::close(leaked_fd) };
     for e in walk(work.path()) {
+        use std::os::unix::fs::MetadataExt;
+        // Disk held, whatever the size says (`fallocate` with KEEP_SIZE).
+        let held = std::fs::symlink_metadata(&e).map(|m| m.blocks() * 512).unwrap_or(0);
+        if held > 8 << 20 {
+            harm.push(format!("{} holds {} MiB of the host's disk", e.display(), held >> 20));
+        }
         let name = e.file_name().unwrap().to_string_lossy().to_string();
         if name == "pwned" || name.starts_with("fill") {
             harm.push(format!("{} was written", e.display()));

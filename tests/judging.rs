@@ -287,6 +287,24 @@ fn a_compile_error_carries_the_compilers_message() {
 }
 
 #[test]
+fn a_compile_stopped_by_the_file_size_limit_says_so() {
+    let langs = Languages::builtin();
+    let work = TempDir::new("cefsize");
+    let src = work.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    // 1 MiB of initialized data: the assembler's object passes a 64 KiB limit.
+    std::fs::write(src.join("main.c"), "char big[1 << 20] = {1};\nint main(void) { return big[0]; }\n").unwrap();
+    let judge = Judge { compile_output: 64 << 10, ..Judge::default() };
+    match judge.compile(langs.by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
+        Compiled::Failed { message } => {
+            assert!(message.contains("file size limit (64 KiB)"), "the limit is not named: {message}");
+            assert!(message.len() <= judge.output_cap, "the message is capped: {} bytes", message.len());
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_missing_source_is_the_judges_error() {
     let langs = Languages::builtin();
     let work = TempDir::new("nosrc");

@@ -66,11 +66,14 @@
 //! # What "peak memory" means
 //!
 //! The kernel's peak (`memory.max_usage_in_bytes`, `memory.peak`) counts
-//! every page charged to the group, page cache included: a program writing
-//! 60 MiB to stdout (a file) would be charged 60 MiB it never held. So the
-//! peak reported is the kernel's peak minus the file cache charged at the end
-//! of the run ([`Group::file_cache`]); `/tmp` (tmpfs, "shmem") stays counted,
-//! as it is memory. The hard limit is set [`SLACK`] above the task's limit so
+//! every page charged to the group, page cache included: the first run of a
+//! Python program is charged for reading the standard library. So the peak
+//! reported is the kernel's peak minus the clean file cache charged at the
+//! end of the run ([`Group::file_cache`]). That cache can only be what the
+//! run *read*: a jailed run has no writable file on a disk (its outputs are
+//! pipes the judge drains, `streams.rs`; its binds are read-only; `/tmp` is
+//! tmpfs), so no page it wrote or mapped writable is ever subtracted:
+//! `/tmp` and shared memory ("shmem") stay counted, as they are memory. The hard limit is set [`SLACK`] above the task's limit so
 //! a program that passes the limit is seen passing it (MLE) rather than
 //! stopped just short of it.
 
@@ -442,15 +445,14 @@ impl Group {
         }
     }
 
-    /// File-backed page cache charged to the group now (not tmpfs), bytes.
+    /// Clean file-backed page cache charged to the group now (not tmpfs,
+    /// not pages written and not yet on disk), bytes.
     pub fn file_cache(&self) -> u64 {
         let stat = self.memory.join("memory.stat");
+        let field = |name: &str| stat_field(&stat, name).unwrap_or(0);
         match self.kind {
-            Kind::V1 => {
-                let cache = stat_field(&stat, "cache").unwrap_or(0);
-                cache.saturating_sub(stat_field(&stat, "shmem").unwrap_or(0))
-            }
-            Kind::V2 => stat_field(&stat, "file").unwrap_or(0).saturating_sub(stat_field(&stat, "shmem").unwrap_or(0)),
+            Kind::V1 => field("cache").saturating_sub(field("shmem") + field("dirty") + field("writeback")),
+            Kind::V2 => field("file").saturating_sub(field("shmem") + field("file_dirty") + field("file_writeback")),
         }
     }
 

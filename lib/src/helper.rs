@@ -33,10 +33,11 @@
 //! that dies during a run takes the run with it (the jail's init has it as
 //! its parent-death signal), and so does a jail's init that dies (`Lost`);
 //! either way the run is started again once in a new helper when its
-//! stdio are files that can be rewound, so the judge's fault does not
-//! become the submission's JE.
+//! stdio are files that can be put back (`streams.rs`), so the judge's
+//! fault does not become the submission's JE.
 
 use crate::sandbox::{self, Bind, Identity, Limits, Usage};
+use crate::streams::{Input, Outputs};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -76,10 +77,13 @@ pub enum Reply {
     Lost(String),
 }
 
-/// Runs `req` with `stdio` in an idle helper (started if none is idle).
+/// Runs `req` with `stdio` in an idle helper (started if none is idle);
+/// the program gets its streams as `streams.rs` makes them.
 pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
     let msg = serde_json::to_vec(req).map_err(|e| e.to_string())?;
-    let fds = [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()];
+    let [stdin, stdout, stderr] = stdio;
+    let stdin = Input::seal(stdin).map_err(|e| format!("the program's input: {e}"))?;
+    let outputs = Outputs::new(stdout, stderr, req.limits.output).map_err(|e| format!("the program's outputs: {e}"))?;
     // Tries that ran nothing (the helper never read the request), at most
     // two; and whether a run lost through the judge's fault is being run
     // again (once). After either, a newly started helper takes it.
@@ -102,17 +106,25 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
                 Err(format!("sandbox helper: {e}"))
             }
         };
-        if let Err(e) = send(helper.sock.as_raw_fd(), &msg, &fds) {
+        let ([out, err], mut drain) = outputs.open().map_err(|e| format!("the program's outputs: {e}"))?;
+        let sent = send(helper.sock.as_raw_fd(), &msg, &[stdin.file().as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()]);
+        // The program's ends are its own now: the pipes end when its do.
+        drop((out, err));
+        if let Err(e) = sent {
             unread_by(helper, e)?;
             continue;
         }
         let mut buf = vec![0u8; 64 * 1024];
+        let answered = drain.until_readable(helper.sock.as_raw_fd());
+        let reply = answered.and_then(|()| recv(helper.sock.as_raw_fd(), &mut buf, &mut []));
+        // The run is over (or its helper gone): its outputs are complete.
+        let copied = drain.finish().map_err(|e| format!("recording the program's output: {e}"));
         // What was lost through the judge's fault during the run, if so.
-        let lost = match recv(helper.sock.as_raw_fd(), &mut buf, &mut []) {
+        let lost = match reply {
             Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]) {
                 Ok(Reply::Ok(u)) => {
                     POOL.lock().unwrap().push(helper);
-                    return Ok(u);
+                    return copied.map(|()| u);
                 }
                 Ok(Reply::Err(e)) => {
                     POOL.lock().unwrap().push(helper);
@@ -140,7 +152,7 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
         // files (a slot uid to sweep) and the files can be put back as they
         // were (not pipes).
         let swept = !rerun && req.identity.is_some_and(sandbox::clear_after_dead_helper);
-        if swept && rewind(&stdio) {
+        if swept && stdin.rewind() && outputs.rewind() {
             log::warn!("{lost}; running it again in a new helper");
             (rerun, fresh) = (true, true);
             continue;
@@ -230,20 +242,6 @@ pub(crate) fn describe(status: libc::c_int) -> String {
     } else {
         format!("exited with status {}", libc::WEXITSTATUS(status))
     }
-}
-
-/// Puts a run's files back as they were before it (stdin at its start,
-/// stdout and stderr empty); false unless all three are regular files.
-fn rewind(stdio: &[File; 3]) -> bool {
-    use std::io::{Seek, SeekFrom};
-    let regular = |f: &File| f.metadata().map(|m| m.is_file()).unwrap_or(false);
-    if !stdio.iter().all(regular) {
-        return false;
-    }
-    let (mut stdin, mut out, mut err) = (&stdio[0], &stdio[1], &stdio[2]);
-    stdin.seek(SeekFrom::Start(0)).is_ok()
-        && out.set_len(0).and_then(|()| out.seek(SeekFrom::Start(0))).is_ok()
-        && err.set_len(0).and_then(|()| err.seek(SeekFrom::Start(0))).is_ok()
 }
 
 /// The constructor: runs before `main` in every process of a binary linked

@@ -44,12 +44,17 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
+//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`, with each of [`MASKED`] (`/usr/local/etc`) an empty tmpfs; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
 //! | `/etc` | only [`ETC`]: the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
 //! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
-//! | `/proc` | the run's own PID namespace only, read-only |
+//! | `/proc` | the run's own PID namespace only, read-only, [`PROC_OPTIONS`]: its processes and nothing else of the kernel's (`/proc/self/net` for its network) |
 //! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
-//! | each [`Bind`] | the work directories, at the same paths as on the host, read-only unless writable |
+//! | each [`Bind`] | the work directories, where [`Bind::inside`] says (the judge's are `/src`, `/judge`, `/checker`: no host path), read-only unless writable |
+//!
+//! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
+//! above descriptor 2 crosses its `exec` (`sandbox::only_stdio_across_exec`).
+//! `/proc/self/mountinfo` still shows a bind's path within its host file
+//! system (the mount's root): the spool's location and the claim's number.
 
 use crate::cgroup::Group;
 use crate::sandbox::{Bind, Fired};
@@ -65,6 +70,13 @@ use std::time::Duration;
 /// (the host sees an empty directory), and where each run's init, in its
 /// copy of that namespace, finishes it before `pivot_root`.
 pub const ROOT: &str = "/run/ojrunner/root";
+
+/// The options of a run's `/proc` (see `enter_root`).
+pub const PROC_OPTIONS: &str = "subset=pid,hidepid=invisible";
+
+/// Directories below `/usr` a run sees empty: where a host keeps local
+/// configuration (an installed runner's env file and its tokens).
+pub const MASKED: &[&str] = &["usr/local/etc"];
 
 /// The entries of the host's `/etc` a run sees (a trailing `*` is a prefix).
 pub const ETC: &[&str] =
@@ -116,8 +128,8 @@ pub struct Report {
     pub cpu_us: u64,
     /// `ru_maxrss`, KiB.
     pub maxrss_kib: u64,
-    /// The number of a denied system call, if one was attempted.
-    pub denied: Option<i32>,
+    /// A denied system call, if one was attempted.
+    pub denied: Option<crate::seccomp::Call>,
     /// init's own CPU time, µs (it is in the run's cgroup; not the program's).
     pub init_cpu_us: u64,
     /// The limit the watchdog stopped the run for.
@@ -322,8 +334,8 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             kill_run();
         }
         if fds[1].revents & libc::POLLIN != 0 {
-            if let Some(nr) = crate::seccomp::receive(fds[1].fd) {
-                rep.denied.get_or_insert(nr);
+            if let Some(call) = crate::seccomp::receive(fds[1].fd) {
+                rep.denied.get_or_insert(call);
                 kill_run();
             }
         } else if fds[1].revents != 0 {
@@ -443,6 +455,7 @@ fn program(l: &Launch) -> ! {
             }
             Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO) * 1000),
         }
+        crate::sandbox::only_stdio_across_exec();
         libc::execve(j.program.as_ptr(), l.argv.as_ptr(), l.envp.as_ptr());
         fail(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
     }
@@ -517,6 +530,12 @@ pub fn build_template() -> io::Result<()> {
             _ => {}
         }
     }
+    for m in MASKED {
+        let at = root.join(m);
+        if at.is_dir() {
+            mount(Some("tmpfs"), &at, Some("tmpfs"), MASK_FLAGS, Some("size=4k,nr_inodes=1,mode=755"))?;
+        }
+    }
     std::fs::create_dir(root.join("etc"))?;
     for entry in std::fs::read_dir("/etc")?.flatten() {
         let name = entry.file_name();
@@ -554,6 +573,9 @@ pub fn build_template() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// An empty, read-only tmpfs over each of [`MASKED`].
+const MASK_FLAGS: libc::c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
 
 /// `CAP_SYS_ADMIN`, the capability the bounding set is checked for.
 const CAP_SYS_ADMIN: libc::c_ulong = 21;
@@ -596,7 +618,7 @@ pub fn set_identity(uid: u32, gid: u32) -> io::Result<()> {
 /// (below `/tmp` they were in the run's own tmpfs, gone with it).
 pub fn forget(binds: &[Bind]) {
     for b in binds {
-        let rel = b.path.strip_prefix("/").unwrap_or(&b.path);
+        let rel = b.inside().strip_prefix("/").unwrap_or(b.inside());
         match rel.components().next() {
             Some(top) if !TEMPLATE_NAMES.iter().any(|n| top.as_os_str() == *n) => {}
             _ => continue,
@@ -622,10 +644,15 @@ fn enter_root(j: &Jail) -> io::Result<()> {
     let tmpfs = format!("size={},nr_inodes=16384,mode=1777", j.tmp_size.max(1 << 20));
     mount(Some("tmpfs"), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
     // Read-only: a run may not lower its `oom_score_adj` (see [`OOM_FIRST`]).
+    // Only the run's processes (`subset=pid`: no `/proc/cmdline`, `meminfo`,
+    // `sys`), and of them only its own uid's (`hidepid`: not init's); both
+    // since Linux 5.8, a plain mount before.
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
-    mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None)?;
+    mount(Some("proc"), &root.join("proc"), Some("proc"), flags, Some(PROC_OPTIONS))
+        .or_else(|_| mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None))?;
     for b in j.binds {
-        bind_as(&b.path, &root.join(b.path.strip_prefix("/").unwrap_or(&b.path)), !b.writable, false)?;
+        let at = b.inside();
+        bind_as(&b.path, &root.join(at.strip_prefix("/").unwrap_or(at)), !b.writable, false)?;
     }
     let host = b"sandbox";
     unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) };

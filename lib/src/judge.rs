@@ -15,12 +15,14 @@
 //! - `scratch` (created by the caller; [`Judge::run_cases`] gives each slot
 //!   one, reused from case to case) is handed to the slot: it is the
 //!   program's `TMPDIR` at the basic level (a jailed run does not see it).
-//!   Its stdout and stderr go to files there, opened by the judge (the slot's
-//!   group may write them too: a program may open `/dev/stdout`), emptied
-//!   and reused while they are still the judge's own.
-//! - The input is opened by the judge and passed as stdin, so the slot uid
-//!   needs no permission on the testdata. (It could still open a world-readable
-//!   answer file by path; the namespace issue hides the file system.)
+//!   Its stdout and stderr go to files there, root's alone: the program
+//!   writes to pipes the judge copies into them, capped at the output limit
+//!   (`streams.rs`); they are emptied and reused while they are still the
+//!   judge's own.
+//! - The input is opened by the judge and handed as a sealed copy
+//!   (`streams.rs`), so the slot uid needs no permission on the testdata and
+//!   can change nothing of it. A jailed run sees no testdata at all, and its
+//!   directory at [`SRC`], not at its host path.
 //! - Every directory above `src_dir` and `scratch` must be searchable by
 //!   others (`o+x`), or the slot uid cannot reach them.
 //!
@@ -66,6 +68,14 @@ pub const SLOT_BASE_UID: u32 = 60000;
 /// How far above a worker's slot uid its auxiliary slot is (checkers and
 /// interactors): worker i's is 61000 + i.
 pub const AUX_UID_OFFSET: u32 = 1000;
+
+/// Where a jailed compile or run sees the submission's directory: a name
+/// that tells nothing of the host (the spool, the claim).
+pub const SRC: &str = "/src";
+
+/// Where a jailed checker or interactor sees its case's files, and its binary.
+pub const CHECK_DIR: &str = "/judge";
+pub const CHECKER_DIR: &str = "/checker";
 
 /// Address space a run may reserve beyond its memory limit (the `RLIMIT_AS`
 /// backstop): room for what runtimes reserve and never touch.
@@ -360,7 +370,7 @@ impl Judge {
                 stderr,
                 identity,
                 limits: limits.clone(),
-                binds: vec![Bind { path: src_dir.to_path_buf(), writable: true }],
+                binds: vec![Bind::at(src_dir, SRC, true)],
             },
             _ => return Compiled::JudgeError("cannot open the compiler's stdio".into()),
         };
@@ -368,12 +378,17 @@ impl Judge {
             Ok(u) => u,
             Err(e) => return Compiled::JudgeError(format!("compiler: {e}")),
         };
-        let Some(why) = verdict::compile_failure(&usage, &limits) else { return Compiled::Ready };
         let said = log.rewind().map(|_| read_capped(&mut log, self.output_cap)).unwrap_or_default();
-        let message = match (said.trim().is_empty(), usage.fired.is_some()) {
+        let Some(failed) = verdict::compile_failure(&usage, &limits, &said) else { return Compiled::Ready };
+        let why = failed.why;
+        // The limit's name must fit: the compiler's words are cut first.
+        let message = match (said.trim().is_empty(), failed.limit) {
             (true, _) => why,
             (false, false) => said,
-            (false, true) => cap_string(format!("{}\n{why}", said.trim_end()), self.output_cap),
+            (false, true) => {
+                let room = self.output_cap.saturating_sub(why.len() + 1);
+                format!("{}\n{why}", cap_string(said.trim_end().to_string(), room))
+            }
         };
         Compiled::Failed { message }
     }
@@ -468,7 +483,7 @@ impl Judge {
             limits: limits.clone(),
             // Jailed, the program writes only to its private /tmp: nothing on
             // the host's disk but the stdout and stderr the judge opened.
-            binds: vec![Bind { path: src_dir.to_path_buf(), writable: false }],
+            binds: vec![Bind::at(src_dir, SRC, false)],
         };
         let usage = match sandbox::run(spec) {
             Ok(u) => u,
@@ -619,10 +634,7 @@ impl Judge {
             stderr: log.try_clone().map_err(|e| format!("checker: {e}"))?,
             identity: aux.identity(),
             limits: limits.clone(),
-            binds: vec![
-                Bind { path: dir.path.clone(), writable: false },
-                Bind { path: p.dir().to_path_buf(), writable: false },
-            ],
+            binds: vec![Bind::at(&dir.path, CHECK_DIR, false), Bind::at(p.dir(), CHECKER_DIR, false)],
         };
         let usage = sandbox::run(spec).map_err(|e| format!("checker: {e}"))?;
         let said = log.rewind().map(|_| read_capped(&mut log, self.output_cap)).unwrap_or_default();
@@ -683,7 +695,7 @@ impl Judge {
             stderr: err_w,
             identity,
             limits: limits.clone(),
-            binds: vec![Bind { path: src_dir.to_path_buf(), writable: false }],
+            binds: vec![Bind::at(src_dir, SRC, false)],
         };
         let arg = |n: &str| dir.path.join(n).to_string_lossy().into_owned();
         let interactor = sandbox::Spec {
@@ -695,10 +707,7 @@ impl Judge {
             stderr: log_w1,
             identity: aux.identity(),
             limits: ilimits,
-            binds: vec![
-                Bind { path: dir.path.clone(), writable: true },
-                Bind { path: p.dir().to_path_buf(), writable: false },
-            ],
+            binds: vec![Bind::at(&dir.path, CHECK_DIR, true), Bind::at(p.dir(), CHECKER_DIR, false)],
         };
         drop(log_w2);
         // Each run holds its pipe ends until it returns: the other side sees
@@ -926,19 +935,11 @@ fn clear_scratch(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// A run's stdout or stderr file (see [`create_fresh`]): root's, and
-/// writable by the slot's group as well, so that a program may open it by
-/// name too (`/dev/stdout` is `/proc/self/fd/1`, which checks the file's own
-/// permissions). Nobody else can: a slot's gid is its own.
+/// A run's stdout or stderr file (see [`create_fresh`]): root's alone. The
+/// program never gets it: it writes to a pipe the judge copies into it
+/// (`streams.rs`), and opens that pipe by name (`/dev/stdout`) if it likes.
 fn run_output(p: &Path, identity: Option<Identity>) -> std::io::Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    const MODE: u32 = 0o620;
-    let Some(id) = identity else { return create_fresh(p, 0o644) };
-    let f = create_fresh(p, MODE)?;
-    if f.metadata().map_err(|e| annotate(e, p))?.gid() != id.gid {
-        std::os::unix::fs::fchown(&f, None, Some(id.gid)).map_err(|e| annotate(e, p))?;
-    }
-    Ok(f)
+    create_fresh(p, if identity.is_some() { 0o600 } else { 0o644 })
 }
 
 /// Creates `p` anew, never through a link a judged program may have left.

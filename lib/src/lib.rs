@@ -32,6 +32,7 @@ pub mod sandbox;
 pub mod seccomp;
 pub mod slot_pool;
 pub mod standalone;
+pub mod streams;
 pub mod verdict;
 
 // The reference hub.

@@ -41,7 +41,7 @@
 //! | `RLIMIT_CPU` = ⌈cpu⌉ + 1 s (hard + 1 s more) | a backstop only: the watchdog kills at the limit itself |
 //! | `RLIMIT_AS` (optional) | a per-process backstop against memory the watchdog cannot see (see [`Limits::address_space`]) |
 //! | `RLIMIT_STACK` | a large stack, as Normal-OJ gives (deep recursion is legal) |
-//! | `RLIMIT_FSIZE` = output limit | writing past it raises `SIGXFSZ`: OLE |
+//! | `RLIMIT_FSIZE` = output limit | for files the program writes (its `/tmp`, a compile's output): past it, `SIGXFSZ`. stdout and stderr are pipes the judge caps itself (`streams.rs`) |
 //! | `RLIMIT_NPROC` (only with an identity) | processes + threads of the slot uid: no fork bomb (the cgroup's `pids.max` says the same per run) |
 //! | `RLIMIT_CORE` = 0 | no core files |
 //!
@@ -65,9 +65,8 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -114,11 +113,41 @@ pub struct Limits {
     pub processes: Option<u64>,
 }
 
-/// A directory of the host the run sees, at the same path.
+/// A directory of the host the run sees.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bind {
+    /// The host's directory.
     pub path: PathBuf,
     pub writable: bool,
+    /// Where a jailed run sees it (`None`: at the same path). A neutral
+    /// name keeps the host's layout (the spool, a claim's id) from the run.
+    #[serde(default)]
+    pub at: Option<PathBuf>,
+}
+
+impl Bind {
+    /// The host's `path`, seen by a jailed run at `at`.
+    pub fn at(path: &Path, at: &str, writable: bool) -> Bind {
+        Bind { path: path.to_path_buf(), writable, at: Some(at.into()) }
+    }
+
+    /// Where a jailed run sees the directory.
+    pub fn inside(&self) -> &Path {
+        self.at.as_deref().unwrap_or(&self.path)
+    }
+}
+
+/// `s` as a jailed run sees it: a host path at or below a bind's, moved to
+/// where the run sees that bind; anything else as it is.
+fn seen_inside(binds: &[Bind], s: &str) -> String {
+    let p = Path::new(s);
+    for b in binds {
+        if let Ok(rest) = p.strip_prefix(&b.path) {
+            let inside = b.inside().join(rest);
+            return inside.to_string_lossy().into_owned();
+        }
+    }
+    s.to_string()
 }
 
 /// What to run.
@@ -129,7 +158,10 @@ pub struct Spec {
     pub cwd: PathBuf,
     /// The whole environment.
     pub env: Vec<(String, String)>,
-    /// Already open, so the program needs no permission on the files.
+    /// Already open, so the program needs no permission on the files. The
+    /// program gets a regular file's sealed copy (stdin) or a pipe into it
+    /// (stdout, stderr), capped at [`Limits::output`]; pipes and devices as
+    /// they are (`streams.rs`).
     pub stdin: File,
     pub stdout: File,
     pub stderr: File,
@@ -138,6 +170,8 @@ pub struct Spec {
     pub limits: Limits,
     /// The host directories the jailed run sees (`cwd` must be among them
     /// or below one); ignored by the basic level, which sees the host.
+    /// Host paths below a bind in `argv`, `cwd` and `env` are given to a
+    /// jailed run as it sees them ([`Bind::at`]).
     pub binds: Vec<Bind>,
 }
 
@@ -503,12 +537,14 @@ fn run_jailed(
         look(limits, cpu, memory, start.get().elapsed())
     };
     let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
+    // Host paths in the command, the environment and the directory, as the run sees them.
+    let inside = |s: &str| seen_inside(&req.binds, s);
     let rlimits = within_own(rlimits(limits, true));
     let jail = Jail {
-        program: cs(program.as_os_str().as_bytes())?,
-        argv: req.argv.iter().map(|a| cs(a.as_bytes())).collect::<Result<_, _>>()?,
-        env: req.env.iter().map(|(k, v)| cs(format!("{k}={v}").as_bytes())).collect::<Result<_, _>>()?,
-        cwd: req.cwd.clone(),
+        program: cs(inside(&program.to_string_lossy()).as_bytes())?,
+        argv: req.argv.iter().map(|a| cs(inside(a).as_bytes())).collect::<Result<_, _>>()?,
+        env: req.env.iter().map(|(k, v)| cs(format!("{k}={}", inside(v)).as_bytes())).collect::<Result<_, _>>()?,
+        cwd: inside(&req.cwd.to_string_lossy()).into(),
         binds: &req.binds,
         tmp_size: limits.memory,
         rlimits: &rlimits,
@@ -727,8 +763,30 @@ fn child_setup(
             // The judge died before PDEATHSIG was armed.
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
+        only_stdio_across_exec();
     }
     Ok(())
+}
+
+/// Marks every descriptor above stderr close-on-exec, whatever this process
+/// inherited (from a supervisor, a shell, a pipe): nothing but 0, 1 and 2
+/// reaches a sandboxed program. Raw system calls only (between `clone` and
+/// `exec`).
+///
+/// # Safety
+/// Changes descriptor flags of the whole descriptor table: call it in the
+/// child, just before `exec`.
+pub unsafe fn only_stdio_across_exec() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    if libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+        return;
+    }
+    // Before Linux 5.11: one by one, up to the descriptor limit.
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 { rl.rlim_cur.min(1 << 20) } else { 1 << 16 };
+    for fd in 3..max as libc::c_int {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
 }
 
 /// What the watchdog saw.
@@ -1119,10 +1177,21 @@ mod tests {
     }
 
     #[test]
-    fn writing_past_the_output_limit_raises_sigxfsz() {
+    fn output_past_the_limit_is_cut_there_and_the_writer_gets_sigpipe() {
         let (u, out) = sh("exec yes", "", limits());
-        assert_eq!(u.exit, Exit::Signal(libc::SIGXFSZ));
+        assert_eq!(u.exit, Exit::Signal(libc::SIGPIPE));
         assert_eq!(out.len(), 1 << 20);
+    }
+
+    #[test]
+    fn outputs_cannot_be_grown_or_mapped_and_the_input_cannot_be_written() {
+        // The shell's stdout is a pipe; its input a sealed copy.
+        let script = "test -p /dev/stdout && echo pipe; \
+            (echo x > /proc/self/fd/0) 2>/dev/null && echo wrote-input; \
+            readlink /proc/self/fd/0";
+        let (u, out) = sh(script, "input\n", limits());
+        assert_eq!(u.exit, Exit::Code(0), "{out}");
+        assert!(out.starts_with("pipe\n/memfd:stdin"), "{out}");
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! | call(s) | action |
 //! |---|---|
 //! | a non-native ABI (i386 `int 0x80`, x32) | the process is killed (`SECCOMP_RET_KILL_PROCESS`) |
+//! | a number above [`HIGHEST_KNOWN`] (calls newer than this table) | fails with `ENOSYS`, as on an older kernel: a new kernel cannot widen the sandbox |
 //! | `clone3` | fails with `ENOSYS`: glibc then falls back to `clone`, whose flags a filter can see (`clone3`'s are behind a pointer) |
+//! | `fallocate` | fails with `EOPNOTSUPP`: it reserves disk that no file size shows (`FALLOC_FL_KEEP_SIZE`); glibc's `posix_fallocate` then writes, under `RLIMIT_FSIZE` |
+//! | `socket`/`socketpair` of a family other than [`FAMILIES`] | **denied** (below), the family named: a network namespace does not cover `AF_VSOCK` and friends |
 //! | `clone`/`unshare` with any `CLONE_NEW*` flag, and every call in [`DENIED`] | **denied**: the supervisor (the run's init) is notified (`SECCOMP_RET_USER_NOTIF`), names the call, and kills the run: RE, with the call's name in `stderr` |
 //! | anything else | allowed |
 //!
@@ -74,14 +77,79 @@ pub const DENIED: &[(&str, libc::c_long)] = &[
     ("lookup_dcookie", libc::SYS_lookup_dcookie),
     ("uselib", libc::SYS_uselib),
     ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("quotactl_fd", libc::SYS_quotactl_fd),
+    // Newer than the libc crate's table (x86-64 numbers of Linux 6.8-6.17):
+    // the mount API's readers and writers, and inode attributes.
+    ("statmount", 457),
+    ("listmount", 458),
+    ("open_tree_attr", 467),
+    ("file_getattr", 468),
+    ("file_setattr", 469),
 ];
 
-/// The name of a denied call (or `syscall <n>`).
-pub fn name_of(nr: i32) -> String {
-    if nr == libc::SYS_clone as i32 {
+/// The highest x86-64 call number this filter was written for (Linux
+/// 6.17's `file_setattr`): every number above it fails with `ENOSYS`.
+pub const HIGHEST_KNOWN: u32 = 469;
+
+/// The socket families a judged program may open (in its empty network
+/// namespace): local sockets, and IPv4/IPv6 for loopback-only servers.
+pub const FAMILIES: &[(&str, u32)] =
+    &[("AF_UNIX", libc::AF_UNIX as u32), ("AF_INET", libc::AF_INET as u32), ("AF_INET6", libc::AF_INET6 as u32)];
+
+/// A denied call as the supervisor saw it: its number and first argument
+/// (a `socket`'s family, a `clone`'s flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub nr: i32,
+    pub arg0: u64,
+}
+
+/// The name of a denied call (or `syscall <n>`), with the family of a
+/// denied `socket` or `socketpair`.
+pub fn name_of(call: Call) -> String {
+    let nr = call.nr as libc::c_long;
+    if nr == libc::SYS_clone {
         return "clone (with a namespace flag)".into();
     }
-    DENIED.iter().find(|(_, n)| *n == nr as libc::c_long).map_or(format!("syscall {nr}"), |(s, _)| s.to_string())
+    if nr == libc::SYS_socket || nr == libc::SYS_socketpair {
+        let name = if nr == libc::SYS_socket { "socket" } else { "socketpair" };
+        return format!("{name} (family {})", family_name(call.arg0 as u32));
+    }
+    DENIED.iter().find(|(_, n)| *n == nr).map_or(format!("syscall {nr}"), |(s, _)| s.to_string())
+}
+
+/// A socket family's name, as `<sys/socket.h>` spells it.
+fn family_name(family: u32) -> String {
+    const NAMES: &[(&str, i32)] = &[
+        ("AF_UNSPEC", libc::AF_UNSPEC),
+        ("AF_UNIX", libc::AF_UNIX),
+        ("AF_INET", libc::AF_INET),
+        ("AF_AX25", libc::AF_AX25),
+        ("AF_IPX", libc::AF_IPX),
+        ("AF_APPLETALK", libc::AF_APPLETALK),
+        ("AF_X25", libc::AF_X25),
+        ("AF_INET6", libc::AF_INET6),
+        ("AF_KEY", libc::AF_KEY),
+        ("AF_NETLINK", libc::AF_NETLINK),
+        ("AF_PACKET", libc::AF_PACKET),
+        ("AF_RDS", libc::AF_RDS),
+        ("AF_PPPOX", libc::AF_PPPOX),
+        ("AF_LLC", libc::AF_LLC),
+        ("AF_IB", libc::AF_IB),
+        ("AF_MPLS", libc::AF_MPLS),
+        ("AF_CAN", libc::AF_CAN),
+        ("AF_TIPC", libc::AF_TIPC),
+        ("AF_BLUETOOTH", libc::AF_BLUETOOTH),
+        ("AF_ALG", libc::AF_ALG),
+        ("AF_NFC", libc::AF_NFC),
+        ("AF_VSOCK", libc::AF_VSOCK),
+        ("AF_KCM", 41),
+        ("AF_QIPCRTR", 42),
+        ("AF_SMC", 43),
+        ("AF_XDP", libc::AF_XDP),
+        ("AF_MCTP", 45),
+    ];
+    NAMES.iter().find(|(_, f)| *f as u32 == family).map_or(format!("{family}"), |(n, _)| n.to_string())
 }
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -102,6 +170,7 @@ const CLONE_NEW_ANY: u32 = (libc::CLONE_NEWNS
 // BPF opcodes.
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
+const JGT_K: u16 = 0x25;
 const JGE_K: u16 = 0x35;
 const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
@@ -139,15 +208,27 @@ pub fn program() -> Vec<libc::sock_filter> {
         stmt(LD_W_ABS, NR),
         jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
         stmt(RET_K, RET_KILL_PROCESS),
+        jump(JGT_K, HIGHEST_KNOWN, 0, 1),
+        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
         jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),
         stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+        jump(JEQ_K, libc::SYS_fallocate as u32, 0, 1),
+        stmt(RET_K, RET_ERRNO | libc::EOPNOTSUPP as u32),
         // clone: look at its flags (arg 0).
         jump(JEQ_K, libc::SYS_clone as u32, 0, 4),
         stmt(LD_W_ABS, ARG0_LOW),
         jump(JSET_K, CLONE_NEW_ANY, 0, 1),
         stmt(RET_K, RET_USER_NOTIF),
         stmt(RET_K, RET_ALLOW),
+        // socket, socketpair: look at the family (arg 0).
+        jump(JEQ_K, libc::SYS_socket as u32, 1, 0),
+        jump(JEQ_K, libc::SYS_socketpair as u32, 0, 3 + FAMILIES.len() as u8),
+        stmt(LD_W_ABS, ARG0_LOW),
     ];
+    for (i, &(_, family)) in FAMILIES.iter().enumerate() {
+        p.push(jump(JEQ_K, family, (FAMILIES.len() - i) as u8, 0));
+    }
+    p.extend([stmt(RET_K, RET_USER_NOTIF), stmt(RET_K, RET_ALLOW)]);
     let mut denied: Vec<u32> = DENIED.iter().map(|&(_, nr)| nr as u32).collect();
     denied.sort_unstable();
     denied.dedup();
@@ -228,15 +309,15 @@ const IOCTL_NOTIF_RECV: libc::c_ulong = 0xc050_2100; // _IOWR('!', 0, struct sec
 const IOCTL_NOTIF_SEND: libc::c_ulong = 0xc018_2101; // _IOWR('!', 1, struct seccomp_notif_resp)
 
 /// Takes one notification from `listener` and answers it with `EPERM`; the
-/// denied call's number. `None` if the notification vanished (its caller died).
-pub fn receive(listener: RawFd) -> Option<i32> {
+/// denied call. `None` if the notification vanished (its caller died).
+pub fn receive(listener: RawFd) -> Option<Call> {
     let mut n = Notif::default();
     if unsafe { libc::ioctl(listener, IOCTL_NOTIF_RECV, &mut n) } != 0 {
         return None;
     }
     let r = Resp { id: n.id, val: 0, error: -libc::EPERM, flags: 0 };
     unsafe { libc::ioctl(listener, IOCTL_NOTIF_SEND, &r) };
-    Some(n.nr)
+    Some(Call { nr: n.nr, arg0: n.args[0] })
 }
 
 #[cfg(test)]
@@ -274,6 +355,7 @@ mod tests {
                     }
                 }
                 JEQ_K => pc += branch(a == ins.k),
+                JGT_K => pc += branch(a > ins.k),
                 JGE_K => pc += branch(a >= ins.k),
                 JSET_K => pc += branch(a & ins.k != 0),
                 RET_K => return ins.k,
@@ -285,16 +367,30 @@ mod tests {
     #[test]
     fn the_filter_denies_exactly_the_list_and_namespace_clones() {
         let p = program();
-        for nr in 0..600u32 {
+        let socket = [libc::SYS_socket as u32, libc::SYS_socketpair as u32];
+        for nr in 0..2048u32 {
             let listed = DENIED.iter().any(|&(_, n)| n as u32 == nr);
-            let want = if nr == libc::SYS_clone3 as u32 {
+            let want = if nr == libc::SYS_clone3 as u32 || nr > HIGHEST_KNOWN {
                 RET_ERRNO | libc::ENOSYS as u32
-            } else if listed {
+            } else if nr == libc::SYS_fallocate as u32 {
+                RET_ERRNO | libc::EOPNOTSUPP as u32
+            } else if listed || socket.contains(&nr) {
+                // A socket of family 0 (AF_UNSPEC) is refused too.
                 RET_USER_NOTIF
             } else {
                 RET_ALLOW
             };
             assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, 0), want, "call {nr}");
+        }
+        for nr in socket {
+            for family in 0..64u32 {
+                let allowed = FAMILIES.iter().any(|&(_, f)| f == family);
+                let want = if allowed { RET_ALLOW } else { RET_USER_NOTIF };
+                assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, family), want, "call {nr}, family {family}");
+            }
+        }
+        for nr in [457, 458, 467, 468, 469] {
+            assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, 0), RET_USER_NOTIF, "call {nr}, newer than libc's table");
         }
         let clone = libc::SYS_clone as u32;
         assert_eq!(decide(&p, AUDIT_ARCH_X86_64, clone, libc::CLONE_NEWUSER as u32), RET_USER_NOTIF);
@@ -302,13 +398,17 @@ mod tests {
         assert_eq!(decide(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, 0), RET_KILL_PROCESS);
         assert_eq!(decide(&p, 0x4000_0003, 1, 0), RET_KILL_PROCESS, "i386");
         // A binary search: no call walks more than a few dozen instructions.
-        assert!(p.len() < 2 * DENIED.len() + 20, "{} instructions", p.len());
+        assert!(p.len() < 2 * DENIED.len() + 32, "{} instructions", p.len());
     }
 
     #[test]
     fn names() {
-        assert_eq!(name_of(libc::SYS_ptrace as i32), "ptrace");
-        assert_eq!(name_of(libc::SYS_mount as i32), "mount");
-        assert!(name_of(libc::SYS_clone as i32).starts_with("clone"));
+        let call = |nr: libc::c_long, arg0: u64| name_of(Call { nr: nr as i32, arg0 });
+        assert_eq!(call(libc::SYS_ptrace, 0), "ptrace");
+        assert_eq!(call(libc::SYS_mount, 0), "mount");
+        assert_eq!(call(458, 0), "listmount");
+        assert!(call(libc::SYS_clone, 0).starts_with("clone"));
+        assert_eq!(call(libc::SYS_socket, libc::AF_VSOCK as u64), "socket (family AF_VSOCK)");
+        assert_eq!(call(libc::SYS_socketpair, 99), "socketpair (family 99)");
     }
 }

@@ -9,7 +9,7 @@ use crate::sandbox::{Exit, Fired, Limits, Usage};
 /// | # | verdict | when |
 /// |---|---|---|
 /// | 1 | TLE | the watchdog killed it for CPU or wall time; or it died of `SIGXCPU` (the `RLIMIT_CPU` backstop); or its CPU time (user + system) exceeds the limit, however it ended |
-/// | 2 | OLE | it died of `SIGXFSZ` (wrote past `RLIMIT_FSIZE`); or its stdout or stderr reached the output limit (a program that ignores `SIGXFSZ`, as Python does, gets `EFBIG` and may exit cleanly with truncated output) |
+/// | 2 | OLE | its stdout or stderr reached the output limit (the judge stops reading there, `streams.rs`: the program's next write gets `SIGPIPE`, or `EPIPE` when it ignores the signal, as Python does); or it died of `SIGXFSZ` (a file in its `/tmp` past `RLIMIT_FSIZE`) |
 /// | 3 | MLE | the watchdog killed it for resident memory; or its peak memory exceeds the limit, however it ended (a crash after the limit was passed is the limit's doing) |
 /// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge.rs`) |
 /// | 5 | — (`None`) | it exited 0 within every limit: the checker decides AC or WA |
@@ -38,22 +38,46 @@ pub fn decide(usage: &Usage, limits: &Limits, output_bytes: u64) -> Option<Statu
     }
 }
 
+/// Why a compile failed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CompileFailure {
+    pub why: String,
+    /// A limit stopped it: `why` names the limit, and is said after the
+    /// compiler's own words (which may read as the compiler's crash).
+    pub limit: bool,
+}
+
+/// The words a compiler reports a tool's file-size stop in: `strsignal`
+/// of `SIGXFSZ` (gcc: "internal compiler error: File size limit exceeded
+/// signal terminated program as") and `strerror` of `EFBIG` (ld, a JVM that
+/// ignores the signal: "File too large"), in the C locale compiles run in.
+const FILE_SIZE_WORDS: &[&str] = &["File size limit exceeded", "File too large"];
+
 /// Why a compile failed, or `None` if it succeeded (exited 0 within every
-/// limit). Every failure is CE, the compiler's own message first: a compile
-/// that ran out of time or memory is the submission's problem, not the judge's.
-pub fn compile_failure(usage: &Usage, limits: &Limits) -> Option<String> {
-    let why = match (usage.fired, usage.exit) {
+/// limit). Every failure is CE, the compiler's own message (`said`) first: a
+/// compile that ran out of time, memory or file size is the submission's
+/// problem, not the judge's. The file-size limit stops the tool that wrote
+/// past it (an assembler, a linker), not the compiler: the compiler's exit
+/// and its words tell.
+pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str) -> Option<CompileFailure> {
+    let size = |l: u64| if l >= 1 << 20 { format!("{} MiB", l >> 20) } else { format!("{} KiB", l >> 10) };
+    let file_size =
+        || format!("compilation stopped by the file size limit ({}): a file it wrote reached it", size(limits.output));
+    let (why, limit) = match (usage.fired, usage.exit) {
         (Some(Fired::Cpu), _) | (_, Exit::Signal(libc::SIGXCPU)) => {
-            format!("compilation exceeded the time limit ({} s of CPU time)", limits.cpu.as_secs())
+            (format!("compilation exceeded the time limit ({} s of CPU time)", limits.cpu.as_secs()), true)
         }
-        (Some(Fired::Wall), _) => format!("compilation exceeded the time limit ({} s)", limits.wall.as_secs()),
-        (Some(Fired::Memory), _) => format!("compilation exceeded the memory limit ({} MiB)", limits.memory >> 20),
-        (None, Exit::Signal(libc::SIGXFSZ)) => format!("compilation output exceeded {} MiB", limits.output >> 20),
-        (None, Exit::Signal(s)) => format!("the compiler was killed by signal {s}"),
+        (Some(Fired::Wall), _) => (format!("compilation exceeded the time limit ({} s)", limits.wall.as_secs()), true),
+        (Some(Fired::Memory), _) => {
+            (format!("compilation exceeded the memory limit ({} MiB)", limits.memory >> 20), true)
+        }
+        (None, Exit::Signal(libc::SIGXFSZ)) => (file_size(), true),
         (None, Exit::Code(0)) => return None,
-        (None, Exit::Code(c)) => format!("the compiler exited with code {c}"),
+        (None, _) if FILE_SIZE_WORDS.iter().any(|w| said.contains(w)) => (file_size(), true),
+        (None, Exit::Signal(s)) => (format!("the compiler was killed by signal {s}"), false),
+        (None, Exit::Code(c)) => (format!("the compiler exited with code {c}"), false),
     };
-    Some(why)
+    Some(CompileFailure { why, limit })
 }
 
 #[cfg(test)]
@@ -127,12 +151,21 @@ mod tests {
     #[test]
     fn compile_failures_say_why() {
         let l = limits();
-        assert_eq!(compile_failure(&usage(OK, None, 10, 1), &l), None);
-        assert!(compile_failure(&usage(Exit::Code(1), None, 10, 1), &l).unwrap().contains("code 1"));
-        assert!(compile_failure(&usage(KILLED, Some(Fired::Cpu), 10, 1), &l).unwrap().contains("time limit"));
-        assert!(compile_failure(&usage(KILLED, Some(Fired::Wall), 10, 1), &l).unwrap().contains("time limit"));
-        assert!(compile_failure(&usage(KILLED, Some(Fired::Memory), 10, 1), &l).unwrap().contains("memory limit"));
-        assert!(compile_failure(&usage(Exit::Signal(libc::SIGXFSZ), None, 10, 1), &l).unwrap().contains("output"));
-        assert!(compile_failure(&usage(Exit::Signal(libc::SIGSEGV), None, 10, 1), &l).unwrap().contains("signal 11"));
+        let why = |u: Usage, said: &str| compile_failure(&u, &l, said).map(|f| (f.why, f.limit));
+        assert_eq!(why(usage(OK, None, 10, 1), ""), None);
+        let said = |u: Usage, said: &str, words: &str, limit: bool| {
+            let (w, l) = why(u, said).unwrap();
+            assert!(w.contains(words) && l == limit, "{w:?} {l}");
+        };
+        said(usage(Exit::Code(1), None, 10, 1), "main.c:1: error", "code 1", false);
+        said(usage(KILLED, Some(Fired::Cpu), 10, 1), "", "time limit", true);
+        said(usage(KILLED, Some(Fired::Wall), 10, 1), "", "time limit", true);
+        said(usage(KILLED, Some(Fired::Memory), 10, 1), "", "memory limit", true);
+        said(usage(Exit::Signal(libc::SIGXFSZ), None, 10, 1), "", "file size limit (1 MiB)", true);
+        said(usage(Exit::Signal(libc::SIGSEGV), None, 10, 1), "", "signal 11", false);
+        // A tool of the compiler stopped by the limit: the compiler's words tell.
+        let ice = "gcc: internal compiler error: File size limit exceeded signal terminated program as";
+        said(usage(Exit::Code(4), None, 10, 1), ice, "file size limit", true);
+        said(usage(Exit::Code(1), None, 10, 1), "/usr/bin/ld: final link failed: File too large", "file size", true);
     }
 }

@@ -346,7 +346,7 @@ fn sandboxed_run(dir: &Path, program: &str, args: &[String], limits: Limits) -> 
         stderr: null(true)?,
         identity: Slot::for_index(SLOT).identity(),
         limits,
-        binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     })
 }
 

@@ -418,6 +418,6 @@ pub fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, proces
             output: 1 << 20,
             processes: Some(processes),
         },
-        binds: vec![Bind { path: dir.to_path_buf(), writable: false }],
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     }
 }

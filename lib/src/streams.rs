@@ -1,0 +1,318 @@
+//! A run's standard streams as the program gets them: never a file of the
+//! host it could write, map, grow or name.
+//!
+//! - **Input**: a regular file is copied into a sealed memfd
+//!   ([`Input::seal`]): the program reads, seeks and maps it as a file, but no
+//!   descriptor it can get (its own, or `/proc/self/fd/0` opened again) can
+//!   change it, whatever the host file's mode; and `/proc/self/fd/0` reads
+//!   `/memfd:stdin (deleted)`, not the testdata's path. A pipe or a device
+//!   (an interactor's pipe, `/dev/null`) is handed as it is.
+//! - **Outputs**: for a regular file the program gets the write end of a
+//!   pipe, and the judge copies what comes out into the file ([`Outputs`]),
+//!   at most the output limit: the disk an output holds is what the judge
+//!   wrote, whatever the program calls (`fallocate`, `ftruncate`, a shared
+//!   writable mapping: none works on a pipe). At the limit the judge closes
+//!   its end: the program's next write gets `SIGPIPE` (or `EPIPE`), and the
+//!   file's size, the limit, makes it OLE (`verdict::decide`). Two outputs
+//!   into one file (a compiler's stdout and stderr) share one pipe, so
+//!   their order is kept.
+//!
+//! The pipes are mode 0666, as a file a program may open by name:
+//! `/dev/stdout` is `/proc/self/fd/1`, which checks the pipe's own mode;
+//! only a process holding an end (or allowed to trace one) can name it.
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
+
+/// The program's stdin: the caller's file, or a sealed copy of it.
+pub struct Input(File);
+
+impl Input {
+    /// A regular file becomes a sealed, read-only memfd copy of it (from
+    /// its start); anything else stays as it is.
+    pub fn seal(file: File) -> io::Result<Input> {
+        if !file.metadata()?.is_file() {
+            return Ok(Input(file));
+        }
+        let name = c"stdin";
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut copy = unsafe { File::from_raw_fd(fd) };
+        let mut from = &file;
+        from.seek(SeekFrom::Start(0))?;
+        io::copy(&mut from, &mut copy)?;
+        let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+        if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // A read-only description of its own: the program's F_GETFL says so.
+        let read_only = File::open(format!("/proc/self/fd/{}", copy.as_raw_fd()))?;
+        Ok(Input(read_only))
+    }
+
+    /// Back to the start, for a run started again.
+    pub fn rewind(&self) -> bool {
+        let mut f = &self.0;
+        !self.0.metadata().map(|m| m.is_file()).unwrap_or(false) || f.seek(SeekFrom::Start(0)).is_ok()
+    }
+
+    pub fn file(&self) -> &File {
+        &self.0
+    }
+}
+
+/// Where one of the program's outputs goes.
+enum Sink {
+    /// A pipe or a device, handed to the program as it is.
+    Direct(File),
+    /// A regular file the judge fills from a pipe.
+    Drained(File),
+    /// The same file as stdout's (`2>&1`).
+    AsStdout,
+}
+
+/// The program's stdout and stderr, and the files the judge copies them to.
+pub struct Outputs {
+    sinks: [Sink; 2],
+    /// Bytes the judge copies into each file, at most.
+    limit: u64,
+}
+
+impl Outputs {
+    pub fn new(stdout: File, stderr: File, limit: u64) -> io::Result<Outputs> {
+        let regular = |f: &File| -> io::Result<Option<(u64, u64)>> {
+            let m = f.metadata()?;
+            Ok(m.is_file().then(|| (m.dev(), m.ino())))
+        };
+        let (o, e) = (regular(&stdout)?, regular(&stderr)?);
+        let sink = |f: File, id: Option<(u64, u64)>| if id.is_some() { Sink::Drained(f) } else { Sink::Direct(f) };
+        let err = if e.is_some() && e == o { Sink::AsStdout } else { sink(stderr, e) };
+        Ok(Outputs { sinks: [sink(stdout, o), err], limit })
+    }
+
+    /// Empties the files again, for a run started again; false if one of
+    /// the outputs cannot be put back (a pipe).
+    pub fn rewind(&self) -> bool {
+        self.sinks.iter().all(|s| match s {
+            Sink::Direct(_) => false,
+            Sink::Drained(f) => f.set_len(0).and_then(|()| (&*f).seek(SeekFrom::Start(0))).is_ok(),
+            Sink::AsStdout => true,
+        })
+    }
+
+    /// The two descriptors the program gets this time, and the drain that
+    /// fills the files from them. Drop the descriptors once they are sent.
+    pub fn open(&self) -> io::Result<([OwnedFd; 2], Drain<'_>)> {
+        let mut ends: Vec<OwnedFd> = Vec::with_capacity(2);
+        let mut pipes = Vec::with_capacity(2);
+        for sink in &self.sinks {
+            let end = match sink {
+                Sink::Direct(f) => f.try_clone()?.into(),
+                Sink::Drained(file) => {
+                    let (read, write) = pipe()?;
+                    pipes.push(Pipe { read: Some(read), file, copied: 0 });
+                    write
+                }
+                Sink::AsStdout => ends[0].try_clone()?,
+            };
+            ends.push(end);
+        }
+        let [out, err]: [OwnedFd; 2] = ends.try_into().map_err(|_| io::Error::other("two outputs"))?;
+        Ok(([out, err], Drain { pipes, limit: self.limit, failed: None }))
+    }
+}
+
+/// One output's pipe and the file it fills.
+struct Pipe<'a> {
+    /// The judge's end (non-blocking); `None` once closed.
+    read: Option<OwnedFd>,
+    file: &'a File,
+    copied: u64,
+}
+
+/// Copies the program's outputs into their files while it runs.
+pub struct Drain<'a> {
+    pipes: Vec<Pipe<'a>>,
+    limit: u64,
+    /// Writing a file failed (the judge's disk): the run's result is lost.
+    failed: Option<io::Error>,
+}
+
+impl Drain<'_> {
+    /// Copies what comes until `until` is readable (or hung up); `Ok(())`
+    /// then. `Err` if polling failed.
+    pub fn until_readable(&mut self, until: RawFd) -> io::Result<()> {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let mut fds = vec![libc::pollfd { fd: until, events: libc::POLLIN, revents: 0 }];
+            fds.extend(self.pipes.iter().map(|p| libc::pollfd {
+                fd: p.read.as_ref().map_or(-1, |r| r.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
+            if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for (i, p) in fds[1..].iter().enumerate() {
+                if p.revents != 0 {
+                    self.copy(i, &mut buf);
+                }
+            }
+            if fds[0].revents != 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Copies what is left in the pipes once the run is over (its writers
+    /// gone): up to the end, or until nothing more is there, as a writer
+    /// that outlived its run (the basic level without a slot) may keep its
+    /// end. Then the files are complete; `Err` if one could not be written.
+    pub fn finish(mut self) -> io::Result<()> {
+        let mut buf = vec![0u8; 64 << 10];
+        for i in 0..self.pipes.len() {
+            // Past the limit or at the end, `copy` closes the pipe.
+            let deadline = std::time::Instant::now() + Duration::from_secs(1);
+            while self.pipes[i].read.is_some() && self.copy(i, &mut buf) && std::time::Instant::now() < deadline {}
+            self.pipes[i].read = None;
+        }
+        match self.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// One read from pipe `i` into its file; false when nothing was there.
+    /// Closes the pipe at its end, at the limit, and when the file fails.
+    fn copy(&mut self, i: usize, buf: &mut [u8]) -> bool {
+        let limit = self.limit;
+        let p = &mut self.pipes[i];
+        let Some(read) = p.read.as_ref() else { return false };
+        let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return false;
+            }
+            if e.kind() == io::ErrorKind::Interrupted {
+                return true;
+            }
+            p.read = None;
+            return false;
+        }
+        if n == 0 {
+            p.read = None;
+            return false;
+        }
+        let keep = (n as u64).min(limit.saturating_sub(p.copied)) as usize;
+        if let Err(e) = (&*p.file).write_all(&buf[..keep]) {
+            self.failed.get_or_insert(e);
+            p.read = None;
+            return false;
+        }
+        p.copied += keep as u64;
+        if p.copied >= limit {
+            // The program's next write: SIGPIPE; its verdict: OLE.
+            p.read = None;
+        }
+        true
+    }
+}
+
+/// A pipe for one output: the judge's end non-blocking, both close-on-exec,
+/// mode 0666 (see the module doc).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    if unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let shared = File::from(read);
+    shared.set_permissions(std::fs::Permissions::from_mode(0o666))?;
+    Ok((shared.into(), write))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn read_all(f: &mut File) -> io::Result<Vec<u8>> {
+        let mut v = Vec::new();
+        f.seek(SeekFrom::Start(0))?;
+        f.read_to_end(&mut v)?;
+        Ok(v)
+    }
+
+    fn scratch(name: &str) -> File {
+        let p = std::env::temp_dir().join(format!("ojstreams-{}-{name}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        f
+    }
+
+    #[test]
+    fn an_input_copy_cannot_be_written_or_grown_through_any_descriptor() {
+        let mut f = scratch("in");
+        f.write_all(b"1 2\n").unwrap();
+        let input = Input::seal(f).unwrap();
+        let fd = input.file().as_raw_fd();
+        let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert!(link.to_string_lossy().starts_with("/memfd:stdin"), "{link:?}");
+        // Opened again by name for writing: the seals refuse every write.
+        let again = std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{fd}"));
+        if let Ok(mut w) = again {
+            assert!(w.write_all(b"pwned").is_err(), "a sealed copy was written");
+            assert!(w.set_len(100).is_err(), "a sealed copy grew");
+        }
+        let mut text = String::new();
+        input.file().read_to_string(&mut text).unwrap();
+        assert_eq!(text, "1 2\n");
+    }
+
+    #[test]
+    fn outputs_are_copied_up_to_the_limit_and_the_pipe_then_closes() {
+        let (out, err) = (scratch("out"), scratch("err"));
+        let outputs = Outputs::new(out.try_clone().unwrap(), err.try_clone().unwrap(), 10).unwrap();
+        let ([w_out, w_err], mut drain) = outputs.open().unwrap();
+        let (mut w_out, mut w_err) = (File::from(w_out), File::from(w_err));
+        w_err.write_all(b"err").unwrap();
+        drop(w_err);
+        w_out.write_all(b"0123456789abcdef").unwrap();
+        // The judge's end closes at the limit; this writer then gets EPIPE.
+        let (wake_r, wake_w) = pipe().unwrap();
+        File::from(wake_w).write_all(b"x").unwrap();
+        drain.until_readable(wake_r.as_raw_fd()).unwrap();
+        drain.finish().unwrap();
+        assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"0123456789");
+        assert_eq!(read_all(&mut err.try_clone().unwrap()).unwrap(), b"err");
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+        assert_eq!(w_out.write_all(b"more").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn one_file_for_both_outputs_is_one_pipe() {
+        let log = scratch("log");
+        let outputs = Outputs::new(log.try_clone().unwrap(), log.try_clone().unwrap(), 1 << 20).unwrap();
+        let ([a, b], drain) = outputs.open().unwrap();
+        let (mut a, mut b) = (File::from(a), File::from(b));
+        a.write_all(b"one ").unwrap();
+        b.write_all(b"two ").unwrap();
+        a.write_all(b"three").unwrap();
+        drop((a, b));
+        drain.finish().unwrap();
+        assert_eq!(read_all(&mut log.try_clone().unwrap()).unwrap(), b"one two three");
+    }
+}
