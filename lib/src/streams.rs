@@ -4,7 +4,8 @@
 //! - **Input**: a regular file is copied into a sealed memfd
 //!   ([`Input::seal`]): the program reads, seeks and maps it as a file, but no
 //!   descriptor it can get (its own, or `/proc/self/fd/0` opened again) can
-//!   change it, whatever the host file's mode; and `/proc/self/fd/0` reads
+//!   write, grow or shrink it (`F_SEAL_WRITE`, `GROW`, `SHRINK`), whatever
+//!   the host file's mode; and `/proc/self/fd/0` reads
 //!   `/memfd:stdin (deleted)`, not the testdata's path. A pipe or a device
 //!   (an interactor's pipe, `/dev/null`) is handed as it is.
 //! - **Outputs**: for a regular file the program gets the write end of a
@@ -50,7 +51,8 @@ impl Input {
         if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // A read-only description of its own: the program's F_GETFL says so.
+        // A read-only description of its own: not even a same-size
+        // `ftruncate` goes through it.
         let read_only = File::open(format!("/proc/self/fd/{}", copy.as_raw_fd()))?;
         Ok(Input(read_only))
     }
@@ -127,6 +129,11 @@ impl Outputs {
     }
 }
 
+/// The first look at an output pipe while its run goes on, and the
+/// longest wait between two looks that found nothing.
+const FIRST_LOOK: Duration = Duration::from_millis(2);
+const LAST_LOOK: Duration = Duration::from_millis(32);
+
 /// One output's pipe and the file it fills.
 struct Pipe<'a> {
     /// The judge's end (non-blocking); `None` once closed.
@@ -146,21 +153,43 @@ pub struct Drain<'a> {
 impl Drain<'_> {
     /// Copies what comes until `until` is readable (or hung up); `Ok(())`
     /// then. `Err` if polling failed.
+    ///
+    /// Most programs write a little and end: waking the judge for each
+    /// write, and again for each pipe's end, cost a tenth of a judged case.
+    /// So a pipe is looked at on a timer ([`FIRST_LOOK`], doubling to
+    /// [`LAST_LOOK`]) until a look finds something, and from then on at
+    /// every write: a writer that fills a pipe waits at most one look.
     pub fn until_readable(&mut self, until: RawFd) -> io::Result<()> {
         let mut buf = vec![0u8; 64 << 10];
+        let mut armed = vec![false; self.pipes.len()];
+        let mut look = FIRST_LOOK;
         loop {
             let mut fds = vec![libc::pollfd { fd: until, events: libc::POLLIN, revents: 0 }];
-            fds.extend(self.pipes.iter().map(|p| libc::pollfd {
-                fd: p.read.as_ref().map_or(-1, |r| r.as_raw_fd()),
+            fds.extend(self.pipes.iter().zip(&armed).map(|(p, &armed)| libc::pollfd {
+                fd: p.read.as_ref().filter(|_| armed).map_or(-1, |r| r.as_raw_fd()),
                 events: libc::POLLIN,
                 revents: 0,
             }));
-            if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+            let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed);
+            let timeout = if waiting { look.as_millis() as libc::c_int } else { -1 };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 return Err(e);
+            }
+            if n == 0 {
+                // A look at the pipes on the timer: one with something in it
+                // is watched from now on.
+                for (i, armed) in armed.iter_mut().enumerate() {
+                    if !*armed && self.copy(i, &mut buf) {
+                        *armed = true;
+                    }
+                }
+                look = (look * 2).min(LAST_LOOK);
+                continue;
             }
             for (i, p) in fds[1..].iter().enumerate() {
                 if p.revents != 0 {
