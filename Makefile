@@ -12,14 +12,37 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build demo test lint bench install clean
+.PHONY: all build release deps demo test lint bench install clean
 
 all: build
 
 build:
 	$(CARGO) build --workspace --bins
 
-demo: build
+release:
+	$(CARGO) build --release --workspace --bins
+
+# What a fresh Debian or Ubuntu machine lacks for the demo and the tests:
+# compilers of the language table (Debian's rustc, not its cargo), mandoc
+# for the man page lint, runit and s6 for the supervision tests (without
+# recommends: runit-run would take over as init). Installed when missing,
+# as root with apt-get; anywhere else, a message names them.
+DEB_PACKAGES = gcc g++ make python3 mandoc rustc runit s6
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	[ -z "$$missing" ] && exit 0; \
+	if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+		echo "make deps: install these Debian/Ubuntu packages (as root, --no-install-recommends):$$missing" >&2; \
+		exit 1; \
+	fi; \
+	echo "make deps: installing$$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null
+
+demo: deps build
 	$(CARGO) run -q -p ojrunner-tests --bin ojrunner-demo
 
 # Every test: unit tests, the judging suite, the hub and the end-to-end
@@ -31,7 +54,7 @@ SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
 
-test: build
+test: deps build
 	@set -o pipefail; mkdir -p target; \
 	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1 2>&1 | tee target/test.log; rc=$$?; \
 	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
@@ -54,12 +77,16 @@ lint:
 DATADIR ?= $(PREFIX)/share/ojrunner
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 
-install: build
+# The binaries installed: release builds (the tests lay out debug ones
+# with BUILT=target/debug).
+BUILT ?= target/release
+
+install: release
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/runit $(DESTDIR)$(DATADIR)/s6 \
 		$(DESTDIR)$(UNITDIR)
-	for b in $(BINS); do install -m 755 target/debug/$$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
+	for b in $(BINS); do install -m 755 $(BUILT)/$$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
 	for m in man/*.[578]; do install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/ || exit 1; done
 	cp -R examples/. $(DESTDIR)$(DATADIR)/examples/
 	cp -R etc/runit/. $(DESTDIR)$(DATADIR)/runit/

@@ -964,13 +964,36 @@ fn every_file_in_etc_is_exercised_by_a_test_and_every_script_is_executable_sh() 
 }
 
 #[test]
+fn the_readmes_two_commands_install_what_a_fresh_machine_lacks_first() {
+    // `make demo` and `make test` run `make deps` before anything else.
+    for target in ["demo", "test"] {
+        let (code, plan) = run(Command::new("make").current_dir(repo()).args(["-n", target]));
+        assert_eq!(code, 0, "make -n {target}: {plan}");
+        let deps = plan.find("dpkg-query").unwrap_or_else(|| panic!("make {target} does not check the packages: {plan}"));
+        assert!(plan.find("cargo").is_some_and(|c| c > deps), "make {target} builds before its deps: {plan}");
+        for p in ["mandoc", "rustc", "runit", "s6"] {
+            assert!(plan.contains(p), "make {target} does not install {p}: {plan}");
+        }
+    }
+    // CI runs the README's test command and nothing else.
+    let ci = read(&repo().join(".ci/run"));
+    let lines: Vec<&str> = ci.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
+    assert_eq!(lines.last(), Some(&"exec make test"), "{ci}");
+    assert!(!ci.contains("apt-get"), ".ci/run installs on its own: {ci}");
+}
+
+#[test]
 fn make_install_lays_out_binaries_pages_examples_and_service_files() {
+    // What it installs by default: release builds.
+    let (code, plan) = run(Command::new("make").current_dir(repo()).args(["-n", "install", "DESTDIR=/nonexistent"]));
+    assert_eq!(code, 0, "make -n install: {plan}");
+    assert!(plan.contains("build --release") && plan.contains("target/release/$b"), "not release builds: {plan}");
     let dir = TempDir::new("sup-install");
     let dest = dir.path().join("dest");
     // CARGO=true: the suite runs on built binaries and never builds.
     let (code, out) = run(Command::new("make")
         .current_dir(repo())
-        .args(["-s", "install", "PREFIX=/usr", "CARGO=true"])
+        .args(["-s", "install", "PREFIX=/usr", "CARGO=true", "BUILT=target/debug"])
         .arg(format!("DESTDIR={}", dest.display())));
     assert_eq!(code, 0, "make install: {out}");
     let root = dest.join("usr");
