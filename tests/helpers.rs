@@ -172,6 +172,14 @@ fn the_probe_tells_what_the_helper_and_a_run_get() {
     assert!(out.status.success(), "{out:?}");
     let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(probe["trial"]["ok"], true, "{probe}");
+    // Every language of the table, its toolchain found or missing.
+    let table = ojrunner::language::Languages::builtin();
+    let listed = probe["languages"].as_array().unwrap_or_else(|| panic!("no languages: {probe}"));
+    assert_eq!(listed.len(), table.all().len(), "{probe}");
+    for (l, p) in table.all().iter().zip(listed) {
+        assert_eq!(p["name"], l.name.as_str(), "{p}");
+        assert_eq!(p["toolchain"], if l.missing().is_empty() { "found" } else { "missing" }, "{p}");
+    }
     if probe["network_namespace"] != serde_json::Value::Null {
         assert_eq!(probe["network_namespace"], "per helper, empty", "{probe}");
         let per_run: serde_json::Value = serde_json::from_slice(&probe_with(Some("1")).stdout).unwrap();

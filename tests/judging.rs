@@ -305,6 +305,23 @@ fn a_compile_stopped_by_the_file_size_limit_says_so() {
 }
 
 #[test]
+fn a_language_whose_toolchain_is_missing_is_named_with_the_program() {
+    let langs = Languages::parse(
+        r#"{"languages": [{"id": 9, "name": "ghost", "source": "main.c",
+            "compile": ["/nonexistent/ghostc", "main.c"], "run": ["./main"]}]}"#,
+    )
+    .unwrap();
+    let work = TempDir::new("ghost");
+    std::fs::write(work.path().join("main.c"), "int main(void) { return 0; }\n").unwrap();
+    match Judge::default().compile(langs.by_name("ghost").unwrap(), work.path(), &Slot::for_index(54)) {
+        Compiled::JudgeError(why) => {
+            assert!(why.contains("language ghost") && why.contains("/nonexistent/ghostc"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_missing_source_is_the_judges_error() {
     let langs = Languages::builtin();
     let work = TempDir::new("nosrc");

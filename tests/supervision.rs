@@ -969,7 +969,8 @@ fn the_readmes_two_commands_install_what_a_fresh_machine_lacks_first() {
     for target in ["demo", "test"] {
         let (code, plan) = run(Command::new("make").current_dir(repo()).args(["-n", target]));
         assert_eq!(code, 0, "make -n {target}: {plan}");
-        let deps = plan.find("dpkg-query").unwrap_or_else(|| panic!("make {target} does not check the packages: {plan}"));
+        let deps =
+            plan.find("dpkg-query").unwrap_or_else(|| panic!("make {target} does not check the packages: {plan}"));
         assert!(plan.find("cargo").is_some_and(|c| c > deps), "make {target} builds before its deps: {plan}");
         for p in ["mandoc", "rustc", "runit", "s6"] {
             assert!(plan.contains(p), "make {target} does not install {p}: {plan}");

@@ -329,6 +329,9 @@ impl Judge {
         if !source.is_file() {
             return Compiled::JudgeError(format!("{} is missing", source.display()));
         }
+        if let Some(why) = lang.cannot_judge() {
+            return Compiled::JudgeError(why);
+        }
         let Some(argv) = &lang.compile else { return Compiled::Ready };
         let identity = slot.identity();
         let result = self.compile_as(lang, argv, src_dir, identity);

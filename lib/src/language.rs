@@ -68,6 +68,36 @@ pub struct Language {
     pub note: Option<String>,
 }
 
+impl Language {
+    /// The programs of its commands (absolute paths) this machine lacks:
+    /// not there, or not executable by others (a slot uid). Empty: it can
+    /// be judged here.
+    pub fn missing(&self) -> Vec<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let heads = self.compile.iter().filter_map(|c| c.first()).chain(self.run.first());
+        let mut missing: Vec<String> = heads
+            .filter(|p| p.starts_with('/'))
+            .filter(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o001 != 0))
+            .cloned()
+            .collect();
+        missing.dedup();
+        missing
+    }
+
+    /// Why a job in this language cannot be judged here, if so: the
+    /// language and the programs missing, never a bare JE.
+    pub fn cannot_judge(&self) -> Option<String> {
+        let missing = self.missing();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "language {} cannot be judged on this runner: {} missing (its toolchain is not installed)",
+                self.name,
+                missing.join(", ")
+            )
+        })
+    }
+}
+
 fn default_processes() -> u64 {
     DEFAULT_RUN_PROCESSES
 }
@@ -174,6 +204,22 @@ mod tests {
         assert!(t.by_name("c11").unwrap().limit_address_space);
         assert!(t.by_id(42).is_none());
         assert!(t.by_name("cobol").is_none());
+    }
+
+    #[test]
+    fn a_language_whose_toolchain_is_missing_says_which_program() {
+        let t = Languages::parse(
+            r#"{"languages": [
+                {"id": 7, "name": "ghost", "source": "m.g", "compile": ["/nonexistent/ghostc", "m.g"], "run": ["./m"]},
+                {"id": 8, "name": "shell", "source": "m.sh", "run": ["/bin/sh", "m.sh"]}
+            ]}"#,
+        )
+        .unwrap();
+        let ghost = t.by_name("ghost").unwrap();
+        assert_eq!(ghost.missing(), ["/nonexistent/ghostc"]);
+        let why = ghost.cannot_judge().unwrap();
+        assert!(why.contains("ghost") && why.contains("/nonexistent/ghostc"), "{why}");
+        assert!(t.by_name("shell").unwrap().cannot_judge().is_none());
     }
 
     #[test]

@@ -133,7 +133,7 @@ pub fn run_with_checker(
 /// `judge-exec --probe`: prints, as one JSON object, the sandbox mechanisms
 /// this machine gives the judge, then proves them with one sandboxed run of
 /// `/bin/true`. Exits 0 if that run worked.
-pub fn probe() -> i32 {
+pub fn probe(languages: &crate::language::Languages) -> i32 {
     let m = crate::sandbox::probe_mechanisms();
     let seccomp = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
     let user_notif = seccomp.split_whitespace().any(|a| a == "user_notif");
@@ -173,6 +173,11 @@ pub fn probe() -> i32 {
             json!(null)
         },
         "trial": trial,
+        "languages": languages.all().iter().map(|l| {
+            let missing = l.missing();
+            json!({"id": l.id, "name": l.name, "toolchain": if missing.is_empty() { "found" } else { "missing" },
+                "missing": missing})
+        }).collect::<Vec<_>>(),
     });
     println!("{v}");
     if ok {

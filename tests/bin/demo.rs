@@ -32,7 +32,13 @@ fn run() -> i32 {
     )
     .expect("submissions.json is a JSON list");
     let mut subs = Vec::new();
+    let languages = ojrunner::language::Languages::builtin();
     for s in &list {
+        let lang = languages.by_name(s["language"].as_str().unwrap_or_default());
+        if let Some(why) = lang.and_then(|l| l.cannot_judge()) {
+            println!("demo: skipped {}: {why}", s["file"].as_str().unwrap_or_default());
+            continue;
+        }
         let file = examples.join("submissions").join(s["file"].as_str().unwrap());
         let id = hub.submit(s["problem"].as_i64().unwrap(), s["language"].as_str().unwrap(), &file);
         subs.push((id, s));
