@@ -251,7 +251,7 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     let lines: Vec<String> =
         (0..MAX_EVENTS_PER_CLAIM + extra).map(|i| format!(r#"{{"t": 1, "kind": "note", "i": {i}}}"#)).collect();
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let last_beat = || spool_int(&spool, "SELECT CAST(value AS INTEGER) FROM control WHERE key = 'last_beat_at'");
+    let last_beat = || spool_last_beat(&spool);
     let mut writer = Spool::open(&spool).unwrap();
     for batch in lines.chunks(5000) {
         let before = last_beat();
