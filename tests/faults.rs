@@ -30,6 +30,15 @@ fn assert_judged_once(hub: &Hub, id: &str, verdict: &str) {
     assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing handed back: {s}");
 }
 
+/// A+B submitted, judged through whatever faults `hub` was given: AC, once.
+fn ab_judged_once_through_the_faults(hub: &Hub, dir: &Path) {
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let runner = start_runner(hub, &dir.join("spool"), &[]);
+    hub.wait_all_judged(Duration::from_secs(120));
+    assert_judged_once(hub, &sub, "AC");
+    stop(runner);
+}
+
 fn stop(mut runner: Proc) {
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
@@ -37,15 +46,6 @@ fn stop(mut runner: Proc) {
 
 fn log_text(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
-}
-
-/// A+B in Python that sleeps `secs` before answering: AC, slowly.
-fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
-    write_file(
-        dir,
-        &format!("slow{secs}.py"),
-        &format!("import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({secs})\nprint(a + b)\n"),
-    )
 }
 
 /// A problem of one case (A+B), for jobs that must stay in one case.
@@ -82,12 +82,7 @@ fn i13_1_redirects_and_foreign_answers_to_complete_never_drop_the_result() {
         args.extend(rule);
         hub.cli(&args);
     }
-    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let runner = start_runner(&hub, &spool, &[]);
-    hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(&hub, &sub, "AC");
-    stop(runner);
+    ab_judged_once_through_the_faults(&hub, dir.path());
 }
 
 #[test]
@@ -155,12 +150,7 @@ fn i13_3_downloads_cut_or_stalled_midway_are_the_hub_away_not_the_job() {
     hub.cli(&["fault", "--cut-after", "20", "--hang", "5", "--count", "1", "--path-contains", "/code/"]);
     hub.cli(&["fault", "--cut-after", "20", "--count", "2", "--path-contains", "/code/"]);
     hub.cli(&["fault", "--cut-after", "30", "--count", "4", "--path-contains", "/testdata"]);
-    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let runner = start_runner(&hub, &spool, &[]);
-    hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(&hub, &sub, "AC");
-    stop(runner);
+    ab_judged_once_through_the_faults(&hub, dir.path());
 }
 
 // ---- 4. preps are independent ---------------------------------------------

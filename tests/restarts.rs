@@ -3,18 +3,9 @@
 //! processes, real signals, a real `hubd` over loopback.
 
 use nix::sys::signal::Signal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use testkit::*;
-
-/// A+B in Python that sleeps `secs` before answering: AC, slowly.
-fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
-    write_file(
-        dir,
-        &format!("slow{secs}.py"),
-        &format!("import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({secs})\nprint(a + b)\n"),
-    )
-}
 
 /// Waits (at most a minute) until the runner is judging a claim; that claim.
 fn judging_claim(spool: &Path) -> SpoolClaim {

@@ -344,6 +344,15 @@ pub fn child_pid(parent: i32, name: &str) -> Option<i32> {
     None
 }
 
+/// A+B in Python that sleeps `secs` before answering: AC, slowly.
+pub fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
+    write_file(
+        dir,
+        &format!("slow{secs}.py"),
+        &format!("import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({secs})\nprint(a + b)\n"),
+    )
+}
+
 /// Writes `text` to `dir/name` and returns the path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
