@@ -66,8 +66,9 @@ pub fn classify(call: Call, answer: &Answer) -> Meaning {
         (Complete | Abort, 413) => Rejected,
         (Events, 204) => Settled,
         (Events, 404) if hubs => Final,
-        (Events, 400) if hubs => Rejected,
+        // Patience: "a 4xx other than 401 is final for that call" (the batch).
         (Events, 413) => Rejected,
+        (Events, 400..=499) if hubs && !matches!(code, 401 | 408 | 429) => Rejected,
         // Downloads: the body is a zip (or JSON), read by its own parser.
         (Testdata | Code, 200) => Settled,
         (Testdata, 401 | 403) => Rejected,
@@ -142,7 +143,10 @@ mod tests {
 
     #[test]
     fn events_settle_on_204_and_a_404_ends_the_jobs_events() {
-        check(Events, &[(204, "*", Settled), (404, "hub", Final), (400, "hub", Rejected), (413, "*", Rejected)]);
+        // A 4xx but 401 (and 408, 429: "try again later") ends the batch.
+        let mut rows = vec![(204, "*", Settled), (404, "hub", Final), (413, "*", Rejected)];
+        rows.extend((400..500).filter(|c| ![401, 404, 408, 413, 429].contains(c)).map(|c| (c, "hub", Rejected)));
+        check(Events, &rows);
     }
 
     #[test]
