@@ -187,7 +187,7 @@ fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
     hub.add_problem(3, &one_case_problem(dir.path()));
     let disk = SmallDisk::mount(&dir.path().join("disk"), 32);
     let spool = disk.dir.join("spool");
-    let sub = hub.submit(3, "python3", &slow_ab(dir.path(), 8.0));
+    let sub = hub.submit(3, "python3", &slow_ab(dir.path(), 12.0));
     let runner = start_runner(&hub, &spool, &[]);
     wait_for("the job judging", Duration::from_secs(60), || {
         spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
