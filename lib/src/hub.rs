@@ -42,8 +42,8 @@ pub struct FetchError(pub String, pub Reach);
 /// Whether a failed fetch reached the hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
-    /// It answered (4xx), or the failure was ours: trying again soon is
-    /// worth a couple of tries at most.
+    /// It answered no (a 4xx that is not about the token), or something
+    /// else the hub may mend soon: worth a couple of tries at most.
     Answered,
     /// No answer from the hub (no connection, a 5xx, a redirect, a page
     /// from a proxy, a body cut or stalled midway): the hub is away, maybe
