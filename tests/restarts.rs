@@ -3,18 +3,9 @@
 //! processes, real signals, a real `hubd` over loopback.
 
 use nix::sys::signal::Signal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use testkit::*;
-
-/// A+B in Python that sleeps `secs` before answering: AC, slowly.
-fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
-    write_file(
-        dir,
-        &format!("slow{secs}.py"),
-        &format!("import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({secs})\nprint(a + b)\n"),
-    )
-}
 
 /// Waits (at most a minute) until the runner is judging a claim; that claim.
 fn judging_claim(spool: &Path) -> SpoolClaim {
@@ -251,7 +242,7 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     let lines: Vec<String> =
         (0..MAX_EVENTS_PER_CLAIM + extra).map(|i| format!(r#"{{"t": 1, "kind": "note", "i": {i}}}"#)).collect();
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let last_beat = || spool_int(&spool, "SELECT CAST(value AS INTEGER) FROM control WHERE key = 'last_beat_at'");
+    let last_beat = || spool_last_beat(&spool);
     let mut writer = Spool::open(&spool).unwrap();
     for batch in lines.chunks(5000) {
         let before = last_beat();

@@ -1,8 +1,12 @@
 //! The runner's side of the hub protocol: one method per call, each bounded
 //! in time, each returning what the hub answered (or that it could not be
-//! reached) and deciding nothing. Retries, patience and what an answer means
-//! for a claim belong to the stage that makes the call.
+//! reached) and deciding nothing. What an answer means is
+//! [`crate::answer::classify`]'s; retries and patience belong to the stage
+//! that makes the call. Redirects are never followed: a redirect would turn
+//! a `PUT` into a `GET` without its body or token, and its answer would be
+//! taken for the hub's.
 
+use crate::answer::{self, Call, Meaning};
 use crate::patience;
 use crate::protocol::{unwrap_envelope, Registration};
 use std::io::{Read, Write};
@@ -38,18 +42,32 @@ pub struct FetchError(pub String, pub Reach);
 /// Whether a failed fetch reached the hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
-    /// It answered (4xx), or the failure was ours: trying again soon is
-    /// worth a couple of tries at most.
+    /// It answered no (a 4xx that is not about the token), or something
+    /// else the hub may mend soon: worth a couple of tries at most.
     Answered,
-    /// No connection, or a 5xx: the hub is away, maybe for minutes, and the
-    /// job is not at fault.
+    /// No answer from the hub (no connection, a 5xx, a redirect, a page
+    /// from a proxy, a body cut or stalled midway): the hub is away, maybe
+    /// for minutes, and the job is not at fault.
     Away,
+    /// The testdata channel refused the runner's `SANDBOX_TOKEN` (401,
+    /// 403): the runner's configuration is wrong; no job is at fault.
+    Refused,
+    /// What came can never be used (a hostile or broken archive, a
+    /// download past its cap): the same bytes would come again.
+    Unusable,
+    /// The runner's own failure (its disk full, say): not the job's fault.
+    Ours,
 }
 
 impl FetchError {
-    /// A failure on the runner's side or a hub's clear answer.
-    pub fn new(why: String) -> FetchError {
-        FetchError(why, Reach::Answered)
+    /// The runner's own failure (see [`Reach::Ours`]).
+    pub fn ours(why: String) -> FetchError {
+        FetchError(why, Reach::Ours)
+    }
+
+    /// What came can never be used (see [`Reach::Unusable`]).
+    pub fn unusable(why: String) -> FetchError {
+        FetchError(why, Reach::Unusable)
     }
 }
 
@@ -74,6 +92,7 @@ impl Hub {
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(patience::request_timeout())
             .timeout(patience::request_timeout())
+            .redirects(0)
             .user_agent(concat!("ojrunner/", env!("CARGO_PKG_VERSION")))
             .build();
         // A download may be long; what is bounded is the connect and each
@@ -82,6 +101,7 @@ impl Hub {
             .timeout_connect(patience::testdata_connect_timeout())
             .timeout_read(patience::testdata_idle_timeout())
             .timeout_write(patience::request_timeout())
+            .redirects(0)
             .user_agent(concat!("ojrunner/", env!("CARGO_PKG_VERSION")))
             .build();
         Hub {
@@ -112,13 +132,15 @@ impl Hub {
             Some(b) => req.set("Content-Type", "application/json").send_string(b),
             None => req.call(),
         };
-        match r {
-            Ok(resp) => {
-                let code = resp.status();
-                Answer::Status(code, read_body(resp))
-            }
-            Err(ureq::Error::Status(code, resp)) => Answer::Status(code, read_body(resp)),
-            Err(ureq::Error::Transport(t)) => Answer::Unreachable(t.to_string()),
+        let resp = match r {
+            Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp,
+            Err(ureq::Error::Transport(t)) => return Answer::Unreachable(t.to_string()),
+        };
+        let code = resp.status();
+        // A body cut or stalled midway is no answer: the hub is away.
+        match read_body(resp) {
+            Ok(body) => Answer::Status(code, body),
+            Err(e) => Answer::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
         }
     }
 
@@ -164,7 +186,7 @@ impl Hub {
         let v = self.problem_json(pid, "checksum")?;
         v.as_str()
             .map(String::from)
-            .ok_or_else(|| FetchError::new(format!("problem {pid}: checksum is not a string: {v}")))
+            .ok_or_else(|| FetchError(format!("problem {pid}: checksum is not a string: {v}"), Reach::Answered))
     }
 
     /// `GET /problem/{pid}/meta`.
@@ -175,30 +197,72 @@ impl Hub {
     fn problem_json(&self, pid: i64, what: &str) -> Result<serde_json::Value, FetchError> {
         let url = self.problem_url(pid, what);
         let shown = format!("problem {pid} {what}");
-        let resp = self.agent.get(&url).call().map_err(|e| fetch_error(&shown, e))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&read_body(resp)).map_err(|e| FetchError::new(format!("{shown}: not JSON: {e}")))?;
+        let resp = self.get(&self.agent, &url, &shown, Call::Testdata)?;
+        let body = read_body(resp).map_err(|e| FetchError(format!("{shown}: reading the body: {e}"), Reach::Away))?;
+        // Not JSON: a page from something in between, not the hub's answer.
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+            FetchError(format!("{shown}: the answer is not the hub's (not JSON: {e}): {}", start(&body)), Reach::Away)
+        })?;
         Ok(unwrap_envelope(v))
     }
 
     /// `GET /problem/{pid}/testdata` into `dest`, at most `max` bytes.
     pub fn testdata(&self, pid: i64, dest: &Path, max: u64) -> Result<u64, FetchError> {
-        self.download(&self.problem_url(pid, "testdata"), &format!("problem {pid} testdata"), dest, max)
+        self.fetch(&self.problem_url(pid, "testdata"), &format!("problem {pid} testdata"), Call::Testdata, dest, max)
     }
 
-    /// Downloads `url` into `dest`, refusing more than `max` bytes. `shown`
-    /// names it in errors (URLs may carry tokens: never logged).
+    /// Downloads the job's code from `url` into `dest`, refusing more than
+    /// `max` bytes. `shown` names it in errors (URLs may carry tokens:
+    /// never logged).
     pub fn download(&self, url: &str, shown: &str, dest: &Path, max: u64) -> Result<u64, FetchError> {
-        let resp = self.downloads.get(url).call().map_err(|e| fetch_error(shown, e))?;
+        self.fetch(url, shown, Call::Code, dest, max)
+    }
+
+    fn fetch(&self, url: &str, shown: &str, call: Call, dest: &Path, max: u64) -> Result<u64, FetchError> {
+        let resp = self.get(&self.downloads, url, shown, call)?;
         let mut f =
-            std::fs::File::create(dest).map_err(|e| FetchError::new(format!("{shown}: {}: {e}", dest.display())))?;
+            std::fs::File::create(dest).map_err(|e| FetchError::ours(format!("{shown}: {}: {e}", dest.display())))?;
         let mut r = resp.into_reader().take(max + 1);
-        let n = std::io::copy(&mut r, &mut f).map_err(|e| FetchError::new(format!("{shown}: download: {e}")))?;
-        if n > max {
-            return Err(FetchError::new(format!("{shown}: larger than {max} bytes")));
+        // A read that fails midway (a timeout, a connection closed early) is
+        // the hub away; a write that fails is ours.
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut n: u64 = 0;
+        loop {
+            let got = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(got) => got,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(FetchError(format!("{shown}: download cut after {n} bytes: {e}"), Reach::Away)),
+            };
+            f.write_all(&buf[..got]).map_err(|e| FetchError::ours(format!("{shown}: {}: {e}", dest.display())))?;
+            n += got as u64;
         }
-        f.flush().map_err(|e| FetchError::new(format!("{shown}: {e}")))?;
+        if n > max {
+            return Err(FetchError::unusable(format!("{shown}: larger than {max} bytes")));
+        }
+        f.flush().map_err(|e| FetchError::ours(format!("{shown}: {e}")))?;
         Ok(n)
+    }
+
+    /// A GET whose answer [`answer::classify`] settles, or the failure it
+    /// means.
+    fn get(&self, agent: &ureq::Agent, url: &str, shown: &str, call: Call) -> Result<ureq::Response, FetchError> {
+        let resp = match agent.get(url).call() {
+            Ok(resp) if resp.status() == 200 => return Ok(resp),
+            Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp,
+            Err(ureq::Error::Transport(t)) => return Err(FetchError(format!("{shown}: {}", t.kind()), Reach::Away)),
+        };
+        let code = resp.status();
+        let answer = match read_body(resp) {
+            Ok(body) => Answer::Status(code, body),
+            Err(e) => Answer::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
+        };
+        let reach = match answer::classify(call, &answer) {
+            Meaning::Rejected => Reach::Refused,
+            Meaning::Final => Reach::Answered,
+            Meaning::Settled | Meaning::Retry => Reach::Away,
+        };
+        Err(FetchError(format!("{shown}: {}", answer.describe()), reach))
     }
 }
 
@@ -208,22 +272,17 @@ pub fn parse_registration(body: &str) -> Result<Registration, String> {
     serde_json::from_value(unwrap_envelope(v)).map_err(|e| e.to_string())
 }
 
-fn read_body(resp: ureq::Response) -> String {
-    let mut s = String::new();
-    // Hub bodies of interest are small; a large one is cut, not buffered whole.
-    let _ = resp.into_reader().take(16 * 1024 * 1024).read_to_string(&mut s);
-    s
+/// The start of a body, for a log line.
+fn start(body: &str) -> String {
+    body.chars().take(200).collect()
 }
 
-fn fetch_error(shown: &str, e: ureq::Error) -> FetchError {
-    match e {
-        ureq::Error::Status(code, resp) => {
-            let b: String = read_body(resp).chars().take(200).collect();
-            let reach = if code >= 500 { Reach::Away } else { Reach::Answered };
-            FetchError(format!("{shown}: HTTP {code} {b}"), reach)
-        }
-        ureq::Error::Transport(t) => FetchError(format!("{shown}: {}", t.kind()), Reach::Away),
-    }
+/// Reads a whole answer. Hub bodies of interest are small; a large one is
+/// cut, not buffered whole.
+fn read_body(resp: ureq::Response) -> std::io::Result<String> {
+    let mut s = String::new();
+    resp.into_reader().take(16 * 1024 * 1024).read_to_string(&mut s)?;
+    Ok(s)
 }
 
 fn urlencode(s: &str) -> String {

@@ -9,6 +9,7 @@
 pub mod protocol;
 
 // The runner's shared machinery.
+pub mod answer;
 pub mod archive;
 pub mod config;
 pub mod control;

@@ -71,9 +71,10 @@ pub fn testdata_connect_timeout() -> Duration {
     Duration::from_secs(5)
 }
 
-/// Idle time allowed between reads of a testdata download.
+/// Idle time allowed between reads of a download (testdata, code), scaled:
+/// a download that stalls midway is the hub away, tried again patiently.
 pub fn testdata_idle_timeout() -> Duration {
-    Duration::from_secs(30)
+    scaled(30.0)
 }
 
 /// How often a stage re-reads the spool when nobody wakes it: a lost

@@ -40,6 +40,19 @@ pub const MAX_EVENTS_PER_CLAIM: i64 = 50_000;
 /// The name of the database file inside the spool directory.
 pub const DB_FILE: &str = "spool.db";
 
+/// The file whose modification time is the last heartbeat attempted
+/// ([`Spool::note_beat`]): setting a time needs no free space, so a full
+/// disk never makes a beat look missed.
+pub const BEAT_FILE: &str = "beat";
+
+/// The file holding the space set aside to record the next claim
+/// ([`Spool::reserve`]).
+pub const RESERVE_FILE: &str = "claim-reserve";
+
+/// How much space is set aside to record a claim: a claim row, its
+/// payload and SQLite's write-ahead log pages, many times over.
+pub const RESERVE_BYTES: u64 = 1 << 20;
+
 /// A spool error, with what was being done.
 #[derive(Debug)]
 pub struct SpoolError(pub String);
@@ -210,6 +223,26 @@ impl Spool {
         Ok(s)
     }
 
+    /// Opens the spool in `dir` to read it only: nothing is created or
+    /// migrated (`runnerd status` runs beside a runner, or on a full disk).
+    pub fn open_read_only(dir: &Path) -> Result<Spool> {
+        let db = dir.join(DB_FILE);
+        if !db.exists() {
+            return Err(SpoolError(format!("spool: no database at {}", db.display())));
+        }
+        let conn = Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ctx(&format!("open {} read-only", db.display()))?;
+        conn.busy_timeout(Duration::from_secs(10)).ctx("busy_timeout")?;
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
+        if v != SCHEMA_VERSION {
+            return Err(SpoolError(format!(
+                "spool: {}: schema version {v}, not this program's {SCHEMA_VERSION}",
+                db.display()
+            )));
+        }
+        Ok(Spool { conn, dir: dir.to_path_buf() })
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -221,6 +254,12 @@ impl Spool {
     }
 
     fn migrate(&mut self) -> Result<()> {
+        // The common case reads only: a stage starting on a full disk, or
+        // beside a busy one, does not need to write.
+        let v: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
+        if v == SCHEMA_VERSION {
+            return Ok(());
+        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx("begin migration")?;
         let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
         if v > SCHEMA_VERSION {
@@ -368,10 +407,81 @@ impl Spool {
     }
 
     /// Sets the drain latch (the drain's first act) or lifts it (a new run
-    /// of the runner).
+    /// of the runner). Lifting a latch that is not set writes nothing.
     pub fn set_draining(&mut self, on: bool) -> Result<()> {
+        if !on && !self.draining()? {
+            return Ok(());
+        }
         let stamp = now_ms().to_string();
         self.set_control("draining", on.then_some(stamp.as_str()))
+    }
+
+    // ---- the beat stamp ------------------------------------------------------
+
+    /// Notes that a heartbeat is being attempted now: the modification time
+    /// of [`BEAT_FILE`], which needs no free space to change (the file is
+    /// made, empty, the first time).
+    pub fn note_beat(&self) -> Result<()> {
+        let path = self.dir.join(BEAT_FILE);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .ctx(&format!("open {}", path.display()))?;
+        f.set_modified(std::time::SystemTime::now()).ctx(&format!("note the beat on {}", path.display()))
+    }
+
+    /// When a heartbeat was last attempted (ms since the epoch), 0 if never:
+    /// the stamp of [`Spool::note_beat`], or the `last_beat_at` value an
+    /// older leased kept in the database, whichever is later.
+    pub fn last_beat(&self) -> Result<i64> {
+        let path = self.dir.join(BEAT_FILE);
+        let noted = match std::fs::metadata(&path).and_then(|m| m.modified()) {
+            Ok(t) => t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(SpoolError(format!("spool: read the beat stamp {}: {e}", path.display()))),
+        };
+        let older: i64 = self.control("last_beat_at")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(noted.max(older))
+    }
+
+    // ---- the claim reserve -----------------------------------------------------
+
+    /// Makes sure [`RESERVE_BYTES`] are set aside in [`RESERVE_FILE`] to
+    /// record the next claim (written out, not sparse), and as many again
+    /// are free for the work it brings. An error means the disk cannot
+    /// spare them now: claiming waits.
+    pub fn reserve(&self) -> Result<()> {
+        let full = |why: String| SpoolError(format!("spool: the disk of {} is full: {why}", self.dir.display()));
+        let stat = nix::sys::statvfs::statvfs(&self.dir).map_err(|e| full(format!("statvfs: {e}")))?;
+        let free = stat.blocks_available() as u64 * stat.fragment_size() as u64;
+        if free < RESERVE_BYTES {
+            return Err(full(format!("{free} bytes free, fewer than {RESERVE_BYTES}")));
+        }
+        let path = self.dir.join(RESERVE_FILE);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() >= RESERVE_BYTES) {
+            return Ok(());
+        }
+        let made = (|| {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&path)?;
+            let block = vec![0u8; 64 * 1024];
+            for _ in 0..RESERVE_BYTES / block.len() as u64 {
+                f.write_all(&block)?;
+            }
+            f.sync_all()
+        })();
+        made.map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            full(format!("cannot set {RESERVE_BYTES} bytes aside to record a claim: {e}"))
+        })
+    }
+
+    /// Frees the reserve, so that a claim the full disk refused can be
+    /// recorded. True if there was one to free.
+    pub fn release_reserve(&self) -> bool {
+        std::fs::remove_file(self.dir.join(RESERVE_FILE)).is_ok()
     }
 
     // ---- claims ------------------------------------------------------------
@@ -759,7 +869,7 @@ impl Spool {
     pub fn drop_lost_claims(&mut self) -> Result<Vec<Claim>> {
         let Some(id) = self.identity()? else { return Ok(Vec::new()) };
         let lease = crate::patience::assumed_lease(id.config.heartbeat_interval_sec).as_millis() as i64;
-        let last_beat: i64 = self.control("last_beat_at")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let last_beat = self.last_beat()?;
         let now = now_ms();
         let held: Vec<Claim> =
             self.claims_in(&ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect::<Vec<_>>())?;

@@ -43,10 +43,10 @@ impl Cache {
         if version.join(COMPLETE).exists() {
             return Ok(version);
         }
-        std::fs::create_dir_all(&dir).map_err(|e| FetchError::new(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|e| FetchError::ours(format!("{}: {e}", dir.display())))?;
         // Root only: a judged program must not open the answers by path.
         std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| FetchError::new(format!("{}: {e}", self.root.display())))?;
+            .map_err(|e| FetchError::ours(format!("{}: {e}", self.root.display())))?;
         let _lock = lock(&self.root.join(format!("{pid}.lock")))?;
         // Another prep may have filled it while this one waited.
         if version.join(COMPLETE).exists() {
@@ -57,15 +57,20 @@ impl Cache {
         let tmp = dir.join(format!(".unpack-{tag}"));
         let result = (|| {
             hub.testdata(pid, &zip, archive::TESTDATA.max_bytes)?;
-            archive::extract(&zip, &tmp, archive::TESTDATA)
-                .map_err(|e| FetchError::new(format!("problem {pid} testdata: {e}")))?;
+            archive::extract(&zip, &tmp, archive::TESTDATA).map_err(|e| {
+                let why = format!("problem {pid} testdata: {e}");
+                match e.1 {
+                    archive::Blame::Archive => FetchError::unusable(why),
+                    archive::Blame::Ours => FetchError::ours(why),
+                }
+            })?;
             // The hub's meta, kept beside the files for whoever debugs them.
             if let Ok(meta) = hub.meta(pid) {
                 let _ = std::fs::write(tmp.join(".meta.json"), meta.to_string());
             }
-            std::fs::write(tmp.join(COMPLETE), checksum.as_bytes()).map_err(|e| FetchError::new(format!("{e}")))?;
+            std::fs::write(tmp.join(COMPLETE), checksum.as_bytes()).map_err(|e| FetchError::ours(format!("{e}")))?;
             let _ = std::fs::remove_dir_all(&version);
-            std::fs::rename(&tmp, &version).map_err(|e| FetchError::new(format!("{}: {e}", version.display())))
+            std::fs::rename(&tmp, &version).map_err(|e| FetchError::ours(format!("{}: {e}", version.display())))
         })();
         let _ = std::fs::remove_file(&zip);
         let _ = std::fs::remove_dir_all(&tmp);
@@ -159,7 +164,7 @@ fn lock(path: &Path) -> Result<Flock<std::fs::File>, FetchError> {
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(|e| FetchError::new(format!("{}: {e}", path.display())))?;
+        .map_err(|e| FetchError::ours(format!("{}: {e}", path.display())))?;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => return Ok(l),
@@ -168,7 +173,7 @@ fn lock(path: &Path) -> Result<Flock<std::fs::File>, FetchError> {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err((_, e)) => {
-                return Err(FetchError::new(format!("{}: still locked after {LOCK_WAIT:?}: {e}", path.display())))
+                return Err(FetchError::ours(format!("{}: still locked after {LOCK_WAIT:?}: {e}", path.display())))
             }
         }
     }

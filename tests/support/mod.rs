@@ -344,6 +344,15 @@ pub fn child_pid(parent: i32, name: &str) -> Option<i32> {
     None
 }
 
+/// A+B in Python that sleeps `secs` before answering: AC, slowly.
+pub fn slow_ab(dir: &Path, secs: f64) -> PathBuf {
+    write_file(
+        dir,
+        &format!("slow{secs}.py"),
+        &format!("import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({secs})\nprint(a + b)\n"),
+    )
+}
+
 /// Writes `text` to `dir/name` and returns the path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -420,4 +429,77 @@ pub fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, proces
         },
         binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     }
+}
+
+/// A small tmpfs mounted for a test (a spool on a disk that can fill up),
+/// unmounted on drop. Needs root, as the suite does.
+pub struct SmallDisk {
+    pub dir: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `mib` MiB at `dir` (created).
+    pub fn mount(dir: &Path, mib: u64) -> SmallDisk {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m,mode=0755"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .expect("run mount");
+        assert!(out.status.success(), "mount a tmpfs at {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        SmallDisk { dir: dir.to_path_buf() }
+    }
+
+    /// Fills the disk until a write fails with ENOSPC (a file `filler`).
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.dir.join("filler")).expect("create the filler");
+        let block = vec![0u8; 64 * 1024];
+        let mut size = block.len();
+        // Large blocks first, then smaller, to the last page.
+        while size >= 512 {
+            match f.write_all(&block[..size]) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => size /= 2,
+                Err(e) => panic!("filling {}: {e}", self.dir.display()),
+            }
+        }
+        let _ = f.sync_all();
+    }
+
+    /// Frees what [`SmallDisk::fill`] took.
+    pub fn free(&self) {
+        std::fs::remove_file(self.dir.join("filler")).expect("remove the filler");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        // Lazily: a process of the test may still hold a file there.
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// When the runner last noted a heartbeat attempted (ms since the epoch),
+/// read as `Spool::last_beat` reads it: the beat file's time, or the
+/// `last_beat_at` control value, whichever is later.
+pub fn spool_last_beat(spool: &Path) -> i64 {
+    let file = std::fs::metadata(spool.join("beat"))
+        .and_then(|m| m.modified())
+        .map(|t| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64)
+        .unwrap_or(0);
+    let db = spool.join("spool.db");
+    let row = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .ok()
+        .and_then(|c| {
+            c.query_row("SELECT value FROM control WHERE key = 'last_beat_at'", [], |r| r.get::<_, String>(0)).ok()
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    file.max(row)
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }

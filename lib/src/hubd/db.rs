@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The steps from one schema version to the next: `MIGRATIONS[v]` takes
 /// version `v` to `v + 1`.
@@ -95,6 +95,13 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE jobs ADD COLUMN handouts INTEGER NOT NULL DEFAULT 0;",
     // v3: when a runner's long poll ends, while one waits (tests wait for it).
     "ALTER TABLE runners ADD COLUMN polling_until INTEGER;",
+    // v4: scripted fault answers (redirects, foreign bodies, cut or hanging
+    // bodies); status 0 means the hub's own answer.
+    "ALTER TABLE faults ADD COLUMN location TEXT;
+     ALTER TABLE faults ADD COLUMN body TEXT;
+     ALTER TABLE faults ADD COLUMN content_type TEXT;
+     ALTER TABLE faults ADD COLUMN cut_after INTEGER;
+     ALTER TABLE faults ADD COLUMN hang_ms INTEGER;",
 ];
 
 /// Opens (creating if need be) and migrates the database at `path`. Any

@@ -43,6 +43,8 @@ pub struct ServeConfig {
 struct Hub {
     cfg: ServeConfig,
     base_url: String,
+    /// The port listened on (a fault closes connections to it by hand).
+    port: u16,
     /// Listening on 0.0.0.0 or `[::]`: code URLs use the Host the runner used.
     wildcard: bool,
     shutdown: AtomicBool,
@@ -64,6 +66,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
         .context(|| "installing signal handlers".into())?;
     let hub = Arc::new(Hub {
         base_url: format!("http://{addr}"),
+        port: addr.port(),
         wildcard: addr.ip().is_unspecified(),
         cfg,
         shutdown: AtomicBool::new(false),
@@ -140,15 +143,19 @@ fn work(hub: &Hub, server: &tiny_http::Server, mut conn: Connection) {
 struct Reply {
     code: u16,
     body: Vec<u8>,
-    content_type: Option<&'static str>,
+    content_type: Option<String>,
+    location: Option<String>,
 }
 
 impl Reply {
     fn empty(code: u16) -> Reply {
-        Reply { code, body: Vec::new(), content_type: None }
+        Reply { code, body: Vec::new(), content_type: None, location: None }
     }
     fn json(code: u16, text: String) -> Reply {
-        Reply { code, body: text.into_bytes(), content_type: Some("application/json") }
+        Reply { code, body: text.into_bytes(), content_type: Some("application/json".into()), location: None }
+    }
+    fn zip(body: Vec<u8>) -> Reply {
+        Reply { code: 200, body, content_type: Some("application/zip".into()), location: None }
     }
     fn error(code: u16, message: &str) -> Reply {
         Reply::json(code, json!({ "error": message }).to_string())
@@ -159,28 +166,97 @@ fn handle(hub: &Hub, conn: &mut Connection, mut req: Request) {
     let url = req.url().to_string();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let method = req.method().clone();
-    let reply = match fault::take(conn, &url) {
-        Ok(Some(code)) => {
-            log::info!("injected fault: {method} {path} answered {code}");
-            Reply::error(code, "injected fault")
-        }
-        Ok(None) => route(hub, conn, &mut req, path, query).unwrap_or_else(|e| {
-            log::error!("{method} {path}: {e}");
-            Reply::error(500, "internal error")
-        }),
-        Err(e) => {
+    let (rule, fault_error) = match fault::take(conn, &url) {
+        Ok(rule) => (rule, None),
+        Err(e) => (None, Some(e)),
+    };
+    let reply = match (&rule, fault_error) {
+        (_, Some(e)) => {
             log::error!("{method} {path}: checking fault rules: {e}");
             Reply::error(500, "internal error")
         }
+        (Some(fault::Rule { status: Some(code), .. }), _) => {
+            log::info!("injected fault: {method} {path} answered {code}");
+            scripted(*code, rule.as_ref().unwrap())
+        }
+        _ => route(hub, conn, &mut req, path, query).unwrap_or_else(|e| {
+            log::error!("{method} {path}: {e}");
+            Reply::error(500, "internal error")
+        }),
     };
     // The path only: a query may hold the testdata token.
     log::debug!("{method} {path} -> {}", reply.code);
+    if let Some(fault::Rule { cut_after: Some(cut), hang, .. }) = &rule {
+        log::info!("injected fault: {method} {path}: body cut after {cut} bytes");
+        return respond_cut(hub, req, reply, *cut, *hang);
+    }
     let mut response = tiny_http::Response::from_data(reply.body).with_status_code(reply.code);
     if let Some(ct) = reply.content_type {
-        response = response.with_header(header("Content-Type", ct));
+        response = response.with_header(header("Content-Type", &ct));
+    }
+    if let Some(location) = reply.location {
+        response = response.with_header(header("Location", &location));
     }
     if let Err(e) = req.respond(response) {
         log::debug!("{method} {path}: answering: {e}");
+    }
+}
+
+/// The answer a fault rule scripts.
+fn scripted(code: u16, rule: &fault::Rule) -> Reply {
+    let mut reply = match &rule.body {
+        Some(body) => Reply {
+            code,
+            body: body.clone().into_bytes(),
+            content_type: Some(rule.content_type.clone().unwrap_or_else(|| "text/html".into())),
+            location: None,
+        },
+        None => Reply::error(code, "injected fault"),
+    };
+    reply.location = rule.location.clone();
+    reply
+}
+
+/// Writes `reply` announcing its whole length but sends only `cut` bytes of
+/// its body, waits `hang`, then closes the connection: a body that ends
+/// early (or hangs first) as a dying proxy or hub sends it.
+fn respond_cut(hub: &Hub, req: Request, reply: Reply, cut: u64, hang: Option<Duration>) {
+    let peer = req.remote_addr().copied();
+    let mut head = format!("HTTP/1.1 {} Fault\r\nContent-Length: {}\r\n", reply.code, reply.body.len());
+    if let Some(ct) = &reply.content_type {
+        head.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut w = req.into_writer();
+    let sent = reply.body.len().min(cut as usize);
+    let _ = w.write_all(head.as_bytes()).and_then(|_| w.write_all(&reply.body[..sent])).and_then(|_| w.flush());
+    if let Some(d) = hang {
+        std::thread::sleep(d);
+    }
+    drop(w);
+    if let Some(peer) = peer {
+        close_connection(hub, peer);
+    }
+}
+
+/// Closes this server's connection to `peer` (tiny_http keeps it open for
+/// the next request): the socket is found among our descriptors by its two
+/// addresses and shut down.
+fn close_connection(hub: &Hub, peer: std::net::SocketAddr) {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return };
+    for fd in fds.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
+        let is_socket = std::fs::metadata(format!("/proc/self/fd/{fd}")).is_ok_and(|m| m.file_type().is_socket());
+        if !is_socket {
+            continue;
+        }
+        // SAFETY: fd is an open socket of ours; ManuallyDrop leaves it open
+        // for its owner, tiny_http, which sees the shutdown as a closed peer.
+        let s = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+        if s.peer_addr().ok() == Some(peer) && s.local_addr().ok().map(|a| a.port()) == Some(hub.port) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 
@@ -250,7 +326,7 @@ fn route(hub: &Hub, conn: &mut Connection, req: &mut Request, path: &str, query:
         Endpoint::Events(_, jb) => events(conn, req, jb),
         Endpoint::Problem(pid, what) => testdata_channel(hub, conn, pid, what, query),
         Endpoint::Code(jb) => Ok(match submission::code_of_job(conn, jb)? {
-            Some(zip) => Reply { code: 200, body: zip, content_type: Some("application/zip") },
+            Some(zip) => Reply::zip(zip),
             None => Reply::error(404, "no such job"),
         }),
     }
@@ -391,11 +467,7 @@ fn testdata_channel(hub: &Hub, conn: &Connection, pid: i64, what: &str, query: &
     }
     let not_found = || Reply::error(404, "Problem not found");
     if what == "testdata" {
-        return Ok(problem::testdata(conn, pid)?.map_or_else(not_found, |zip| Reply {
-            code: 200,
-            body: zip,
-            content_type: Some("application/zip"),
-        }));
+        return Ok(problem::testdata(conn, pid)?.map_or_else(not_found, Reply::zip));
     }
     let Some((meta, checksum)) = problem::meta_and_checksum(conn, pid)? else {
         return Ok(not_found());

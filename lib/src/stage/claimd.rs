@@ -7,12 +7,28 @@
 //! Once a drain begins (the spool's latch, or TERM) it claims nothing more,
 //! and every claim not started goes back as `abort(drain)`, never as
 //! `prep_failed`: a drain must not spend a job's attempts.
+//!
+//! Each claim is prepared on a thread of its own, so a claim whose problem
+//! the hub cannot serve now never holds up a claim of another while there
+//! is room. Only the job's own faults cost it an attempt: a payload, code
+//! or testdata that cannot be judged ends the claim as `abort(prep_failed)`
+//! (a hostile archive at once); a hub away, a download cut midway, or the
+//! runner's own full disk are waited out. A testdata channel that refuses
+//! the runner's `SANDBOX_TOKEN` (401, 403) is the runner's configuration:
+//! claimd claims nothing more, hands back every claim not started as
+//! `abort(drain)`, and exits 100; `runnerd` then finishes what is in flight.
+//!
+//! Before it asks the hub for a job, claimd makes sure the claim can be
+//! recorded: the spool keeps space set aside for it ([`Spool::reserve`]),
+//! freed to record a claim the full disk would refuse. While the reserve
+//! cannot be made again, claiming pauses, and `status` says why.
 
+use crate::answer::{self, Call, Meaning};
 use crate::archive;
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::{self, Answer, Hub};
+use crate::hub::{self, Hub};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
@@ -22,7 +38,10 @@ use crate::testdata::{self, Cache};
 use clap::Parser;
 use log::{error, info, warn};
 use serde_json::json;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// claimd: claims jobs from the hub and prepares them for judging.
@@ -67,6 +86,12 @@ struct Claimd {
     claiming: bool,
     /// SIGQUIT arrived during a claim request: stop once it is recorded.
     quit: bool,
+    /// The preps in progress, one thread each, by claim id.
+    preps: HashMap<i64, JoinHandle<()>>,
+    /// Set by a prep when the testdata channel refused `SANDBOX_TOKEN`.
+    refused: Arc<Mutex<Option<String>>>,
+    /// Why claiming is paused (the spool's disk is full), while it is.
+    paused: Option<String>,
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -90,6 +115,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         woken: false,
         claiming: false,
         quit: false,
+        preps: HashMap::new(),
+        refused: Arc::new(Mutex::new(None)),
+        paused: None,
     };
     let Some(_) = d.identity()? else { return Ok(()) };
     config::notify_ready(c.notify_fd);
@@ -109,8 +137,9 @@ impl Claimd {
                 return Ok(None);
             }
             tries += 1;
-            let why = match self.hub.register(&self.registration_token, &self.name) {
-                Answer::Status(201, body) => match hub::parse_registration(&body) {
+            let answer = self.hub.register(&self.registration_token, &self.name);
+            let why = match (answer::classify(Call::Register, &answer), &answer) {
+                (Meaning::Settled, hub::Answer::Status(_, body)) => match hub::parse_registration(body) {
                     Ok(reg) => {
                         let gone = self.spool.set_identity(&reg)?;
                         info!(
@@ -129,10 +158,10 @@ impl Claimd {
                     }
                     Err(e) => format!("unreadable registration ({e})"),
                 },
-                Answer::Status(401, _) => {
+                (Meaning::Rejected, _) => {
                     return Err(Failure(exit::FAILURE, "the hub refused the registration token (401)".into()));
                 }
-                a => a.describe(),
+                _ => answer.describe(),
             };
             let delay = patience::REGISTER.delay(tries).unwrap_or(Duration::from_secs(30));
             warn!("register: {why}; trying again in {delay:?}");
@@ -145,6 +174,11 @@ impl Claimd {
     fn run(&mut self) -> Result<(), Failure> {
         let mut said_draining = false;
         loop {
+            self.preps.retain(|_, prep| !prep.is_finished());
+            let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(why) = refused {
+                return self.stop_claiming(&why);
+            }
             let draining = self.stops.requested() || self.spool.draining().unwrap_or(false);
             if draining {
                 if !said_draining {
@@ -159,7 +193,7 @@ impl Claimd {
             } else {
                 // A claim left `claimed` by a crash is prepared again.
                 for c in self.claims(&[ClaimState::Claimed]) {
-                    self.prep(&c);
+                    self.start_prep(c);
                 }
                 let claimed = self.claim_once()?;
                 if self.quit {
@@ -167,7 +201,7 @@ impl Claimd {
                     std::process::exit(exit::OK);
                 }
                 if let Some(claimed) = claimed {
-                    self.prep(&claimed);
+                    self.start_prep(claimed);
                     continue;
                 }
             }
@@ -178,6 +212,18 @@ impl Claimd {
                 self.woken = false;
             }
         }
+    }
+
+    /// The testdata channel refused `SANDBOX_TOKEN`: no job is at fault,
+    /// and none can be prepared until the configuration is fixed. Hands
+    /// back every claim not started as `abort(drain)` and exits 100.
+    fn stop_claiming(&mut self, why: &str) -> Result<(), Failure> {
+        error!("the testdata channel refused SANDBOX_TOKEN ({why}); claiming nothing more");
+        self.abort_unstarted();
+        Err(Failure(
+            exit::CONFIG,
+            format!("the testdata channel refused SANDBOX_TOKEN ({why}): fix SANDBOX_TOKEN or SANDBOX_TOKEN_FILE"),
+        ))
     }
 
     /// Serves the inbox for up to `d` (or until something happens).
@@ -221,11 +267,10 @@ impl Claimd {
         }
     }
 
-    /// Runs `ask` (a request to the hub: a long poll, a download) with
-    /// [`daemon::serving`], serving the inbox meanwhile: a status asked is
-    /// answered, not left to time out; SIGQUIT stops at once, but during a
-    /// claim request ([`Claimd::claiming`]). A stop does not cut the
-    /// request short (the caller decides what its answer means).
+    /// Runs `ask` (a claim request) with [`daemon::serving`], serving the
+    /// inbox meanwhile: a status asked is answered, not left to time out;
+    /// SIGQUIT waits for the answer ([`Claimd::claiming`]). A stop does not
+    /// cut the request short (the caller decides what its answer means).
     fn serving<T: Send + 'static>(&mut self, ask: impl FnOnce() -> T + Send + 'static) -> T {
         let served = daemon::serving(ask, || {
             while let Some(ev) = self.inbox.next(Duration::ZERO) {
@@ -258,6 +303,8 @@ impl Claimd {
             "held": self.spool.held_count().ok(),
             "draining": self.stops.requested() || self.spool.draining().unwrap_or(false),
             "last_contact_ms": self.last_contact,
+            "preparing": self.preps.len(),
+            "paused": self.paused,
         })
     }
 
@@ -284,11 +331,32 @@ impl Claimd {
         }
     }
 
+    /// Whether a claim the hub hands out now can be recorded: the spool's
+    /// reserve is in place, made again if a claim used it. While it cannot
+    /// be (the disk is full), claiming pauses and `status` says why.
+    fn room_to_record(&mut self) -> bool {
+        match self.spool.reserve() {
+            Ok(()) => {
+                if let Some(why) = self.paused.take() {
+                    info!("claiming resumed (it was paused: {why})");
+                }
+                true
+            }
+            Err(e) => {
+                if self.paused.is_none() {
+                    warn!("claiming paused: {e}");
+                }
+                self.paused = Some(e.0);
+                false
+            }
+        }
+    }
+
     /// Asks the hub for one job if there is room; the new claim, if any.
     fn claim_once(&mut self) -> Result<Option<Claim>, Failure> {
         let Some(id) = self.identity()? else { return Ok(None) };
         let held = self.spool.held_count()?;
-        if held >= id.config.max_concurrent_jobs.max(1) {
+        if held >= id.config.max_concurrent_jobs.max(1) || !self.room_to_record() {
             return Ok(None);
         }
         // A request already sent is read to the end, even if a stop arrives:
@@ -298,38 +366,32 @@ impl Claimd {
         self.claiming = true;
         let answer = self.serving(move || hub.next_job(&rn, &token, wait));
         self.claiming = false;
-        match answer {
-            Answer::Status(200, body) => {
+        match (answer::classify(Call::NextJob, &answer), answer) {
+            (Meaning::Settled, hub::Answer::Status(200, body)) => {
                 self.last_contact = Some(crate::spool::now_ms());
-                let Some(job_id) = Job::id_of(&body) else {
-                    error!(
-                        "the hub handed out a job without a job_id; cannot hand it back (its lease will expire): {}",
-                        body.chars().take(200).collect::<String>()
-                    );
-                    return Ok(None);
-                };
-                let (claim_id, old) = self.spool.insert_claim(&id.runner_id, &job_id, &body)?;
-                if !old.is_empty() {
-                    info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
-                    for o in old {
-                        let _ = std::fs::remove_dir_all(self.spool.claim_dir(o));
-                    }
-                } else {
-                    info!("job {job_id}: claimed as claim {claim_id}");
-                }
-                control::poke(self.spool.dir(), "leased");
-                self.spool.claim(claim_id).map_err(Failure::from)
+                self.record_claim(&id, &body)
             }
-            Answer::Status(204, _) => {
+            (Meaning::Settled, _) => {
                 self.last_contact = Some(crate::spool::now_ms());
                 Ok(None)
             }
-            Answer::Status(401, _) => {
+            (_, hub::Answer::Status(401, _)) => {
                 // The heartbeat owns fail-fast; here we only idle and ask again.
                 warn!("next-job: 401 (the heartbeat decides whether the identity is gone)");
                 Ok(None)
             }
-            a => {
+            (_, hub::Answer::Status(200, body)) => {
+                // No job was handed out that this runner could see: if the
+                // hub did hand one, its lease expires.
+                let why = serde_json::from_str::<serde_json::Value>(&body).err().map(|e| e.to_string());
+                error!(
+                    "next-job: HTTP 200 whose body is not the hub's (not JSON: {}); no job recorded: {}",
+                    why.unwrap_or_default(),
+                    body.chars().take(200).collect::<String>()
+                );
+                Ok(None)
+            }
+            (_, a) => {
                 // Never retried through a lost connection: we simply ask again later.
                 warn!("next-job: {}", a.describe());
                 Ok(None)
@@ -337,21 +399,101 @@ impl Claimd {
         }
     }
 
+    /// Records the job the hub just handed out, using the spool's reserve
+    /// if the disk filled since it was made.
+    fn record_claim(&mut self, id: &Identity, body: &str) -> Result<Option<Claim>, Failure> {
+        let Some(job_id) = Job::id_of(body) else {
+            let why = match Job::parse(body) {
+                Err(e) => e.to_string(),
+                Ok(_) => "no job_id".into(),
+            };
+            error!(
+                "next-job: the hub handed out a job this runner cannot read ({why}); \
+                 cannot hand it back (its lease will expire): {}",
+                body.chars().take(200).collect::<String>()
+            );
+            return Ok(None);
+        };
+        let recorded = match self.spool.insert_claim(&id.runner_id, &job_id, body) {
+            Err(e) if self.spool.release_reserve() => {
+                warn!("job {job_id}: recording the claim: {e}; recording it in the spool's reserve");
+                self.spool.insert_claim(&id.runner_id, &job_id, body)
+            }
+            r => r,
+        };
+        let (claim_id, old) = recorded.map_err(|e| Failure(exit::TEMPORARY, format!("job {job_id}: {e}")))?;
+        if !old.is_empty() {
+            info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
+            for o in old {
+                let _ = std::fs::remove_dir_all(self.spool.claim_dir(o));
+            }
+        } else {
+            info!("job {job_id}: claimed as claim {claim_id}");
+        }
+        control::poke(self.spool.dir(), "leased");
+        self.spool.claim(claim_id).map_err(Failure::from)
+    }
+
+    /// Prepares `claim` on a thread of its own, unless one already does.
+    fn start_prep(&mut self, claim: Claim) {
+        if self.preps.contains_key(&claim.id) {
+            return;
+        }
+        let prepper = Prepper {
+            dir: self.spool.dir().to_path_buf(),
+            hub: self.hub.clone(),
+            cache: self.cache.clone(),
+            languages: self.languages.clone(),
+            stops: self.stops.clone(),
+            refused: self.refused.clone(),
+            wake: self.inbox.tx.clone(),
+        };
+        let (id, job_id) = (claim.id, claim.job_id.clone());
+        match std::thread::Builder::new().name(format!("prep-{id}")).spawn(move || prepper.prep(&claim)) {
+            Ok(thread) => {
+                self.preps.insert(id, thread);
+            }
+            Err(e) => error!("job {job_id} claim {id}: cannot start its prep ({e}); trying again on the next pass"),
+        }
+    }
+}
+
+/// What one prep thread needs: its own spool connection and copies of the
+/// rest.
+struct Prepper {
+    dir: PathBuf,
+    hub: Hub,
+    cache: Cache,
+    languages: Languages,
+    stops: Stops,
+    /// Where a prep says that the testdata channel refused the token.
+    refused: Arc<Mutex<Option<String>>>,
+    /// Wakes claimd's main loop.
+    wake: std::sync::mpsc::Sender<Event>,
+}
+
+impl Prepper {
     /// Prepares one claim: 3 tries spaced 1 and 2 s, then
-    /// `abort(prep_failed)`; while the hub is away (no connection, 5xx) it
-    /// keeps trying, as patiently as an outcome is delivered: an outage is
-    /// not the job's fault. A stop at any point hands it back as
-    /// `abort(drain)` instead.
-    fn prep(&mut self, claim: &Claim) {
+    /// `abort(prep_failed)`, but for what is not the job's fault. A job
+    /// that cannot be judged (a bad payload, a refused archive) goes back
+    /// at once; while the hub is away or the runner's disk is full it keeps
+    /// trying, as patiently as an outcome is delivered; a refused
+    /// `SANDBOX_TOKEN` is left to claimd's main loop. A stop at any point
+    /// hands the claim back as `abort(drain)` instead.
+    fn prep(&self, claim: &Claim) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        let (mut tries, mut away) = (0, 0);
+        let mut spool = match Spool::open(&self.dir) {
+            Ok(s) => s,
+            Err(e) => return error!("{tag}: prep: {e}; tried again on claimd's next pass"),
+        };
+        let (mut tries, mut waits) = (0, 0);
         let since = std::time::Instant::now();
         loop {
-            if self.stops.requested() || self.spool.draining().unwrap_or(false) {
-                return self.abort(claim, AbortReason::Drain, "drain: stopped during prep");
+            if self.stops.requested() || spool.draining().unwrap_or(false) {
+                return self.abort(&mut spool, claim, AbortReason::Drain, "drain: stopped during prep");
             }
             // Dropped (lease lost) or superseded while the hub was away: not ours any more.
-            match self.spool.claim(claim.id) {
+            match spool.claim(claim.id) {
                 Ok(Some(c)) if c.state != ClaimState::Claimed => {
                     return info!("{tag}: moved during prep (dropped or superseded); left as it is")
                 }
@@ -360,12 +502,12 @@ impl Claimd {
                 _ => {}
             }
             tries += 1;
-            match self.prep_once(claim) {
+            match self.prep_once(&spool, claim) {
                 Ok(td) => {
-                    match self.spool.mark_prepped(claim.id, &td) {
+                    match spool.mark_prepped(claim.id, &td) {
                         Ok(true) => {
                             info!("{tag}: prepped");
-                            control::poke(self.spool.dir(), "judge-exec");
+                            control::poke(spool.dir(), "judge-exec");
                         }
                         Ok(false) => info!("{tag}: moved during prep (drained or superseded); left as it is"),
                         Err(e) => error!("{tag}: {e}"),
@@ -374,67 +516,74 @@ impl Claimd {
                 }
                 Err(Prep::Bad(why)) => {
                     warn!("{tag}: cannot be judged: {why}");
-                    return self.abort(claim, AbortReason::PrepFailed, &why);
+                    return self.abort(&mut spool, claim, AbortReason::PrepFailed, &why);
                 }
-                Err(Prep::Away(why)) if since.elapsed() < patience::outcome_kept() => {
-                    away += 1;
+                Err(Prep::Refused(why)) => {
+                    warn!("{tag}: {why}");
+                    *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    let _ = self.wake.send(Event::Wake);
+                    return;
+                }
+                Err(Prep::Wait(why)) if since.elapsed() < patience::outcome_kept() => {
+                    waits += 1;
                     tries -= 1;
-                    let d = patience::PATIENT.delay(away).unwrap_or(std::time::Duration::from_secs(15));
-                    warn!("{tag}: the hub is away ({why}); prep again in {d:?}");
-                    self.pause(d);
+                    let d = patience::PATIENT.delay(waits).unwrap_or(Duration::from_secs(15));
+                    warn!("{tag}: not the job's fault ({why}); prep again in {d:?}");
+                    self.stops.sleep(d);
                 }
-                Err(Prep::Again(why) | Prep::Away(why)) => match patience::PREP.delay(tries) {
+                Err(Prep::Again(why) | Prep::Wait(why)) => match patience::PREP.delay(tries) {
                     Some(d) => {
                         warn!("{tag}: prep try {tries} failed: {why}; again in {d:?}");
-                        self.pause(d);
+                        self.stops.sleep(d);
                     }
                     None => {
                         // A stop that landed during the last try still
                         // makes this a drain, not a failure.
-                        if self.stops.requested() || self.spool.draining().unwrap_or(false) {
-                            return self.abort(claim, AbortReason::Drain, "drain: stopped during prep");
+                        if self.stops.requested() || spool.draining().unwrap_or(false) {
+                            return self.abort(&mut spool, claim, AbortReason::Drain, "drain: stopped during prep");
                         }
                         warn!("{tag}: prep failed {tries} times: {why}");
-                        return self.abort(claim, AbortReason::PrepFailed, &why);
+                        return self.abort(&mut spool, claim, AbortReason::PrepFailed, &why);
                     }
                 },
             }
         }
     }
 
-    fn abort(&mut self, claim: &Claim, reason: AbortReason, why: &str) {
-        match self.spool.abort(claim.id, reason, why) {
+    fn abort(&self, spool: &mut Spool, claim: &Claim, reason: AbortReason, why: &str) {
+        match spool.abort(claim.id, reason, why) {
             Ok(true) => {
                 info!("job {} claim {}: handed back as abort({})", claim.job_id, claim.id, reason.as_str());
-                let _ = std::fs::remove_dir_all(self.spool.claim_dir(claim.id));
-                control::poke(self.spool.dir(), "reportd");
+                let _ = std::fs::remove_dir_all(spool.claim_dir(claim.id));
+                control::poke(spool.dir(), "reportd");
             }
             Ok(false) => {}
             Err(e) => error!("job {} claim {}: {e}", claim.job_id, claim.id),
         }
     }
 
-    fn prep_once(&mut self, claim: &Claim) -> Result<PathBuf, Prep> {
+    fn prep_once(&self, spool: &Spool, claim: &Claim) -> Result<PathBuf, Prep> {
         let job = claim.job().map_err(|e| Prep::Bad(e.to_string()))?;
-        // Its own copy: a SIGHUP served during a download reloads the table.
         let source = self
             .languages
             .by_id(job.language)
             .map(|l| l.source.clone())
             .ok_or_else(|| Prep::Bad(format!("language {} is not in this runner's table", job.language)))?;
-        let dir = self.spool.claim_dir(claim.id);
+        let dir = spool.claim_dir(claim.id);
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| Prep::Again(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Prep::Wait(format!("{}: {e}", dir.display())))?;
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
         let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
         // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
         let zip = dir.join("code.zip");
-        let (hub, url, to) = (self.hub.clone(), job.code_url.clone(), zip.clone());
-        self.serving(move || hub.download(&url, "the submission's code", &to, archive::CODE.max_bytes + 1024 * 1024))
-            .map_err(|e| if e.0.contains("larger than") { Prep::Bad(e.0) } else { Prep::from(e) })?;
-        let files =
-            archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| Prep::Bad(format!("code zip: {e}")))?;
+        self.hub
+            .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
+            .map_err(Prep::from)?;
+        let files = archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| match e.1 {
+            archive::Blame::Archive => Prep::Bad(format!("code zip: {e}")),
+            archive::Blame::Ours => Prep::Wait(format!("code zip: {e}")),
+        })?;
         let _ = std::fs::remove_file(&zip);
         // The protocol names the file main.<ext>; a language may want it
         // named otherwise (Java's Main.java): same name but for case.
@@ -444,30 +593,38 @@ impl Claimd {
         }
         if name != source {
             std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
-                .map_err(|e| Prep::Again(format!("{source}: {e}")))?;
+                .map_err(|e| Prep::Wait(format!("{source}: {e}")))?;
         }
-        let (hub, cache, problem) = (self.hub.clone(), self.cache.clone(), job.problem_id);
-        let td = self.serving(move || cache.ensure(&hub, problem)).map_err(Prep::from)?;
-        let in_use: Vec<PathBuf> = self.claims(&HELD_STATES).into_iter().filter_map(|c| c.testdata).collect();
+        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Prep::from)?;
+        let in_use: Vec<PathBuf> =
+            spool.claims_in(&HELD_STATES).unwrap_or_default().into_iter().filter_map(|c| c.testdata).collect();
         self.cache.prune(job.problem_id, &td, &in_use);
         testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;
         Ok(td)
     }
 }
 
-/// A failed prep: worth another try, worth waiting for the hub, or never
-/// judgeable.
+/// A failed prep, by whose fault and what it costs the job.
 enum Prep {
+    /// The hub said no (a 4xx): worth another try or two.
     Again(String),
-    Away(String),
+    /// Not the job's fault, maybe for long (the hub away, a download cut
+    /// midway, the runner's own disk): waited out patiently.
+    Wait(String),
+    /// The job cannot be judged (a bad payload, a refused archive): handed
+    /// back at once as `abort(prep_failed)`.
     Bad(String),
+    /// The testdata channel refused the runner's `SANDBOX_TOKEN`.
+    Refused(String),
 }
 
 impl From<hub::FetchError> for Prep {
     fn from(e: hub::FetchError) -> Prep {
         match e.1 {
-            hub::Reach::Away => Prep::Away(e.0),
+            hub::Reach::Away | hub::Reach::Ours => Prep::Wait(e.0),
             hub::Reach::Answered => Prep::Again(e.0),
+            hub::Reach::Unusable => Prep::Bad(e.0),
+            hub::Reach::Refused => Prep::Refused(e.0),
         }
     }
 }

@@ -43,16 +43,33 @@ enum Command {
         #[arg(long)]
         runners: bool,
     },
-    /// Answer the next matching requests with an error status (outage drills).
+    /// Answer the next matching requests with an error status, a scripted
+    /// answer, or a body cut short (outage and hostile-hub drills).
     Fault {
-        #[arg(long, required_unless_present = "clear")]
+        /// The status to answer, unprocessed (without it, the hub's own answer, cut).
+        #[arg(long, required_unless_present_any = ["clear", "cut_after"])]
         status: Option<u16>,
         #[arg(long, default_value_t = 1)]
         count: i64,
         #[arg(long, value_name = "STR")]
         path_contains: Option<String>,
+        /// A Location header (a redirect, with --status 301 and the like).
+        #[arg(long, value_name = "URL", requires = "status")]
+        location: Option<String>,
+        /// The body to send instead of the hub's error (a proxy's HTML page).
+        #[arg(long, value_name = "TEXT", requires = "status")]
+        body: Option<String>,
+        /// The body's Content-Type (default text/html with --body).
+        #[arg(long, value_name = "TYPE", requires = "body")]
+        content_type: Option<String>,
+        /// Send only this many bytes of the body, then close the connection.
+        #[arg(long, value_name = "BYTES")]
+        cut_after: Option<u64>,
+        /// Wait this many seconds before the cut (a body that hangs).
+        #[arg(long, value_name = "SEC", requires = "cut_after")]
+        hang: Option<f64>,
         /// Remove every rule.
-        #[arg(long, conflicts_with_all = ["status", "path_contains"])]
+        #[arg(long, conflicts_with_all = ["status", "path_contains", "cut_after"])]
         clear: bool,
     },
 }
@@ -146,13 +163,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Fault { status, count, path_contains, clear } => {
+        Command::Fault { status, count, path_contains, location, body, content_type, cut_after, hang, clear } => {
             let mut conn = db::open(&cli.db)?;
-            match status {
-                Some(code) if !clear => fault::add(&mut conn, code, count, path_contains.as_deref()),
-                _ => fault::clear(&mut conn),
-            }
-            .context(|| "storing the fault rule".into())
+            let hang = hang.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+            let rule = fault::Rule { status, location, body, content_type, cut_after, hang };
+            if clear { fault::clear(&mut conn) } else { fault::add(&mut conn, &rule, count, path_contains.as_deref()) }
+                .context(|| "storing the fault rule".into())
         }
     }
 }

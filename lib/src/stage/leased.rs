@@ -21,13 +21,14 @@
 //! that hangs keeps it waiting (up to the request's timeout), the control
 //! socket is answered, and SIGQUIT or a second TERM still stops at once.
 
+use crate::answer::{self, Call, Meaning};
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::{Answer, Hub};
+use crate::hub::Hub;
 use crate::patience;
 use crate::signals::Stops;
-use crate::spool::now_ms;
+use crate::spool::Spool;
 use clap::Parser;
 use log::{error, info, warn};
 use serde_json::json;
@@ -55,7 +56,15 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     let mut unauthorized = 0;
     // Beats in a row that got no 204 (401 aside).
     let mut failed = 0;
-    let mut l = Leased { inbox, stops, last: Beat::default(), beating_since: None, stopping_since: None };
+    let mut l = Leased {
+        inbox,
+        stops,
+        last: Beat::default(),
+        beating_since: None,
+        stopping_since: None,
+        beats: 0,
+        note_failed: false,
+    };
     loop {
         if l.stops.count() >= 2 {
             info!("stopped at once");
@@ -91,14 +100,14 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 // noted when it begins, every second while the hub keeps it
                 // waiting, and when it ends.
                 let mut noted = Instant::now();
-                let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
+                l.note_beat(&spool);
                 let (h, runner, token, held) = (hub.clone(), id.runner_id.clone(), id.token.clone(), jobs.clone());
                 l.beating_since = Some(t0);
                 let answer = daemon::serving(
                     move || h.heartbeat(&runner, &token, &held),
                     || {
                         if noted.elapsed() >= Duration::from_secs(1) {
-                            let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
+                            l.note_beat(&spool);
                             noted = Instant::now();
                         }
                         l.serve(Duration::ZERO)
@@ -106,14 +115,15 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 );
                 l.beating_since = None;
                 let Some(answer) = answer else { return Ok(exit::OK) };
-                let _ = spool.set_control("last_beat_at", Some(&now_ms().to_string()));
+                l.note_beat(&spool);
+                l.beats += 1;
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                match answer {
-                    Answer::Status(204, _) => {
+                match answer::classify(Call::Heartbeat, &answer) {
+                    Meaning::Settled => {
                         unauthorized = 0;
                         failed = 0;
                     }
-                    Answer::Status(401, _) => {
+                    Meaning::Rejected => {
                         failed = 0;
                         unauthorized += 1;
                         warn!("heartbeat: 401 ({unauthorized} in a row)");
@@ -123,10 +133,10 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                             return Ok(exit::FAILURE);
                         }
                     }
-                    a => {
+                    Meaning::Final | Meaning::Retry => {
                         unauthorized = 0;
                         failed += 1;
-                        warn!("heartbeat for {} job(s): {}", jobs.len(), a.describe());
+                        warn!("heartbeat for {} job(s): {}", jobs.len(), answer.describe());
                     }
                 }
             }
@@ -149,9 +159,31 @@ struct Leased {
     /// When the beat in flight began, if one is.
     beating_since: Option<Instant>,
     stopping_since: Option<Instant>,
+    /// Beats attempted since start.
+    beats: u64,
+    /// The last note of a beat failed (said once, not every second).
+    note_failed: bool,
 }
 
 impl Leased {
+    /// Notes the beat attempted in the spool, where the other stages read
+    /// it ([`Spool::drop_lost_claims`]); a failure is said, and never left
+    /// for them to read as a lease lost if it can be helped.
+    fn note_beat(&mut self, spool: &Spool) {
+        match spool.note_beat() {
+            Ok(()) if self.note_failed => {
+                self.note_failed = false;
+                info!("the beat stamp is written again");
+            }
+            Ok(()) => {}
+            Err(e) if !self.note_failed => {
+                self.note_failed = true;
+                error!("{e}: the other stages may take the leases held for lost");
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Serves the inbox: the first event within `wait`, then whatever else
     /// is there. False when the stage must stop at once (SIGQUIT, or a
     /// second SIGTERM), even in the middle of a beat.
@@ -163,6 +195,7 @@ impl Leased {
                         json!({"stage": "leased", "jobs": self.last.jobs, "last_beat": self.last.answer,
                                "last_beat_ago_ms": self.last.at.map(|t| t.elapsed().as_millis() as u64),
                                "beat_in_flight_ms": self.beating_since.map(|t| t.elapsed().as_millis() as u64),
+                               "beats": self.beats,
                                "stopping": self.stopping_since.is_some() || self.stops.requested()})
                     } else {
                         json!({"error": format!("unknown command {cmd:?}")})

@@ -1,21 +1,25 @@
 //! `reportd`: delivers outcomes (`complete`, `abort`) and progress events to
 //! the hub, patiently.
 //!
-//! An outcome leaves the spool only when the hub has answered finally (2xx,
-//! 404, 409, or another 4xx but 401), in the same transaction that marks its
-//! claim reported; a crash between the answer and that commit sends it once
-//! more, which the hub answers as a duplicate. Through refused connections,
-//! timeouts, 401 and 5xx it waits 1, 2, 4, 8, then 15 s, and keeps offering
+//! An outcome leaves the spool only when the hub has answered finally (204
+//! for `complete`, 202 for `abort`, 404, 409: [`answer::classify`]), in the
+//! same transaction that marks its claim reported; a crash between the
+//! answer and that commit sends it once more, which the hub answers as a
+//! duplicate. A result the hub rejects (400, 413) is kept as evidence and
+//! the claim goes back as `abort(rejected)`. Through everything else
+//! (refused connections, timeouts, 401, 408, 429, 5xx, redirects, other
+//! 2xx, a proxy's page) it waits 1, 2, 4, 8, then 15 s, and keeps offering
 //! the outcome for two hours before moving it aside (`dead_outcomes`).
 //! On TERM it keeps sending until the outbox is empty, then exits.
 //! Requests wait on a thread of their own ([`daemon::serving`]): a hub
 //! that hangs leaves the control socket answered, and SIGQUIT (or a second
 //! TERM) abandons the request in flight; its outcome stays queued.
 
+use crate::answer::{self, Call, Meaning};
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::{Answer, Hub};
+use crate::hub::Hub;
 use crate::patience;
 use crate::signals::Stops;
 use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
@@ -225,31 +229,33 @@ impl Reporter {
             return;
         };
         self.last_answer = format!("{tag} {what}: {}", answer.describe());
-        let r = match (&item.kind, &answer) {
-            (OutboxKind::Complete, Answer::Status(204, _)) | (OutboxKind::Abort(_), Answer::Status(202, _)) => {
+        let call = match item.kind {
+            OutboxKind::Complete => Call::Complete,
+            OutboxKind::Abort(_) => Call::Abort,
+        };
+        let r = match (answer::classify(call, &answer), &item.kind) {
+            (Meaning::Settled, _) => {
                 info!("{tag}: {what} delivered");
                 self.sent += 1;
                 self.settle(item, "delivered")
             }
-            (_, Answer::Status(code @ (404 | 409), _)) => {
-                info!("{tag}: {what}: HTTP {code}: the hub no longer holds it for us; dropped");
-                self.settle(item, &format!("hub answered {code}"))
+            (Meaning::Final, _) => {
+                info!("{tag}: {what}: {}: the hub no longer holds it for us; dropped", answer.describe());
+                self.settle(item, &format!("hub answered {}", answer.describe()))
             }
-            (OutboxKind::Complete, Answer::Status(400, body)) => {
-                let body: String = body.chars().take(300).collect();
-                warn!("{tag}: the hub rejected the result (400: {body}); evidence kept, sending abort(rejected)");
+            (Meaning::Rejected, OutboxKind::Complete) => {
+                let why = answer.describe();
+                warn!("{tag}: the hub rejected the result ({why}); evidence kept, sending abort(rejected)");
                 self.keep_evidence(item);
-                self.spool.outbox_reject(item.claim_id, &format!("complete rejected: {body}"))
+                self.spool.outbox_reject(item.claim_id, &format!("complete rejected: {why}"))
             }
-            (_, Answer::Status(code, body))
-                if (200..300).contains(code) || ((400..500).contains(code) && *code != 401) =>
-            {
-                // Any other 2xx, or a 4xx but 401: final for this call.
-                let body: String = body.chars().take(200).collect();
-                warn!("{tag}: {what}: HTTP {code} {body}: final; dropped");
-                self.settle(item, &format!("hub answered {code}"))
+            (Meaning::Rejected, OutboxKind::Abort(_)) => {
+                // An abort is a few bytes the hub cannot take: sending them
+                // again cannot help, and the lease lapses on its own.
+                error!("{tag}: the hub refused {what} ({}); dropped", answer.describe());
+                self.settle(item, &format!("{what} refused: {}", answer.describe()))
             }
-            _ => return self.postpone(item, &answer.describe()),
+            (Meaning::Retry, _) => return self.postpone(item, &answer.describe()),
         };
         if let Err(e) = r {
             error!("{tag}: {e}");
@@ -327,20 +333,26 @@ impl Reporter {
             let asked = self
                 .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
             let Some(answer) = asked else { return };
-            match answer {
-                Answer::Status(204, _) | Answer::Status(200, _) | Answer::Status(202, _) => {
+            match answer::classify(Call::Events, &answer) {
+                Meaning::Settled => {
                     let _ = self.spool.events_sent(claim_id, last_id);
                     self.event_retry.remove(&claim_id);
                 }
-                Answer::Status(404, _) => {
+                Meaning::Final => {
                     info!("job {job_id} claim {claim_id}: the hub has no events channel for it; events dropped");
                     let _ = self.spool.events_drop(claim_id);
                     return;
                 }
-                a => {
+                Meaning::Rejected => {
+                    // The same lines would be refused again: this batch goes.
+                    warn!("job {job_id} claim {claim_id}: events refused ({}); this batch dropped", answer.describe());
+                    let _ = self.spool.events_sent(claim_id, last_id);
+                    self.event_retry.remove(&claim_id);
+                }
+                Meaning::Retry => {
                     let tries = self.event_retry.get(&claim_id).map(|t| t.0).unwrap_or(0) + 1;
                     let delay = patience::PATIENT.delay(tries).unwrap_or(Duration::from_secs(15));
-                    warn!("job {job_id} claim {claim_id}: events: {}; kept for the next batch", a.describe());
+                    warn!("job {job_id} claim {claim_id}: events: {}; kept for the next batch", answer.describe());
                     self.event_retry.insert(claim_id, (tries, now_ms() + delay.as_millis() as i64));
                     return;
                 }

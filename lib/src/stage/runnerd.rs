@@ -129,6 +129,9 @@ struct Supervisor {
     drain_total: Duration,
     drain: Option<(Step, Instant, Instant)>, // step, drain start, step start
     cut: bool,
+    /// Why the runner must not run again as it is configured (claimd exited
+    /// 100): the drain then ends in exit 100, not 0.
+    misconfigured: Option<String>,
     extended: Option<Instant>,
 }
 
@@ -140,13 +143,17 @@ impl Supervisor {
         c.backend_url().map_err(|e| (exit::CONFIG, e.0))?;
         c.registration_token().map_err(|e| (exit::CONFIG, e.0))?;
         config::keep_notify_fd_private(c.notify_fd);
+        // The socket first: nothing is written before this runnerd knows it
+        // is the only one on the spool (a second one must not lift the
+        // first one's drain latch).
+        std::fs::create_dir_all(&c.spool).map_err(|e| (exit::TEMPORARY, format!("{}: {e}", c.spool.display())))?;
+        let inbox = Inbox::new();
+        control::listen(&c.spool, "runnerd", inbox.tx.clone())
+            .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
+        let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
         let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
         spool.set_draining(false).map_err(|e| (exit::TEMPORARY, e.0))?;
-        let inbox = Inbox::new();
-        let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
-        control::listen(&c.spool, "runnerd", inbox.tx.clone())
-            .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
         let libexec = cli.libexec.clone().or_else(|| {
             std::env::current_exe()
                 .ok()
@@ -178,6 +185,7 @@ impl Supervisor {
             drain_total: Duration::from_secs(c.drain_timeout),
             drain: None,
             cut: false,
+            misconfigured: None,
             extended: None,
         })
     }
@@ -309,6 +317,7 @@ impl Supervisor {
     /// runner must stop.
     fn reap(&mut self) -> Option<i32> {
         let mut fatal = None;
+        let mut misconfigured = None;
         for s in &mut self.stages {
             let Some(child) = &mut s.child else { continue };
             let Ok(Some(st)) = child.try_wait() else { continue };
@@ -323,6 +332,9 @@ impl Supervisor {
                 warn!("{}: exited {code} after {ran:.1?}", s.name);
             }
             match (s.name, code) {
+                // claimd found the configuration wrong while jobs may be in
+                // flight (a refused SANDBOX_TOKEN): they are finished first.
+                ("claimd", exit::CONFIG) => misconfigured = Some("claimd: bad configuration".to_string()),
                 (_, exit::CONFIG) => fatal = Some((exit::CONFIG, format!("{}: bad configuration", s.name))),
                 ("leased", exit::FAILURE) => {
                     fatal = Some((exit::FAILURE, "leased: the hub no longer knows this runner".into()))
@@ -341,6 +353,13 @@ impl Supervisor {
             error!("{why}: stopping every stage at once, without a drain");
             self.kill_all();
             return Some(code);
+        }
+        if let Some(why) = misconfigured {
+            error!("{why}: draining (claims in flight are finished and reported), then exiting 100; not restarted");
+            self.stage("claimd").next_start = None;
+            self.misconfigured = Some(why.clone());
+            self.stops.request();
+            self.begin_drain(&why);
         }
         None
     }
@@ -414,6 +433,10 @@ impl Supervisor {
                     warn!("drain cut by its deadline: {}; left to lease expiry", self.leftovers());
                 } else {
                     info!("drained: every job held was finished and reported");
+                }
+                if let Some(why) = &self.misconfigured {
+                    error!("{why}: fix the configuration, then start the runner again");
+                    return Some(exit::CONFIG);
                 }
                 return Some(code);
             }
@@ -521,34 +544,35 @@ fn stage_env(c: &Common) -> Vec<(&'static str, String)> {
     env
 }
 
-/// `runnerd status`: the spool's view, then each stage's own answer.
+/// `runnerd status`: the spool's view, then each stage's own answer. The
+/// spool is only read (nothing migrated, nothing written); a spool that
+/// cannot be read is an error, never an empty runner.
 fn status(spool_dir: &Path) -> i32 {
     if !spool_dir.join(crate::spool::DB_FILE).exists() {
         error!("no spool at {}", spool_dir.display());
         return exit::FAILURE;
     }
-    let spool = match Spool::open(spool_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            error!("{e}");
-            return exit::TEMPORARY;
-        }
-    };
-    let id = spool.identity().ok().flatten();
-    println!(
-        "{}",
-        json!({
+    let view = Spool::open_read_only(spool_dir).and_then(|spool| {
+        let id = spool.identity()?;
+        Ok(json!({
             "spool": spool_dir,
             "runner_id": id.as_ref().map(|i| &i.runner_id),
             "config": id.as_ref().map(|i| serde_json::to_value(&i.config).unwrap()),
-            "claims": spool.counts().unwrap_or_default(),
-            "held_jobs": spool.held_jobs().unwrap_or_default(),
-            "outbox": spool.outbox_len().map(|o| o.0).ok(),
-            "dead_outcomes": spool.dead_count().ok(),
-            "draining": spool.draining().unwrap_or(false),
-            "last_beat_at_ms": spool.control("last_beat_at").ok().flatten().and_then(|v| v.parse::<i64>().ok()),
-        })
-    );
+            "claims": spool.counts()?,
+            "held_jobs": spool.held_jobs()?,
+            "outbox": spool.outbox_len()?.0,
+            "dead_outcomes": spool.dead_count()?,
+            "draining": spool.draining()?,
+            "last_beat_at_ms": Some(spool.last_beat()?).filter(|t| *t > 0),
+        }))
+    });
+    match view {
+        Ok(v) => println!("{v}"),
+        Err(e) => {
+            error!("{e}");
+            return exit::FAILURE;
+        }
+    }
     for name in std::iter::once("runnerd").chain(STAGES) {
         let line = control::request(spool_dir, name, &json!({"cmd": "status"}), Duration::from_secs(3))
             .unwrap_or_else(|e| json!({"stage": name, "error": format!("not answering: {e}")}));

@@ -1,0 +1,367 @@
+//! Nothing lost to a bad hub, a bad configuration or a full disk (issue 13):
+//! a hostile hub (redirects, foreign pages, bodies cut or stalled, a refused
+//! testdata token, one problem's testdata failing), a spool on a small disk
+//! that fills, a damaged spool, a second runnerd, zips the zip library
+//! misreads. Real processes and a real `hubd` over loopback; at the hub,
+//! each job gets one verdict, the right one, and no attempt is spent by the
+//! runner's own trouble.
+
+use nix::sys::signal::Signal;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use testkit::*;
+
+fn hub_with_problems(dir: &Path) -> Hub {
+    let hub = Hub::start(dir, &[]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    hub.add_problem(2, &examples().join("problems/2"));
+    hub
+}
+
+/// The submission `id` ended with `verdict`, judged once on one handout,
+/// nothing handed back.
+fn assert_judged_once(hub: &Hub, id: &str, verdict: &str) {
+    let s = hub.submission(id);
+    assert_eq!(s["verdict"], verdict, "{s}");
+    assert_eq!(s["completes"], 1, "one result landed: {s}");
+    assert_eq!(s["handouts"], 1, "the job was never handed out again: {s}");
+    assert_eq!(s["attempts"], 1, "no attempt spent by the runner's trouble: {s}");
+    assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing handed back: {s}");
+}
+
+/// A+B submitted, judged through whatever faults `hub` was given: AC, once.
+fn ab_judged_once_through_the_faults(hub: &Hub, dir: &Path) {
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let runner = start_runner(hub, &dir.join("spool"), &[]);
+    hub.wait_all_judged(Duration::from_secs(120));
+    assert_judged_once(hub, &sub, "AC");
+    stop(runner);
+}
+
+fn stop(mut runner: Proc) {
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+}
+
+fn log_text(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
+}
+
+/// A problem of one case (A+B), for jobs that must stay in one case.
+fn one_case_problem(dir: &Path) -> PathBuf {
+    let p = dir.join("one-case");
+    std::fs::create_dir_all(&p).unwrap();
+    write_file(
+        &p,
+        "meta.json",
+        r#"{"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 20000, "caseCount": 1}]}"#,
+    );
+    write_file(&p, "0000.in", "1 2\n");
+    write_file(&p, "0000.out", "3\n");
+    p
+}
+
+// ---- 1. the answers to complete ------------------------------------------
+
+#[test]
+fn i13_1_redirects_and_foreign_answers_to_complete_never_drop_the_result() {
+    let dir = TempDir::new("f-redirect");
+    let hub = hub_with_problems(dir.path());
+    let elsewhere = format!("{}/elsewhere", hub.url);
+    for rule in [
+        vec!["--status", "301", "--location", &elsewhere],
+        vec!["--status", "302", "--location", &elsewhere],
+        vec!["--status", "308", "--location", &elsewhere],
+        vec!["--status", "200", "--body", "<html><body>Welcome</body></html>"],
+        vec!["--status", "404", "--body", "<html><body>Not Found</body></html>"],
+        vec!["--status", "429"],
+        vec!["--status", "408"],
+    ] {
+        let mut args = vec!["fault", "--count", "1", "--path-contains", "/complete"];
+        args.extend(rule);
+        hub.cli(&args);
+    }
+    ab_judged_once_through_the_faults(&hub, dir.path());
+}
+
+#[test]
+fn i13_1_a_result_refused_as_too_large_keeps_its_evidence_and_goes_back_as_rejected() {
+    let dir = TempDir::new("f-413");
+    let hub = hub_with_problems(dir.path());
+    // A proxy's body limit answers with a page of its own.
+    let page = "<html><body>413 Request Entity Too Large</body></html>";
+    hub.cli(&["fault", "--count", "1", "--path-contains", "/complete", "--status", "413", "--body", page]);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    let s = wait_for("the rejected result handed back", Duration::from_secs(60), || {
+        let s = hub.submission(&sub);
+        (!s["aborts"].as_array().unwrap().is_empty()).then_some(s)
+    });
+    assert_eq!(s["aborts"][0]["reason"], "rejected", "{s}");
+    let evidence: Vec<_> = std::fs::read_dir(spool.join("evidence")).expect("evidence kept").flatten().collect();
+    assert!(evidence.iter().any(|e| e.path().extension().is_some_and(|x| x == "json")), "the result is kept");
+    hub.wait_all_judged(Duration::from_secs(120));
+    let s = hub.submission(&sub);
+    assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+    stop(runner);
+}
+
+// ---- 2. a wrong SANDBOX_TOKEN ---------------------------------------------
+
+#[test]
+fn i13_2_a_refused_testdata_token_stops_claiming_hands_back_and_exits_100() {
+    let dir = TempDir::new("f-token");
+    let hub = hub_with_problems(dir.path());
+    let judged = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
+    wait_for("the first job judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    // From now on the testdata channel refuses the runner's token.
+    hub.cli(&["fault", "--status", "401", "--count", "100000", "--path-contains", "/problem/"]);
+    let others = [
+        hub.submit(1, "c11", &examples().join("submissions/ab_ok.c")),
+        hub.submit(2, "c11", &examples().join("submissions/sum_ok.c")),
+    ];
+    assert_eq!(runner.wait_exit(Duration::from_secs(90)), 100, "a permanent failure: fix the configuration");
+    assert_judged_once(&hub, &judged, "AC");
+    for id in &others {
+        let s = hub.submission(id);
+        assert_ne!(s["state"], "done", "not judged, and not JE: {s}");
+        assert_eq!(s["attempts"], 0, "no attempt spent: {s}");
+        assert!(s["aborts"].as_array().unwrap().iter().all(|a| a["reason"] == "drain"), "handed back as drain: {s}");
+    }
+    let text = log_text(&log);
+    assert!(text.contains("refused SANDBOX_TOKEN"), "the log says why: {text}");
+    assert!(!text.contains("prep_failed"), "no job was charged: {text}");
+}
+
+// ---- 3. downloads cut or stalled midway -----------------------------------
+
+#[test]
+fn i13_3_downloads_cut_or_stalled_midway_are_the_hub_away_not_the_job() {
+    let dir = TempDir::new("f-cut");
+    let hub = hub_with_problems(dir.path());
+    // More cuts than prep's three tries; the stall outlasts the idle timeout.
+    hub.cli(&["fault", "--cut-after", "20", "--hang", "5", "--count", "1", "--path-contains", "/code/"]);
+    hub.cli(&["fault", "--cut-after", "20", "--count", "2", "--path-contains", "/code/"]);
+    hub.cli(&["fault", "--cut-after", "30", "--count", "4", "--path-contains", "/testdata"]);
+    ab_judged_once_through_the_faults(&hub, dir.path());
+}
+
+// ---- 4. preps are independent ---------------------------------------------
+
+#[test]
+fn i13_4_a_prep_waiting_on_one_problem_never_holds_up_another() {
+    let dir = TempDir::new("f-independent");
+    let hub = hub_with_problems(dir.path());
+    hub.cli(&["fault", "--status", "500", "--count", "100000", "--path-contains", "/problem/1/"]);
+    let stuck = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let spool = dir.path().join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    wait_for("the first claim waiting in prep", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "claimed").then_some(())
+    });
+    let free = hub.submit(2, "c11", &examples().join("submissions/sum_ok.c"));
+    wait_for("problem 2's job judged while problem 1 waits", Duration::from_secs(45), || {
+        (hub.submission(&free)["state"] == "done").then_some(())
+    });
+    assert_ne!(hub.submission(&stuck)["state"], "done");
+    hub.cli(&["fault", "--clear"]);
+    hub.wait_all_judged(Duration::from_secs(120));
+    assert_judged_once(&hub, &free, "AC");
+    assert_judged_once(&hub, &stuck, "AC");
+    stop(runner);
+}
+
+// ---- 5. and 6. a full disk -------------------------------------------------
+
+#[test]
+fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
+    let dir = TempDir::new("f-beat");
+    let hub = Hub::start(dir.path(), &[]);
+    hub.add_problem(3, &one_case_problem(dir.path()));
+    let disk = SmallDisk::mount(&dir.path().join("disk"), 32);
+    let spool = disk.dir.join("spool");
+    let sub = hub.submit(3, "python3", &slow_ab(dir.path(), 12.0));
+    let runner = start_runner(&hub, &spool, &[]);
+    wait_for("the job judging", Duration::from_secs(60), || {
+        spool_claims(&spool).iter().any(|c| c.state == "started").then_some(())
+    });
+    disk.fill();
+    let full_since = now_ms();
+    // The lease the runner assumes is two 1 s heartbeats: beats noted well
+    // past it, while the disk stays full.
+    wait_for("heartbeats noted while the disk is full", Duration::from_secs(20), || {
+        (spool_last_beat(&spool) >= full_since + 2500).then_some(())
+    });
+    assert!(spool_claims(&spool).iter().any(|c| c.state == "started"), "the claim is still judging");
+    disk.free();
+    hub.wait_all_judged(Duration::from_secs(60));
+    assert_judged_once(&hub, &sub, "AC");
+    stop(runner);
+}
+
+#[test]
+fn i13_6_a_full_disk_pauses_claiming_and_status_still_reads_the_spool() {
+    let dir = TempDir::new("f-claim-full");
+    let hub = hub_with_problems(dir.path());
+    let disk = SmallDisk::mount(&dir.path().join("disk"), 32);
+    let spool = disk.dir.join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    hub.wait_for_a_poll();
+    disk.fill();
+    let paused = wait_for("claimd to say claiming is paused", Duration::from_secs(30), || {
+        stage_status(&spool, "claimd").filter(|s| s["paused"].is_string())
+    });
+    assert!(paused["paused"].as_str().unwrap().contains("full"), "{paused}");
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    // runnerd status reads the spool read-only, on a full disk too.
+    let out = Command::new(bin("runnerd")).env("OJ_SPOOL", &spool).arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "runnerd status: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("\"paused\""), "{text}");
+    // Nothing was asked for that could not be recorded.
+    let s = hub.submission(&sub);
+    assert_eq!((s["state"].as_str(), s["handouts"].as_i64()), (Some("pending"), Some(0)), "{s}");
+    disk.free();
+    hub.wait_all_judged(Duration::from_secs(120));
+    assert_judged_once(&hub, &sub, "AC");
+    stop(runner);
+}
+
+// ---- 7. and 8. status and a second runnerd ---------------------------------
+
+#[test]
+fn i13_7_status_of_a_damaged_spool_says_so_and_fails() {
+    let dir = TempDir::new("f-damaged");
+    let hub = hub_with_problems(dir.path());
+    let spool = dir.path().join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    wait_for("the runner registered", Duration::from_secs(30), || spool_runner_id(&spool));
+    stop(runner);
+    // Keep the header page (the schema version reads fine), spoil the rest.
+    let db = spool.join("spool.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    assert!(bytes.len() > 4096, "a spool with tables past its first page");
+    bytes[4096..].fill(0xa5);
+    std::fs::write(&db, bytes).unwrap();
+    let out = Command::new(bin("runnerd")).env("OJ_SPOOL", &spool).arg("status").output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "runnerd status exited 0 on a damaged spool: {stdout}");
+    assert!(stderr.contains("malformed") || stderr.contains("not a database"), "the error is printed: {stderr}");
+    assert!(!stdout.contains("\"claims\""), "no empty runner printed: {stdout}");
+}
+
+#[test]
+fn i13_8_a_refused_second_runnerd_writes_nothing() {
+    let dir = TempDir::new("f-second");
+    let hub = hub_with_problems(dir.path());
+    let spool = dir.path().join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    wait_for("the runner ready", Duration::from_secs(30), || {
+        stage_status(&spool, "runnerd").filter(|s| s["ready"] == true)
+    });
+    let latch = Command::new(bin("runnerd")).env("OJ_SPOOL", &spool).arg("latch").output().unwrap();
+    assert!(latch.status.success());
+    let mut second = start_stage(&hub, &spool, "runnerd", &[]);
+    assert_ne!(second.wait_exit(Duration::from_secs(30)), 0, "the second runnerd is refused");
+    assert_eq!(
+        spool_int(&spool, "SELECT count(*) FROM control WHERE key = 'draining'"),
+        Some(1),
+        "the first runnerd's drain latch is still set"
+    );
+    let out = Command::new(bin("runnerd")).env("OJ_SPOOL", &spool).args(["latch", "--off"]).output().unwrap();
+    assert!(out.status.success());
+    stop(runner);
+}
+
+// ---- 9. zips the zip library misreads, refused at once ----------------------
+
+/// Replaces problem `pid`'s testdata zip at the hub (and so its checksum).
+fn serve_testdata(hub: &Hub, pid: i64, zip: &[u8]) {
+    let c = rusqlite::Connection::open(&hub.db).unwrap();
+    c.busy_timeout(Duration::from_secs(10)).unwrap();
+    c.execute(
+        "UPDATE problems SET testdata = ?1, checksum = ?2 WHERE id = ?3",
+        rusqlite::params![zip, format!("spoiled{}", zip.len()), pid],
+    )
+    .unwrap();
+}
+
+/// A testdata zip for problem 1 whose `0000.in` is there twice, the second
+/// giving a different sum (the zip writer refuses a name twice, so the
+/// second name is patched in).
+fn zip_with_a_name_twice() -> Vec<u8> {
+    use std::io::Write;
+    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default();
+    for (name, text) in [("0000.in", "1 2\n"), ("0000.out", "3\n"), ("0001.in", "2 2\n"), ("0001.out", "4\n")]
+        .into_iter()
+        .chain([("0002.in", "5 5\n"), ("0002.out", "10\n"), ("0000.xx", "50 50\n")])
+    {
+        z.start_file(name, o).unwrap();
+        z.write_all(text.as_bytes()).unwrap();
+    }
+    let mut bytes = z.finish().unwrap().into_inner();
+    let mut at = 0;
+    while let Some(i) = bytes[at..].windows(7).position(|w| w == b"0000.xx") {
+        bytes[at + i..at + i + 7].copy_from_slice(b"0000.in");
+        at += i + 7;
+    }
+    bytes
+}
+
+#[test]
+fn i13_9_a_name_twice_in_a_zip_or_a_zip_that_is_none_is_refused_at_once() {
+    let dir = TempDir::new("f-zip");
+    let hub = hub_with_problems(dir.path());
+    serve_testdata(&hub, 1, &zip_with_a_name_twice());
+    serve_testdata(&hub, 2, b"this is not a zip, it is a page from a proxy");
+    let twice = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let none = hub.submit(2, "c11", &examples().join("submissions/sum_ok.c"));
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let runner = start_runner_logged(&hub, &spool, &[], &log);
+    hub.wait_all_judged(Duration::from_secs(120));
+    let text = log_text(&log);
+    for (id, why) in
+        [(&twice, "problem 1 testdata: entry \"0000.in\": appears twice"), (&none, "problem 2 testdata: not a zip")]
+    {
+        let s = hub.submission(id);
+        assert_eq!(s["verdict"], "JE", "never judged against a misread zip: {s}");
+        assert_eq!(s["completes"], 0, "{s}");
+        assert!(s["aborts"].as_array().unwrap().iter().all(|a| a["reason"] == "prep_failed"), "{s}");
+        assert!(text.contains(&format!("cannot be judged: {why}")), "the log says why ({why}): {text}");
+    }
+    assert!(!text.contains("prep try"), "a refused archive is not tried again: {text}");
+    stop(runner);
+}
+
+// ---- 10. a next-job payload that does not parse ----------------------------
+
+#[test]
+fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
+    let dir = TempDir::new("f-payload");
+    let hub = hub_with_problems(dir.path());
+    let code = examples().join("submissions/ab_ok.c");
+    let numeric_id = r#"{"job_id": 42, "submission_id": "{{submission_id}}", "problem_id": 1, "language": 0,
+        "code_url": "{{code_url}}", "tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 3}]}"#;
+    let cut = r#"{"job_id": "{{job_id}}", "submission_id": "{{submission_id}}", "problem_id": 1, "tasks": [{"#;
+    for raw in [numeric_id, cut] {
+        hub.cli(&["submit", "--problem", "1", "--language", "c11", "--raw-job", raw, code.to_str().unwrap()]);
+    }
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let runner = start_runner_logged(&hub, &spool, &[], &log);
+    let text = wait_for("both payloads logged", Duration::from_secs(60), || {
+        let t = log_text(&log);
+        (t.contains("expected a string") && t.contains("EOF while parsing")).then_some(t)
+    });
+    assert!(!text.contains("without a job_id"), "{text}");
+    stop(runner);
+}
