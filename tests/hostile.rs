@@ -98,6 +98,7 @@ const CASES: &[Case] = &[
     denied("userfaultfd.c", "userfaultfd"),
     denied("reboot.c", "reboot"),
     denied("vsock.c", "socket (family AF_VSOCK)"),
+    denied("dccp.c", "socket (family AF_INET, type 6, protocol 33)"),
     denied("newer_calls.c", "listmount"),
     case("int80.c", &[RE], ""),
 ];

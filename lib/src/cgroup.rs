@@ -69,11 +69,13 @@
 //! every page charged to the group, page cache included: the first run of a
 //! Python program is charged for reading the standard library. So the peak
 //! reported is the kernel's peak minus the clean file cache charged at the
-//! end of the run ([`Group::file_cache`]). That cache can only be what the
-//! run *read*: a jailed run has no writable file on a disk (its outputs are
-//! pipes the judge drains, `streams.rs`; its binds are read-only; `/tmp` is
-//! tmpfs), so no page it wrote or mapped writable is ever subtracted:
-//! `/tmp` and shared memory ("shmem") stay counted, as they are memory. The hard limit is set [`SLACK`] above the task's limit so
+//! end of the run ([`Group::file_cache`]). For a judged run that cache can
+//! only be what it *read*: it has no writable file on a disk (its outputs
+//! are pipes the judge drains, `streams.rs`; its binds are read-only; `/tmp`
+//! is tmpfs), so no page it wrote or mapped writable is ever subtracted:
+//! `/tmp` and shared memory ("shmem") stay counted, as they are memory. (A
+//! compile writes its binary to its writable `/src`: those pages count
+//! while dirty, and not once written back.) The hard limit is set [`SLACK`] above the task's limit so
 //! a program that passes the limit is seen passing it (MLE) rather than
 //! stopped just short of it.
 

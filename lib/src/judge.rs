@@ -382,7 +382,8 @@ impl Judge {
             Err(e) => return Compiled::JudgeError(format!("compiler: {e}")),
         };
         let said = log.rewind().map(|_| read_capped(&mut log, self.output_cap)).unwrap_or_default();
-        let Some(failed) = verdict::compile_failure(&usage, &limits, &said) else { return Compiled::Ready };
+        let said_bytes = log.metadata().map(|m| m.len()).unwrap_or(0);
+        let Some(failed) = verdict::compile_failure(&usage, &limits, &said, said_bytes) else { return Compiled::Ready };
         let why = failed.why;
         // The limit's name must fit: the compiler's words are cut first.
         let message = match (said.trim().is_empty(), failed.limit) {

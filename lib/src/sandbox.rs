@@ -143,7 +143,7 @@ fn seen_inside(binds: &[Bind], s: &str) -> String {
     let p = Path::new(s);
     for b in binds {
         if let Ok(rest) = p.strip_prefix(&b.path) {
-            let inside = b.inside().join(rest);
+            let inside = if rest.as_os_str().is_empty() { b.inside().to_path_buf() } else { b.inside().join(rest) };
             return inside.to_string_lossy().into_owned();
         }
     }
@@ -170,8 +170,9 @@ pub struct Spec {
     pub limits: Limits,
     /// The host directories the jailed run sees (`cwd` must be among them
     /// or below one); ignored by the basic level, which sees the host.
-    /// Host paths below a bind in `argv`, `cwd` and `env` are given to a
-    /// jailed run as it sees them ([`Bind::at`]).
+    /// An argument, `cwd` or environment value that is a host path at or
+    /// below a bind (the whole value) is given to a jailed run as it sees
+    /// it ([`Bind::at`]).
     pub binds: Vec<Bind>,
 }
 
@@ -783,7 +784,7 @@ pub unsafe fn only_stdio_across_exec() {
     }
     // Before Linux 5.11: one by one, up to the descriptor limit.
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 { rl.rlim_cur.min(1 << 20) } else { 1 << 16 };
+    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 { rl.rlim_cur.min(1 << 16) } else { 1 << 16 };
     for fd in 3..max as libc::c_int {
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
     }

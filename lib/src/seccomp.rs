@@ -12,7 +12,7 @@
 //! | a number above [`HIGHEST_KNOWN`] (calls newer than this table) | fails with `ENOSYS`, as on an older kernel: a new kernel cannot widen the sandbox |
 //! | `clone3` | fails with `ENOSYS`: glibc then falls back to `clone`, whose flags a filter can see (`clone3`'s are behind a pointer) |
 //! | `fallocate` | fails with `EOPNOTSUPP`: it reserves disk that no file size shows (`FALLOC_FL_KEEP_SIZE`); glibc's `posix_fallocate` then writes, under `RLIMIT_FSIZE` |
-//! | `socket`/`socketpair` of a family other than [`FAMILIES`] | **denied** (below), the family named: a network namespace does not cover `AF_VSOCK` and friends |
+//! | `socket`/`socketpair` of a family other than [`FAMILIES`], or IP other than TCP or UDP streams and datagrams | **denied** (below), the family named: a network namespace does not cover `AF_VSOCK` and friends, and asking for DCCP or SCTP makes the kernel load their modules |
 //! | `clone`/`unshare` with any `CLONE_NEW*` flag, and every call in [`DENIED`] | **denied**: the supervisor (the run's init) is notified (`SECCOMP_RET_USER_NOTIF`), names the call, and kills the run: RE, with the call's name in `stderr` |
 //! | anything else | allowed |
 //!
@@ -91,17 +91,18 @@ pub const DENIED: &[(&str, libc::c_long)] = &[
 /// 6.17's `file_setattr`): every number above it fails with `ENOSYS`.
 pub const HIGHEST_KNOWN: u32 = 469;
 
-/// The socket families a judged program may open (in its empty network
-/// namespace): local sockets, and IPv4/IPv6 for loopback-only servers.
+/// The sockets a judged program may open (in its empty network namespace):
+/// local ones of any type, and IPv4/IPv6 streams and datagrams (TCP, UDP)
+/// for loopback-only servers. Anything else is denied, named.
 pub const FAMILIES: &[(&str, u32)] =
     &[("AF_UNIX", libc::AF_UNIX as u32), ("AF_INET", libc::AF_INET as u32), ("AF_INET6", libc::AF_INET6 as u32)];
 
-/// A denied call as the supervisor saw it: its number and first argument
-/// (a `socket`'s family, a `clone`'s flags).
+/// A denied call as the supervisor saw it: its number and first arguments
+/// (a `socket`'s family, type and protocol; a `clone`'s flags).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Call {
     pub nr: i32,
-    pub arg0: u64,
+    pub args: [u64; 3],
 }
 
 /// The name of a denied call (or `syscall <n>`), with the family of a
@@ -113,7 +114,12 @@ pub fn name_of(call: Call) -> String {
     }
     if nr == libc::SYS_socket || nr == libc::SYS_socketpair {
         let name = if nr == libc::SYS_socket { "socket" } else { "socketpair" };
-        return format!("{name} (family {})", family_name(call.arg0 as u32));
+        let [family, kind, protocol] = call.args.map(|a| a as u32);
+        let family = family_name(family);
+        if FAMILIES.iter().any(|(n, _)| *n == family) {
+            return format!("{name} (family {family}, type {}, protocol {protocol})", kind & 0xf);
+        }
+        return format!("{name} (family {family})");
     }
     DENIED.iter().find(|(_, n)| *n == nr).map_or(format!("syscall {nr}"), |(s, _)| s.to_string())
 }
@@ -178,6 +184,9 @@ const RET_K: u16 = 0x06;
 const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0_LOW: u32 = 16;
+const ARG1_LOW: u32 = 24;
+const ARG2_LOW: u32 = 32;
+const AND_K: u16 = 0x54;
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt: 0, jf: 0, k }
@@ -220,15 +229,26 @@ pub fn program() -> Vec<libc::sock_filter> {
         jump(JSET_K, CLONE_NEW_ANY, 0, 1),
         stmt(RET_K, RET_USER_NOTIF),
         stmt(RET_K, RET_ALLOW),
-        // socket, socketpair: look at the family (arg 0).
+        // socket, socketpair: the family (arg 0); for IP, the type (arg 1,
+        // less its flags) and the protocol (arg 2): no DCCP, SCTP and the
+        // like, whose modules the kernel would load for the asking.
         jump(JEQ_K, libc::SYS_socket as u32, 1, 0),
-        jump(JEQ_K, libc::SYS_socketpair as u32, 0, 3 + FAMILIES.len() as u8),
+        jump(JEQ_K, libc::SYS_socketpair as u32, 0, 14),
         stmt(LD_W_ABS, ARG0_LOW),
+        jump(JEQ_K, libc::AF_UNIX as u32, 11, 0),
+        jump(JEQ_K, libc::AF_INET as u32, 1, 0),
+        jump(JEQ_K, libc::AF_INET6 as u32, 0, 8),
+        stmt(LD_W_ABS, ARG1_LOW),
+        stmt(AND_K, 0xf),
+        jump(JEQ_K, libc::SOCK_STREAM as u32, 1, 0),
+        jump(JEQ_K, libc::SOCK_DGRAM as u32, 0, 4),
+        stmt(LD_W_ABS, ARG2_LOW),
+        jump(JEQ_K, 0, 3, 0),
+        jump(JEQ_K, libc::IPPROTO_TCP as u32, 2, 0),
+        jump(JEQ_K, libc::IPPROTO_UDP as u32, 1, 0),
+        stmt(RET_K, RET_USER_NOTIF),
+        stmt(RET_K, RET_ALLOW),
     ];
-    for (i, &(_, family)) in FAMILIES.iter().enumerate() {
-        p.push(jump(JEQ_K, family, (FAMILIES.len() - i) as u8, 0));
-    }
-    p.extend([stmt(RET_K, RET_USER_NOTIF), stmt(RET_K, RET_ALLOW)]);
     let mut denied: Vec<u32> = DENIED.iter().map(|&(_, nr)| nr as u32).collect();
     denied.sort_unstable();
     denied.dedup();
@@ -317,7 +337,7 @@ pub fn receive(listener: RawFd) -> Option<Call> {
     }
     let r = Resp { id: n.id, val: 0, error: -libc::EPERM, flags: 0 };
     unsafe { libc::ioctl(listener, IOCTL_NOTIF_SEND, &r) };
-    Some(Call { nr: n.nr, arg0: n.args[0] })
+    Some(Call { nr: n.nr, args: [n.args[0], n.args[1], n.args[2]] })
 }
 
 #[cfg(test)]
@@ -340,6 +360,10 @@ mod tests {
 
     /// Runs the filter on one call as the kernel would (the few opcodes it uses).
     fn decide(p: &[libc::sock_filter], arch: u32, nr: u32, arg0: u32) -> u32 {
+        decide_args(p, arch, nr, [arg0, 0, 0])
+    }
+
+    fn decide_args(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 3]) -> u32 {
         let (mut pc, mut a) = (0, 0);
         loop {
             let ins = p[pc];
@@ -350,12 +374,15 @@ mod tests {
                     a = match ins.k {
                         NR => nr,
                         ARCH => arch,
-                        ARG0_LOW => arg0,
+                        ARG0_LOW => args[0],
+                        ARG1_LOW => args[1],
+                        ARG2_LOW => args[2],
                         k => panic!("load of offset {k}"),
                     }
                 }
                 JEQ_K => pc += branch(a == ins.k),
                 JGT_K => pc += branch(a > ins.k),
+                AND_K => a &= ins.k,
                 JGE_K => pc += branch(a >= ins.k),
                 JSET_K => pc += branch(a & ins.k != 0),
                 RET_K => return ins.k,
@@ -382,11 +409,20 @@ mod tests {
             };
             assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, 0), want, "call {nr}");
         }
+        let ip = [libc::AF_INET as u32, libc::AF_INET6 as u32];
         for nr in socket {
             for family in 0..64u32 {
-                let allowed = FAMILIES.iter().any(|&(_, f)| f == family);
-                let want = if allowed { RET_ALLOW } else { RET_USER_NOTIF };
-                assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, family), want, "call {nr}, family {family}");
+                for kind in [1, 2, 3, 5, 6, 10, 1 | 0x800 | 0x80000, 2 | 0x80000] {
+                    for protocol in [0, 1, 6, 17, 33, 132, 136] {
+                        let allowed = family == libc::AF_UNIX as u32
+                            || (ip.contains(&family)
+                                && [1, 2].contains(&(kind & 0xf))
+                                && [0, 6, 17].contains(&protocol));
+                        let want = if allowed { RET_ALLOW } else { RET_USER_NOTIF };
+                        let got = decide_args(&p, AUDIT_ARCH_X86_64, nr, [family, kind, protocol]);
+                        assert_eq!(got, want, "call {nr}, family {family}, type {kind:#x}, protocol {protocol}");
+                    }
+                }
             }
         }
         for nr in [457, 458, 467, 468, 469] {
@@ -398,17 +434,19 @@ mod tests {
         assert_eq!(decide(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, 0), RET_KILL_PROCESS);
         assert_eq!(decide(&p, 0x4000_0003, 1, 0), RET_KILL_PROCESS, "i386");
         // A binary search: no call walks more than a few dozen instructions.
-        assert!(p.len() < 2 * DENIED.len() + 32, "{} instructions", p.len());
+        assert!(p.len() < 2 * DENIED.len() + 40, "{} instructions", p.len());
     }
 
     #[test]
     fn names() {
-        let call = |nr: libc::c_long, arg0: u64| name_of(Call { nr: nr as i32, arg0 });
+        let call = |nr: libc::c_long, arg0: u64| name_of(Call { nr: nr as i32, args: [arg0, 0, 0] });
         assert_eq!(call(libc::SYS_ptrace, 0), "ptrace");
         assert_eq!(call(libc::SYS_mount, 0), "mount");
         assert_eq!(call(458, 0), "listmount");
         assert!(call(libc::SYS_clone, 0).starts_with("clone"));
         assert_eq!(call(libc::SYS_socket, libc::AF_VSOCK as u64), "socket (family AF_VSOCK)");
         assert_eq!(call(libc::SYS_socketpair, 99), "socketpair (family 99)");
+        let dccp = Call { nr: libc::SYS_socket as i32, args: [libc::AF_INET6 as u64, 6, 33] };
+        assert_eq!(name_of(dccp), "socket (family AF_INET6, type 6, protocol 33)");
     }
 }

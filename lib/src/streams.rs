@@ -14,7 +14,9 @@
 //!   wrote, whatever the program calls (`fallocate`, `ftruncate`, a shared
 //!   writable mapping: none works on a pipe). At the limit the judge closes
 //!   its end: the program's next write gets `SIGPIPE` (or `EPIPE`), and the
-//!   file's size, the limit, makes it OLE (`verdict::decide`). Two outputs
+//!   file's size, the limit, makes it OLE (`verdict::decide`); a program
+//!   that opened its own pipe again for reading blocks instead, and is TLE.
+//!   Two outputs
 //!   into one file (a compiler's stdout and stderr) share one pipe, so
 //!   their order is kept.
 //!
@@ -29,14 +31,20 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
 /// The program's stdin: the caller's file, or a sealed copy of it.
-pub struct Input(File);
+pub struct Input {
+    file: File,
+    /// A sealed copy (or a device): it can be read again from its start.
+    replayable: bool,
+}
 
 impl Input {
     /// A regular file becomes a sealed, read-only memfd copy of it (from
     /// its start); anything else stays as it is.
     pub fn seal(file: File) -> io::Result<Input> {
-        if !file.metadata()?.is_file() {
-            return Ok(Input(file));
+        let kind = file.metadata()?.file_type();
+        if !kind.is_file() {
+            use std::os::unix::fs::FileTypeExt;
+            return Ok(Input { replayable: kind.is_char_device(), file });
         }
         let name = c"stdin";
         let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
@@ -54,17 +62,18 @@ impl Input {
         // A read-only description of its own: not even a same-size
         // `ftruncate` goes through it.
         let read_only = File::open(format!("/proc/self/fd/{}", copy.as_raw_fd()))?;
-        Ok(Input(read_only))
+        Ok(Input { file: read_only, replayable: true })
     }
 
-    /// Back to the start, for a run started again.
+    /// Back to the start, for a run started again; false for a pipe, which
+    /// cannot give again what the last run read.
     pub fn rewind(&self) -> bool {
-        let mut f = &self.0;
-        !self.0.metadata().map(|m| m.is_file()).unwrap_or(false) || f.seek(SeekFrom::Start(0)).is_ok()
+        let mut f = &self.file;
+        self.replayable && (f.metadata().is_ok_and(|m| !m.is_file()) || f.seek(SeekFrom::Start(0)).is_ok())
     }
 
     pub fn file(&self) -> &File {
-        &self.0
+        &self.file
     }
 }
 
@@ -100,10 +109,12 @@ impl Outputs {
     /// Empties the files again, for a run started again; false if one of
     /// the outputs cannot be put back (a pipe).
     pub fn rewind(&self) -> bool {
+        if self.sinks.iter().any(|s| matches!(s, Sink::Direct(_))) {
+            return false;
+        }
         self.sinks.iter().all(|s| match s {
-            Sink::Direct(_) => false,
             Sink::Drained(f) => f.set_len(0).and_then(|()| (&*f).seek(SeekFrom::Start(0))).is_ok(),
-            Sink::AsStdout => true,
+            _ => true,
         })
     }
 
@@ -163,6 +174,7 @@ impl Drain<'_> {
         let mut buf = vec![0u8; 64 << 10];
         let mut armed = vec![false; self.pipes.len()];
         let mut look = FIRST_LOOK;
+        let mut next_look = std::time::Instant::now() + look;
         loop {
             let mut fds = vec![libc::pollfd { fd: until, events: libc::POLLIN, revents: 0 }];
             fds.extend(self.pipes.iter().zip(&armed).map(|(p, &armed)| libc::pollfd {
@@ -171,7 +183,10 @@ impl Drain<'_> {
                 revents: 0,
             }));
             let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed);
-            let timeout = if waiting { look.as_millis() as libc::c_int } else { -1 };
+            let timeout = match waiting {
+                true => next_look.saturating_duration_since(std::time::Instant::now()).as_millis() as libc::c_int,
+                false => -1,
+            };
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -180,16 +195,17 @@ impl Drain<'_> {
                 }
                 return Err(e);
             }
-            if n == 0 {
-                // A look at the pipes on the timer: one with something in it
-                // is watched from now on.
+            if waiting && std::time::Instant::now() >= next_look {
+                // A look at the pipes on the timer (even while a watched one
+                // keeps the judge busy): one with something in it is watched
+                // from now on.
                 for (i, armed) in armed.iter_mut().enumerate() {
                     if !*armed && self.copy(i, &mut buf) {
                         *armed = true;
                     }
                 }
                 look = (look * 2).min(LAST_LOOK);
-                continue;
+                next_look = std::time::Instant::now() + look;
             }
             for (i, p) in fds[1..].iter().enumerate() {
                 if p.revents != 0 {

@@ -51,7 +51,7 @@ pub struct CompileFailure {
 /// of `SIGXFSZ` (gcc: "internal compiler error: File size limit exceeded
 /// signal terminated program as") and `strerror` of `EFBIG` (ld, a JVM that
 /// ignores the signal: "File too large"), in the C locale compiles run in.
-const FILE_SIZE_WORDS: &[&str] = &["File size limit exceeded", "File too large"];
+const FILE_SIZE_WORDS: &[&str] = &["File size limit exceeded signal terminated program", "failed: File too large"];
 
 /// Why a compile failed, or `None` if it succeeded (exited 0 within every
 /// limit). Every failure is CE, the compiler's own message (`said`) first: a
@@ -59,10 +59,15 @@ const FILE_SIZE_WORDS: &[&str] = &["File size limit exceeded", "File too large"]
 /// problem, not the judge's. The file-size limit stops the tool that wrote
 /// past it (an assembler, a linker), not the compiler: the compiler's exit
 /// and its words tell.
-pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str) -> Option<CompileFailure> {
+///
+/// `said_bytes` is how much the compiler said: at the output limit the
+/// judge stopped reading, and the compiler's next message killed it
+/// (`SIGPIPE`), whatever it then managed to say.
+pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str, said_bytes: u64) -> Option<CompileFailure> {
     let size = |l: u64| if l >= 1 << 20 { format!("{} MiB", l >> 20) } else { format!("{} KiB", l >> 10) };
     let file_size =
         || format!("compilation stopped by the file size limit ({}): a file it wrote reached it", size(limits.output));
+    let messages = || format!("compilation stopped: its messages reached the output limit ({})", size(limits.output));
     let (why, limit) = match (usage.fired, usage.exit) {
         (Some(Fired::Cpu), _) | (_, Exit::Signal(libc::SIGXCPU)) => {
             (format!("compilation exceeded the time limit ({} s of CPU time)", limits.cpu.as_secs()), true)
@@ -73,6 +78,7 @@ pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str) -> Option<Com
         }
         (None, Exit::Signal(libc::SIGXFSZ)) => (file_size(), true),
         (None, Exit::Code(0)) => return None,
+        (None, _) if said_bytes >= limits.output => (messages(), true),
         (None, _) if FILE_SIZE_WORDS.iter().any(|w| said.contains(w)) => (file_size(), true),
         (None, Exit::Signal(s)) => (format!("the compiler was killed by signal {s}"), false),
         (None, Exit::Code(c)) => (format!("the compiler exited with code {c}"), false),
@@ -151,7 +157,7 @@ mod tests {
     #[test]
     fn compile_failures_say_why() {
         let l = limits();
-        let why = |u: Usage, said: &str| compile_failure(&u, &l, said).map(|f| (f.why, f.limit));
+        let why = |u: Usage, said: &str| compile_failure(&u, &l, said, said.len() as u64).map(|f| (f.why, f.limit));
         assert_eq!(why(usage(OK, None, 10, 1), ""), None);
         let said = |u: Usage, said: &str, words: &str, limit: bool| {
             let (w, l) = why(u, said).unwrap();
@@ -167,5 +173,10 @@ mod tests {
         let ice = "gcc: internal compiler error: File size limit exceeded signal terminated program as";
         said(usage(Exit::Code(4), None, 10, 1), ice, "file size limit", true);
         said(usage(Exit::Code(1), None, 10, 1), "/usr/bin/ld: final link failed: File too large", "file size", true);
+        // A source cannot pass for a stop: the words are the tools' own.
+        said(usage(Exit::Code(1), None, 10, 1), "main.c:1:2: error: #error File too large", "code 1", false);
+        // Messages that reached the limit: the judge stopped reading them.
+        let flood = compile_failure(&usage(Exit::Code(4), None, 10, 1), &l, "error: …", 1 << 20).unwrap();
+        assert!(flood.why.contains("messages reached the output limit (1 MiB)") && flood.limit, "{}", flood.why);
     }
 }
