@@ -240,3 +240,29 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
     let s = hub.submission(&sub);
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
 }
+
+#[test]
+fn durations_are_decimal_seconds_and_a_bad_one_exits_100_naming_it() {
+    let dir = TempDir::new("durations");
+    let spool = dir.path().join("spool");
+    // `runnerd drain` reads DRAIN_TIMEOUT_SEC, then asks a runnerd that is
+    // not there: exit 1 once the value is taken, 100 if it is not.
+    let drain = |value: &str| {
+        let out = Command::new(bin("runnerd"))
+            .args(["--spool", spool.to_str().unwrap(), "drain", "--wait"])
+            .env("DRAIN_TIMEOUT_SEC", value)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for good in ["60", "60.0", "0.5"] {
+        let (code, err) = drain(good);
+        assert_eq!(code, Some(1), "DRAIN_TIMEOUT_SEC={good}: {err}");
+    }
+    for bad in ["sixty", "-1", "1e3"] {
+        let (code, err) = drain(bad);
+        assert_eq!(code, Some(100), "DRAIN_TIMEOUT_SEC={bad}: {err}");
+        assert!(err.contains("DRAIN_TIMEOUT_SEC") && err.contains(&format!("{bad:?}")), "{err}");
+    }
+}

@@ -5,6 +5,7 @@
 
 use clap::Args;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Exit codes with fixed meanings, shared by every program (listed in each
 /// man page).
@@ -56,9 +57,10 @@ pub struct Common {
     #[arg(long, env = "OJ_SPOOL", default_value = "/var/lib/ojrunner", value_name = "DIR")]
     pub spool: PathBuf,
 
-    /// The drain's deadline, in seconds, shared by all its steps.
-    #[arg(long, env = "DRAIN_TIMEOUT_SEC", default_value_t = 540, value_name = "SEC")]
-    pub drain_timeout: u64,
+    /// The drain's deadline, in seconds (`540`, `540.0`, `0.5`), shared by
+    /// all its steps ([`Common::drain_timeout`]).
+    #[arg(long, env = "DRAIN_TIMEOUT_SEC", default_value = "540", value_name = "SEC")]
+    pub drain_timeout: String,
 
     /// Write a newline to FD and close it once ready (s6's notification-fd).
     #[arg(long, value_name = "FD")]
@@ -76,6 +78,11 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl Common {
+    /// The drain's deadline: `DRAIN_TIMEOUT_SEC` as a [`seconds`] value.
+    pub fn drain_timeout(&self) -> Result<Duration, ConfigError> {
+        seconds("DRAIN_TIMEOUT_SEC (--drain-timeout)", &self.drain_timeout)
+    }
+
     /// The runner API's base URL, without a trailing slash.
     pub fn backend_url(&self) -> Result<String, ConfigError> {
         let url = self
@@ -121,6 +128,20 @@ fn check_url(url: &str, what: &str) -> Result<String, ConfigError> {
         return Err(ConfigError(format!("{what}={url:?} is not an http:// or https:// URL")));
     }
     Ok(url.trim_end_matches('/').to_string())
+}
+
+/// A duration in seconds as the environment and the command line give it:
+/// whole or decimal (`60`, `60.0`, `0.5`: an env file written for a Python
+/// runner says either). Anything else is an error naming `what` and the
+/// value (exit 100), never a default.
+pub fn seconds(what: &str, value: &str) -> Result<Duration, ConfigError> {
+    let v = value.trim();
+    let (whole, fraction) = v.split_once('.').unwrap_or((v, "0"));
+    let digits = |s: &str| !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_digit());
+    let parsed = (digits(whole) && digits(fraction)).then(|| v.parse::<f64>().ok()).flatten();
+    parsed
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| ConfigError(format!("{what}={value:?} is not a duration in seconds (such as 60, 60.0 or 0.5)")))
 }
 
 /// A secret from a flag or a file (first line). Never logged.
@@ -198,5 +219,23 @@ pub fn sd_notify(state: &str) {
     };
     if let Err(e) = r {
         log::warn!("sd_notify {state}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_whole_or_decimal_seconds_and_nothing_else() {
+        let s = |v: &str| seconds("X_SEC", v).map(|d| d.as_millis()).map_err(|e| e.0);
+        assert_eq!(s("60"), Ok(60_000));
+        assert_eq!(s("60.0"), Ok(60_000));
+        assert_eq!(s("0.5"), Ok(500));
+        assert_eq!(s(" 540 "), Ok(540_000));
+        for bad in ["", "-1", "1e3", "inf", "NaN", ".5", "60.", "1,5", "sixty", "0x10", "1.2.3", "99999999999999"] {
+            let e = s(bad).unwrap_err();
+            assert!(e.contains("X_SEC") && e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
+        }
     }
 }

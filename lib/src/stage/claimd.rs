@@ -51,9 +51,10 @@ pub struct Cli {
     #[command(flatten)]
     pub common: Common,
 
-    /// Long-poll the hub this many seconds per claim request (0: plain polls).
-    #[arg(long, env = "OJ_CLAIM_WAIT", default_value_t = 5, value_name = "SEC")]
-    pub claim_wait: u64,
+    /// Long-poll the hub this many seconds per claim request (0: plain
+    /// polls; decimals are rounded up to whole seconds, the wire's unit).
+    #[arg(long, env = "OJ_CLAIM_WAIT", default_value = "5", value_name = "SEC")]
+    pub claim_wait: String,
 
     /// The language table (default: the built-in copy of etc/languages.json).
     #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
@@ -110,7 +111,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         inbox,
         registration_token,
         name: c.runner_name(),
-        claim_wait: cli.claim_wait.min(30),
+        claim_wait: config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cli.claim_wait)?.as_secs_f64().ceil().min(30.0)
+            as u64,
         last_contact: None,
         woken: false,
         claiming: false,

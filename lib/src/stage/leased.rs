@@ -52,7 +52,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool)?;
     config::notify_ready(c.notify_fd);
-    let drain_deadline = Duration::from_secs(c.drain_timeout);
+    let drain_deadline = c.drain_timeout()?;
     let mut unauthorized = 0;
     // Beats in a row that got no 204 (401 aside).
     let mut failed = 0;

@@ -82,7 +82,13 @@ pub fn main() -> i32 {
     }
     match &cli.command {
         Some(Cmd::Status) => status(&cli.common.spool),
-        Some(Cmd::Drain { wait }) => drain_command(&cli.common.spool, *wait, cli.common.drain_timeout),
+        Some(Cmd::Drain { wait }) => match cli.common.drain_timeout() {
+            Ok(timeout) => drain_command(&cli.common.spool, *wait, timeout),
+            Err(e) => {
+                error!("{}", e.0);
+                exit::CONFIG
+            }
+        },
         Some(Cmd::Check) => check(&cli.common.spool),
         Some(Cmd::Latch { off }) => latch(&cli.common.spool, !*off),
         None => match Supervisor::new(&cli) {
@@ -142,6 +148,7 @@ impl Supervisor {
         // each stage in a restart loop.
         c.backend_url().map_err(|e| (exit::CONFIG, e.0))?;
         c.registration_token().map_err(|e| (exit::CONFIG, e.0))?;
+        let drain_total = c.drain_timeout().map_err(|e| (exit::CONFIG, e.0))?;
         config::keep_notify_fd_private(c.notify_fd);
         // The socket first: nothing is written before this runnerd knows it
         // is the only one on the spool (a second one must not lift the
@@ -182,7 +189,7 @@ impl Supervisor {
             stops,
             notify_fd: c.notify_fd,
             ready: false,
-            drain_total: Duration::from_secs(c.drain_timeout),
+            drain_total,
             drain: None,
             cut: false,
             misconfigured: None,
@@ -527,7 +534,7 @@ fn backoff(n: u32) -> Duration {
 /// `runnerd --backend-url …` means the same to its stages.
 fn stage_env(c: &Common) -> Vec<(&'static str, String)> {
     let mut env =
-        vec![("OJ_SPOOL", c.spool.to_string_lossy().into_owned()), ("DRAIN_TIMEOUT_SEC", c.drain_timeout.to_string())];
+        vec![("OJ_SPOOL", c.spool.to_string_lossy().into_owned()), ("DRAIN_TIMEOUT_SEC", c.drain_timeout.clone())];
     let mut put = |k: &'static str, v: &Option<String>| {
         if let Some(v) = v {
             env.push((k, v.clone()));
@@ -581,7 +588,7 @@ fn status(spool_dir: &Path) -> i32 {
     exit::OK
 }
 
-fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: u64) -> i32 {
+fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> i32 {
     match control::request(spool_dir, "runnerd", &json!({"cmd": "drain"}), Duration::from_secs(5)) {
         Ok(v) => println!("{v}"),
         Err(e) => {
@@ -590,7 +597,7 @@ fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: u64) -> i32 {
         }
     }
     if wait {
-        let end = Instant::now() + Duration::from_secs(drain_timeout + 30);
+        let end = Instant::now() + drain_timeout + Duration::from_secs(30);
         while control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(2)).is_ok() {
             if Instant::now() > end {
                 error!("runnerd still runs after the drain timeout");
