@@ -161,6 +161,11 @@ fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_worki
     for reason in ["sum to 90", "climbs out", "symbolic link", "more than 10000000 bytes"] {
         assert!(text.contains(reason), "the log names the reason {reason:?}");
     }
+    // runnerd says at start which languages the machine judges.
+    assert!(
+        text.lines().any(|l| l.contains("runnerd") && l.contains("languages this runner judges: c11, cpp17, python3")),
+        "runnerd did not say which languages it judges"
+    );
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
 }

@@ -98,6 +98,19 @@ impl Language {
     }
 }
 
+impl Languages {
+    /// Logs which languages this machine can judge, and warns of each it
+    /// cannot and why: said when a runner starts, before a job arrives.
+    pub fn log_toolchains(&self) {
+        let (ready, not): (Vec<&Language>, Vec<&Language>) = self.all().iter().partition(|l| l.missing().is_empty());
+        let names = ready.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ");
+        log::info!("languages this runner judges: {names}");
+        for l in not {
+            log::warn!("{}", l.cannot_judge().unwrap_or_default());
+        }
+    }
+}
+
 fn default_processes() -> u64 {
     DEFAULT_RUN_PROCESSES
 }

@@ -102,17 +102,6 @@ pub fn main() -> i32 {
     daemon::exit_code(run(&cli, languages))
 }
 
-/// Says which languages this machine can judge, and why not the others,
-/// before a job arrives.
-fn log_toolchains(languages: &Languages) {
-    let (ready, not): (Vec<_>, Vec<_>) = languages.all().iter().partition(|l| l.missing().is_empty());
-    let names = |v: &[&crate::language::Language]| v.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ");
-    info!("languages this runner judges: {}", names(&ready));
-    for l in not {
-        log::warn!("{}", l.cannot_judge().unwrap_or_default());
-    }
-}
-
 /// What a worker reports back to the main loop.
 enum Done {
     Claim(i64),
@@ -144,7 +133,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     }
     config::notify_ready(c.notify_fd);
     info!("{n} worker(s)");
-    log_toolchains(&languages.read().unwrap_or_else(|e| e.into_inner()));
+    languages.read().unwrap_or_else(|e| e.into_inner()).log_toolchains();
     let mut busy: HashSet<i64> = HashSet::new();
     let mut free: Vec<usize> = (0..n).rev().collect();
     let mut owner: Vec<Option<i64>> = vec![None; n];

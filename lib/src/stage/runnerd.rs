@@ -149,6 +149,12 @@ impl Supervisor {
         c.backend_url().map_err(|e| (exit::CONFIG, e.0))?;
         c.registration_token().map_err(|e| (exit::CONFIG, e.0))?;
         let drain_total = c.drain_timeout().map_err(|e| (exit::CONFIG, e.0))?;
+        // What judge-exec will judge (its table: OJ_LANGUAGES, passed on),
+        // said once here; a table it cannot read, judge-exec refuses.
+        let table = std::env::var_os("OJ_LANGUAGES").map(std::path::PathBuf::from);
+        if let Ok(languages) = crate::daemon::languages(table.as_deref()) {
+            languages.log_toolchains();
+        }
         config::keep_notify_fd_private(c.notify_fd);
         // The socket first: nothing is written before this runnerd knows it
         // is the only one on the spool (a second one must not lift the
