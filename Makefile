@@ -54,6 +54,15 @@ SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
 
+# Slot uids and lock directory of this checkout's own (judge-exec(8)), so
+# that two checkouts on one host can run `make test` at once: a range of
+# 2048 uids from 100000, chosen by the checkout's path.
+ifndef OJ_SLOT_UID_BASE
+OJ_SLOT_UID_BASE := $(shell echo $$(( 100000 + $$(printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1) % 997 * 2048 )))
+endif
+OJ_SLOT_LOCK_DIR ?= $(CURDIR)/target/slot-locks
+export OJ_SLOT_UID_BASE OJ_SLOT_LOCK_DIR
+
 test: deps build
 	@set -o pipefail; mkdir -p target; \
 	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1 2>&1 | tee target/test.log; rc=$$?; \

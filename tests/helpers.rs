@@ -238,3 +238,36 @@ fn helper_groups() -> Vec<(PathBuf, u32)> {
         })
         .collect()
 }
+
+#[test]
+fn the_slot_uid_base_and_lock_directory_are_settings() {
+    let _one = one_at_a_time();
+    if !is_root() {
+        return; // no slot identity without root
+    }
+    let dir = TempDir::new("slotsettings");
+    let locks = dir.path().join("locks");
+    let probe = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = std::process::Command::new(testkit::bin("judge-exec"));
+        c.env_remove("OJ_SLOT_UID_BASE").env_remove("OJ_SLOT_LOCK_DIR").args(args).arg("--probe");
+        c.envs(env.iter().copied());
+        c.output().unwrap()
+    };
+    let base = 1_234_000u32;
+    let locks_s = locks.to_str().unwrap();
+    for (env, args) in [
+        (vec![("OJ_SLOT_UID_BASE", "1234000"), ("OJ_SLOT_LOCK_DIR", locks_s)], vec![]),
+        (vec![], vec!["--slot-uid-base", "1234000", "--slot-lock-dir", locks_s]),
+    ] {
+        let out = probe(&env, &args);
+        assert!(out.status.success(), "{out:?}");
+        let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(p["identity"], base, "{p}");
+        assert_eq!(p["trial"]["ok"], true, "{p}");
+        // The trial run took its slot's lock in the directory given.
+        assert!(locks.join(format!("slot-{base}.lock")).exists(), "no lock in {}", locks.display());
+        std::fs::remove_dir_all(&locks).unwrap();
+    }
+    let out = probe(&[("OJ_SLOT_UID_BASE", "12")], &[]);
+    assert_eq!(out.status.code(), Some(2), "a base among the system's users is refused: {out:?}");
+}

@@ -63,6 +63,14 @@ pub struct Request {
     /// A network namespace of the run's own, not the helper's.
     #[serde(default)]
     pub fresh_netns: bool,
+    /// Where the slot locks are (the judge's setting: a helper starts with
+    /// no environment).
+    #[serde(default = "default_slot_lock_dir")]
+    pub slot_lock_dir: PathBuf,
+}
+
+fn default_slot_lock_dir() -> PathBuf {
+    sandbox::SLOT_LOCK_DIR.into()
 }
 
 /// The helper's answer to a [`Request`].

@@ -37,7 +37,7 @@
 //! second worker wait for the first one's compile and then reuse it).
 //!
 //! They run sandboxed like a case, under [`Judge::checker_limits`], as the
-//! worker's *auxiliary* slot ([`Slot::auxiliary`]: uid 61000 + i), never as
+//! worker's *auxiliary* slot ([`Slot::auxiliary`]: the base + 1000 + i), never as
 //! the contestant's slot: an interactor runs while the program does, and two
 //! runs on one slot would serialize on the slot lock (and deadlock the
 //! pair); a distinct uid also keeps the program away from the answer. Each
@@ -62,11 +62,33 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The first uid (and gid) of the slots, when running as root.
+/// The first uid (and gid) of the slots, when running as root, unless
+/// [`slot_uid_base`] says otherwise.
 pub const SLOT_BASE_UID: u32 = 60000;
 
+/// The slot uids' base for this process: `OJ_SLOT_UID_BASE` (read once, so
+/// `judge-exec --slot-uid-base`, which sets it, must come first), else
+/// [`SLOT_BASE_UID`]. Two runners on one host, or two checkouts' test
+/// suites, each need a range of their own: a slot's processes are swept by
+/// uid after each run.
+pub fn slot_uid_base() -> u32 {
+    static BASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        std::env::var("OJ_SLOT_UID_BASE").ok().and_then(|v| parse_slot_uid_base(&v).ok()).unwrap_or(SLOT_BASE_UID)
+    })
+}
+
+/// A slot uid base as configured: from 1000 (above the system's users) to
+/// 2^31 less the room the slots take.
+pub fn parse_slot_uid_base(value: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(b) if (1000..=(1u32 << 31) - 2 * AUX_UID_OFFSET).contains(&b) => Ok(b),
+        _ => Err(format!("{value:?} is not a slot uid base (a number from 1000 to 2147481648)")),
+    }
+}
+
 /// How far above a worker's slot uid its auxiliary slot is (checkers and
-/// interactors): worker i's is 61000 + i.
+/// interactors): worker i's is the base + 1000 + i.
 pub const AUX_UID_OFFSET: u32 = 1000;
 
 /// Where a jailed compile or run sees the submission's directory: a name
@@ -91,12 +113,12 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Worker `i`'s slot: uid = gid = 60000 + i when running as root (the
+    /// Worker `i`'s slot: uid = gid = [`slot_uid_base`] + i when running as root (the
     /// uids need no passwd entry, but nothing else may run as them); else the
     /// caller's own uid, and programs run as the caller.
     pub fn for_index(i: usize) -> Slot {
         if is_root() {
-            let id = SLOT_BASE_UID + i as u32;
+            let id = slot_uid_base() + i as u32;
             Slot { uid: id, gid: id }
         } else {
             Slot { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }

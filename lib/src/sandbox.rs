@@ -9,7 +9,7 @@
 //! program's `ru_maxrss`. The helper, in `run_here`:
 //!
 //! 1. takes the slot's host-wide lock (`flock` on
-//!    [`SLOT_LOCK_DIR`]`/slot-<uid>.lock`): a slot serves one run at a time;
+//!    [`slot_lock_dir`]`/slot-<uid>.lock`): a slot serves one run at a time;
 //! 2. makes the run's cgroup (`cgroup.rs`: memory limit, tasks limit, CPU
 //!    accounting), when the machine has one;
 //! 3. runs it in its jail (`jail.rs`: new PID, mount, IPC and UTS
@@ -263,7 +263,8 @@ pub struct Usage {
 /// call): the caller's JE.
 pub fn run(spec: Spec) -> Result<Usage, String> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run() };
+    let slot_lock_dir = slot_lock_dir().to_path_buf();
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run(), slot_lock_dir };
     crate::helper::run(&req, [stdin, stdout, stderr])
 }
 
@@ -448,7 +449,9 @@ pub(crate) fn run_here(req: Request, stdio: [File; 3], hangup: RawFd) -> Result<
     // slot uid waits instead of having its program swept away.
     clean_up();
     let slot_lock = match req.identity {
-        Some(id) => Some(lock_slot(id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?),
+        Some(id) => {
+            Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?)
+        }
         None => None,
     };
     match req.identity {
@@ -975,23 +978,34 @@ fn become_subreaper() {
     });
 }
 
-/// Where the slot locks live: root's own directory, so no judged program can
-/// hold or replace a lock file.
+/// Where the slot locks live by default: root's own directory, so no judged
+/// program can hold or replace a lock file.
 pub const SLOT_LOCK_DIR: &str = "/run/ojrunner";
 
+/// The slot locks' directory for this process: `OJ_SLOT_LOCK_DIR` (read
+/// once; `judge-exec --slot-lock-dir` sets it first), else
+/// [`SLOT_LOCK_DIR`]. Every runner sharing slot uids must share it.
+pub fn slot_lock_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        std::env::var_os("OJ_SLOT_LOCK_DIR").filter(|d| !d.is_empty()).map_or(SLOT_LOCK_DIR.into(), PathBuf::from)
+    })
+}
+
 /// Takes the host-wide lock of a slot uid (`flock` on
-/// `SLOT_LOCK_DIR/slot-<uid>.lock`), waiting while another process holds it.
-/// Released when the returned file is dropped (or its holder dies).
-fn lock_slot(uid: u32) -> io::Result<File> {
+/// `<dir>/slot-<uid>.lock`, [`slot_lock_dir`]), waiting while another
+/// process holds it. Released when the returned file is dropped (or its
+/// holder dies).
+fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(SLOT_LOCK_DIR)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(format!("{SLOT_LOCK_DIR}/slot-{uid}.lock"))?;
+        .open(dir.join(format!("slot-{uid}.lock")))?;
     while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -1007,7 +1021,7 @@ fn lock_slot(uid: u32) -> io::Result<File> {
 pub(crate) fn clear_after_dead_helper(id: Identity) -> bool {
     // Taken once the dead run's init (which holds a copy) is gone; no other
     // judge's run on this uid is swept away.
-    let _slot_lock = lock_slot(id.uid).ok();
+    let _slot_lock = lock_slot(slot_lock_dir(), id.uid).ok();
     if let Some(h) = Hierarchy::detect() {
         h.remove_stale();
     }

@@ -52,8 +52,22 @@ pub struct Cli {
           value_parser = clap::builder::BoolishValueParser::new())]
     pub netns_per_run: bool,
 
+    /// The first slot uid (workers' slots from it, checkers' 1000 above):
+    /// a range no other runner on the host uses (default 60000).
+    #[arg(long, env = "OJ_SLOT_UID_BASE", value_name = "UID", value_parser = parse_slot_uid_base)]
+    pub slot_uid_base: Option<u32>,
+
+    /// The directory of the slots' host-wide locks, shared by every runner
+    /// that uses the same slot uids (default /run/ojrunner).
+    #[arg(long, env = "OJ_SLOT_LOCK_DIR", value_name = "DIR")]
+    pub slot_lock_dir: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+fn parse_slot_uid_base(v: &str) -> Result<u32, String> {
+    crate::judge::parse_slot_uid_base(v)
 }
 
 #[derive(Subcommand, Debug)]
@@ -88,6 +102,14 @@ pub fn main() -> i32 {
     crate::logger::init("judge-exec");
     let cli = Cli::parse();
     crate::sandbox::set_netns_per_run(cli.netns_per_run);
+    // The settings the library reads once from the environment: a flag
+    // given on the command line wins (before any thread reads them).
+    if let Some(base) = cli.slot_uid_base {
+        std::env::set_var("OJ_SLOT_UID_BASE", base.to_string());
+    }
+    if let Some(dir) = &cli.slot_lock_dir {
+        std::env::set_var("OJ_SLOT_LOCK_DIR", dir);
+    }
     let languages = match daemon::languages(cli.languages.as_deref()) {
         Ok(l) => l,
         Err(f) => return daemon::exit_code(Err(f)),
