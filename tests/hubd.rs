@@ -617,7 +617,9 @@ fn serve_stops_cleanly_and_refuses_bad_configuration() {
     let mut ready = [0u8; 1];
     std::fs::File::from(r).read_exact(&mut ready).unwrap();
     assert_eq!(&ready, b"\n", "readiness is one newline");
-    assert!(!Path::new(&format!("/proc/{}/fd/{fd}", proc.pid())).exists(), "the notify fd is closed");
+    // Closed just after the newline is written: waited for, not raced.
+    let notify = format!("/proc/{}/fd/{fd}", proc.pid());
+    wait_for("the notify fd to be closed", LIMIT, || (!Path::new(&notify).exists()).then_some(()));
     let body = json!({"registration_token": "from-file", "name": "n"}).to_string();
     assert_eq!(call("POST", &format!("{url}/runners/register"), None, Some(&body)).0, 201);
     proc.signal(nix::sys::signal::Signal::SIGINT);
