@@ -57,7 +57,7 @@ use crate::slot_pool::SlotPool;
 use crate::verdict;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -698,8 +698,8 @@ impl Judge {
             let log = create_fresh(&dir.path.join("interactor.log"), 0o600)?;
             dir.hand_to(&aux)?;
             // Interactor -> program, program -> interactor.
-            let (to_prog_r, to_prog_w) = pipe()?;
-            let (from_prog_r, from_prog_w) = pipe()?;
+            let (to_prog_r, to_prog_w) = crate::streams::pipe()?;
+            let (from_prog_r, from_prog_w) = crate::streams::pipe()?;
             Ok::<_, std::io::Error>((stderr, dir, log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]))
         })();
         let (mut stderr, dir, mut log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]) = match opened {
@@ -855,20 +855,6 @@ impl Drop for CheckDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
-}
-
-/// A pipe, both ends close-on-exec: (read, write). Mode 0666, so that a
-/// run may open its end again by name (`/dev/stdin`, `/dev/stdout`: links
-/// to `/proc/self/fd`), as it may a file; only the processes holding an
-/// end, or allowed to trace one, can name it.
-fn pipe() -> std::io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let ends = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
-    ends.0.set_permissions(std::fs::Permissions::from_mode(0o666))?;
-    Ok(ends)
 }
 
 /// Opens (creating, root only) and `flock`s `p`; unlocked when dropped.

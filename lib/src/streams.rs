@@ -127,7 +127,7 @@ impl Outputs {
             let end = match sink {
                 Sink::Direct(f) => f.try_clone()?.into(),
                 Sink::Drained(file) => {
-                    let (read, write) = pipe()?;
+                    let (read, write) = output_pipe()?;
                     pipes.push(Pipe { read: Some(read), file, copied: 0 });
                     write
                 }
@@ -136,7 +136,9 @@ impl Outputs {
             ends.push(end);
         }
         let [out, err]: [OwnedFd; 2] = ends.try_into().map_err(|_| io::Error::other("two outputs"))?;
-        Ok(([out, err], Drain { pipes, limit: self.limit, failed: None }))
+        // The copy buffer only where there is something to copy.
+        let buf = if pipes.is_empty() { Vec::new() } else { vec![0u8; 64 << 10] };
+        Ok(([out, err], Drain { pipes, limit: self.limit, failed: None, buf }))
     }
 }
 
@@ -159,6 +161,8 @@ pub struct Drain<'a> {
     limit: u64,
     /// Writing a file failed (the judge's disk): the run's result is lost.
     failed: Option<io::Error>,
+    /// What each read copies through.
+    buf: Vec<u8>,
 }
 
 impl Drain<'_> {
@@ -167,11 +171,10 @@ impl Drain<'_> {
     ///
     /// Most programs write a little and end: waking the judge for each
     /// write, and again for each pipe's end, cost a tenth of a judged case.
-    /// So a pipe is looked at on a timer ([`FIRST_LOOK`], doubling to
-    /// [`LAST_LOOK`]) until a look finds something, and from then on at
+    /// So a pipe is looked at on a timer (`FIRST_LOOK`, doubling to
+    /// `LAST_LOOK`) until a look finds something, and from then on at
     /// every write: a writer that fills a pipe waits at most one look.
     pub fn until_readable(&mut self, until: RawFd) -> io::Result<()> {
-        let mut buf = vec![0u8; 64 << 10];
         let mut armed = vec![false; self.pipes.len()];
         let mut look = FIRST_LOOK;
         let mut next_look = std::time::Instant::now() + look;
@@ -200,7 +203,7 @@ impl Drain<'_> {
                 // keeps the judge busy): one with something in it is watched
                 // from now on.
                 for (i, armed) in armed.iter_mut().enumerate() {
-                    if !*armed && self.copy(i, &mut buf) {
+                    if !*armed && self.copy(i) {
                         *armed = true;
                     }
                 }
@@ -209,7 +212,7 @@ impl Drain<'_> {
             }
             for (i, p) in fds[1..].iter().enumerate() {
                 if p.revents != 0 {
-                    self.copy(i, &mut buf);
+                    self.copy(i);
                 }
             }
             if fds[0].revents != 0 {
@@ -223,11 +226,10 @@ impl Drain<'_> {
     /// that outlived its run (the basic level without a slot) may keep its
     /// end. Then the files are complete; `Err` if one could not be written.
     pub fn finish(mut self) -> io::Result<()> {
-        let mut buf = vec![0u8; 64 << 10];
         for i in 0..self.pipes.len() {
             // Past the limit or at the end, `copy` closes the pipe.
             let deadline = std::time::Instant::now() + Duration::from_secs(1);
-            while self.pipes[i].read.is_some() && self.copy(i, &mut buf) && std::time::Instant::now() < deadline {}
+            while self.pipes[i].read.is_some() && self.copy(i) && std::time::Instant::now() < deadline {}
             self.pipes[i].read = None;
         }
         match self.failed.take() {
@@ -238,8 +240,8 @@ impl Drain<'_> {
 
     /// One read from pipe `i` into its file; false when nothing was there.
     /// Closes the pipe at its end, at the limit, and when the file fails.
-    fn copy(&mut self, i: usize, buf: &mut [u8]) -> bool {
-        let limit = self.limit;
+    fn copy(&mut self, i: usize) -> bool {
+        let (limit, buf) = (self.limit, &mut self.buf);
         let p = &mut self.pipes[i];
         let Some(read) = p.read.as_ref() else { return false };
         let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -273,20 +275,27 @@ impl Drain<'_> {
     }
 }
 
-/// A pipe for one output: the judge's end non-blocking, both close-on-exec,
-/// mode 0666 (see the module doc).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A pipe a run gets an end of, both ends close-on-exec: (read, write).
+/// Mode 0666, so that a run may open its end again by name (`/dev/stdin`,
+/// `/dev/stdout`: links to `/proc/self/fd`), as it may a file; only the
+/// processes holding an end, or allowed to trace one, can name it.
+pub fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let ends = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    ends.0.set_permissions(std::fs::Permissions::from_mode(0o666))?;
+    Ok(ends)
+}
+
+/// An output's pipe: [`pipe`], the judge's end non-blocking.
+fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = pipe()?;
     if unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let shared = File::from(read);
-    shared.set_permissions(std::fs::Permissions::from_mode(0o666))?;
-    Ok((shared.into(), write))
+    Ok((read.into(), write.into()))
 }
 
 #[cfg(test)]
@@ -337,7 +346,7 @@ mod tests {
         drop(w_err);
         w_out.write_all(b"0123456789abcdef").unwrap();
         // The judge's end closes at the limit; this writer then gets EPIPE.
-        let (wake_r, wake_w) = pipe().unwrap();
+        let (wake_r, wake_w) = output_pipe().unwrap();
         File::from(wake_w).write_all(b"x").unwrap();
         drain.until_readable(wake_r.as_raw_fd()).unwrap();
         drain.finish().unwrap();
