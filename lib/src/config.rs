@@ -183,22 +183,12 @@ pub fn default_sigpipe() {
 }
 
 /// Keeps every descriptor this process inherited beyond stdio (from a
-/// supervisor, a shell, a pipe) out of the programs it starts: each is marked
-/// close-on-exec. Called first thing by every program; the sandbox makes
+/// supervisor, a shell, a pipe; a notification fd among them) out of the
+/// programs it starts: each is marked close-on-exec. Called first thing by every program; the sandbox makes
 /// sure of it again for judged programs (`sandbox::only_stdio_across_exec`).
 pub fn keep_inherited_fds_private() {
     // SAFETY: only sets FD_CLOEXEC, on every descriptor above 2, before any thread starts.
     unsafe { crate::sandbox::only_stdio_across_exec() }
-}
-
-/// Keeps a supervisor's notification fd out of the programs we start.
-pub fn keep_notify_fd_private(fd: Option<i32>) {
-    if let Some(fd) = fd {
-        // SAFETY: F_SETFD on an fd we were handed; failure (not open) is harmless here.
-        unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
-    }
 }
 
 /// Sends a state line to systemd's `$NOTIFY_SOCKET`, if set.

@@ -155,7 +155,6 @@ impl Supervisor {
         if let Ok(languages) = crate::daemon::languages(table.as_deref()) {
             languages.log_toolchains();
         }
-        config::keep_notify_fd_private(c.notify_fd);
         // The socket first: nothing is written before this runnerd knows it
         // is the only one on the spool (a second one must not lift the
         // first one's drain latch).
