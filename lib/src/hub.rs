@@ -132,15 +132,9 @@ impl Hub {
             Some(b) => req.set("Content-Type", "application/json").send_string(b),
             None => req.call(),
         };
-        let resp = match r {
-            Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp,
-            Err(ureq::Error::Transport(t)) => return Answer::Unreachable(t.to_string()),
-        };
-        let code = resp.status();
-        // A body cut or stalled midway is no answer: the hub is away.
-        match read_body(resp) {
-            Ok(body) => Answer::Status(code, body),
-            Err(e) => Answer::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
+        match r {
+            Ok(resp) | Err(ureq::Error::Status(_, resp)) => answer_of(resp),
+            Err(ureq::Error::Transport(t)) => Answer::Unreachable(t.to_string()),
         }
     }
 
@@ -252,11 +246,7 @@ impl Hub {
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp,
             Err(ureq::Error::Transport(t)) => return Err(FetchError(format!("{shown}: {}", t.kind()), Reach::Away)),
         };
-        let code = resp.status();
-        let answer = match read_body(resp) {
-            Ok(body) => Answer::Status(code, body),
-            Err(e) => Answer::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
-        };
+        let answer = answer_of(resp);
         let reach = match answer::classify(call, &answer) {
             Meaning::Rejected => Reach::Refused,
             Meaning::Final => Reach::Answered,
@@ -275,6 +265,16 @@ pub fn parse_registration(body: &str) -> Result<Registration, String> {
 /// The start of a body, for a log line.
 fn start(body: &str) -> String {
     body.chars().take(200).collect()
+}
+
+/// A response as an [`Answer`]: a body cut or stalled midway is no answer
+/// (the hub is away).
+fn answer_of(resp: ureq::Response) -> Answer {
+    let code = resp.status();
+    match read_body(resp) {
+        Ok(body) => Answer::Status(code, body),
+        Err(e) => Answer::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
+    }
 }
 
 /// Reads a whole answer. Hub bodies of interest are small; a large one is
