@@ -286,18 +286,17 @@ fn a_compile_error_carries_the_compilers_message() {
     assert_eq!(meta.uid(), 0, "src dir not taken back");
 }
 
-#[test]
-fn a_compile_stopped_by_the_file_size_limit_says_so() {
-    let langs = Languages::builtin();
-    let work = TempDir::new("cefsize");
+/// Compiles `source` as c11 with a 64 KiB compile output limit; the CE
+/// message must name the limit that stopped it (`words`) and fit the cap.
+fn compile_stopped_by(name: &str, source: &str, words: &str) {
+    let work = TempDir::new(name);
     let src = work.path().join("src");
     std::fs::create_dir(&src).unwrap();
-    // 1 MiB of initialized data: the assembler's object passes a 64 KiB limit.
-    std::fs::write(src.join("main.c"), "char big[1 << 20] = {1};\nint main(void) { return big[0]; }\n").unwrap();
+    std::fs::write(src.join("main.c"), source).unwrap();
     let judge = Judge { compile_output: 64 << 10, ..Judge::default() };
-    match judge.compile(langs.by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
+    match judge.compile(Languages::builtin().by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
         Compiled::Failed { message } => {
-            assert!(message.contains("file size limit (64 KiB)"), "the limit is not named: {message}");
+            assert!(message.contains(words), "the limit is not named: {message}");
             assert!(message.len() <= judge.output_cap, "the message is capped: {} bytes", message.len());
         }
         other => panic!("expected a compile error, got {other:?}"),
@@ -305,25 +304,17 @@ fn a_compile_stopped_by_the_file_size_limit_says_so() {
 }
 
 #[test]
+fn a_compile_stopped_by_the_file_size_limit_says_so() {
+    // 1 MiB of initialized data: the assembler's object passes the limit.
+    let big = "char big[1 << 20] = {1};\nint main(void) { return big[0]; }\n";
+    compile_stopped_by("cefsize", big, "file size limit (64 KiB)");
+}
+
+#[test]
 fn a_compile_whose_messages_reach_the_output_limit_says_so() {
-    let langs = Languages::builtin();
-    let work = TempDir::new("ceflood");
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
     // One error whose text (and the line gcc quotes) is 200 KiB long.
-    std::fs::write(src.join("main.c"), format!("#error {}\nint main(void) {{ return 0; }}\n", "A".repeat(200 << 10)))
-        .unwrap();
-    let judge = Judge { compile_output: 64 << 10, ..Judge::default() };
-    match judge.compile(langs.by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
-        Compiled::Failed { message } => {
-            assert!(
-                message.contains("messages reached the output limit (64 KiB)"),
-                "the limit is not named: {message}"
-            );
-            assert!(message.len() <= judge.output_cap, "the message is capped: {} bytes", message.len());
-        }
-        other => panic!("expected a compile error, got {other:?}"),
-    }
+    let flood = format!("#error {}\nint main(void) {{ return 0; }}\n", "A".repeat(200 << 10));
+    compile_stopped_by("ceflood", &flood, "messages reached the output limit (64 KiB)");
 }
 
 #[test]
