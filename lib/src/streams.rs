@@ -187,7 +187,9 @@ impl Drain<'_> {
             }));
             let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed);
             let timeout = match waiting {
-                true => next_look.saturating_duration_since(std::time::Instant::now()).as_millis() as libc::c_int,
+                // Rounded up: a poll that wakes a little early would spin.
+                true => next_look.saturating_duration_since(std::time::Instant::now()).as_micros().div_ceil(1000)
+                    as libc::c_int,
                 false => -1,
             };
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
