@@ -180,6 +180,9 @@ impl Helper {
     fn start() -> io::Result<Helper> {
         // Keeps the constructor (and its section) in every binary that runs sandboxes.
         std::hint::black_box(&HOOK);
+        // The helper's mount namespace is a copy of ours: the workspaces'
+        // file system must be in it.
+        crate::workspace::root();
         let mut sv = [0; 2];
         if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) }
             != 0

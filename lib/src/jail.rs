@@ -53,8 +53,9 @@
 //!
 //! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
 //! above descriptor 2 crosses its `exec` (`sandbox::only_stdio_across_exec`).
-//! `/proc/self/mountinfo` still shows a bind's path within its host file
-//! system (the mount's root): the spool's location and the claim's number.
+//! `/proc/self/mountinfo` shows each bind's path within its host file
+//! system (the mount's root): the judge's `/src` is a workspace, whose
+//! path says nothing of the host (`workspace.rs`).
 
 use crate::cgroup::Group;
 use crate::sandbox::{Bind, Fired};

@@ -8,7 +8,9 @@
 //!
 //! # Files and owners
 //!
-//! - `src_dir` (created by the caller, owned by root) holds the source. For
+//! - `src` (a [`Workspace`], staged by the caller: as root, a copy on the
+//!   workspaces' tmpfs under a random name, so that no jailed process
+//!   reads where the claim lies) holds the source. For
 //!   the compile it is handed to the slot uid (the compiler writes the binary
 //!   there) and afterwards taken back, with everything the compiler made:
 //!   runs see it read-only, so no case can alter what the next case runs.
@@ -23,7 +25,7 @@
 //!   (`streams.rs`), so the slot uid needs no permission on the testdata and
 //!   can change nothing of it. A jailed run sees no testdata at all, and its
 //!   directory at [`SRC`], not at its host path.
-//! - Every directory above `src_dir` and `scratch` must be searchable by
+//! - Every directory above `scratch` (and `src`, not root) must be searchable by
 //!   others (`o+x`), or the slot uid cannot reach them.
 //!
 //! # Checker programs (special judges, interactors)
@@ -55,6 +57,7 @@ use crate::protocol::{CaseResult, Status, Task};
 use crate::sandbox::{self, Bind, Identity, Limits};
 use crate::slot_pool::SlotPool;
 use crate::verdict;
+use crate::workspace::Workspace;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
 use std::os::fd::AsRawFd;
@@ -314,12 +317,13 @@ impl Judge {
             Ok::<_, std::io::Error>(())
         })();
         written.map_err(|e| fail("build directory", e))?;
-        let result = match self.compile(lang, &build, slot) {
+        let work = Workspace::stage(&build).map_err(|e| fail("build directory", e))?;
+        let result = match self.compile(lang, &work, slot) {
             Compiled::Ready => (|| {
                 // Only the binary is kept: the runs must not read the source.
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir(&dir)?;
-                std::fs::rename(build.join(&binary_name), &binary)?;
+                std::fs::copy(work.path().join(&binary_name), &binary)?;
                 set_mode(&binary, 0o755)?;
                 set_mode(&dir, 0o755)
             })()
@@ -346,7 +350,8 @@ impl Judge {
 
     /// Compiles `src_dir/<lang.source>` with `lang.compile`, as the slot, in
     /// `src_dir`. Languages without a compile step are `Ready` at once.
-    pub fn compile(&self, lang: &Language, src_dir: &Path, slot: &Slot) -> Compiled {
+    pub fn compile(&self, lang: &Language, src: &Workspace, slot: &Slot) -> Compiled {
+        let src_dir = src.path();
         let source = src_dir.join(&lang.source);
         if !source.is_file() {
             return Compiled::JudgeError(format!("{} is missing", source.display()));
@@ -424,14 +429,14 @@ impl Judge {
     pub fn run_case(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         input: &Path,
         answer: &Path,
         task: &Task,
         slot: &Slot,
         scratch: &Path,
     ) -> CaseResult {
-        self.run_case_with(lang, src_dir, input, answer, task, slot, scratch, self.checker)
+        self.run_case_with(lang, src, input, answer, task, slot, scratch, self.checker)
     }
 
     /// Runs `lang.run` in `src_dir` as the slot, stdin from `input`, stdout
@@ -447,7 +452,7 @@ impl Judge {
     pub fn run_case_with(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         input: &Path,
         answer: &Path,
         task: &Task,
@@ -455,7 +460,7 @@ impl Judge {
         scratch: &Path,
         checker: Checker,
     ) -> CaseResult {
-        self.run_case_detailed(lang, src_dir, input, answer, task, slot, scratch, checker).result
+        self.run_case_detailed(lang, src, input, answer, task, slot, scratch, checker).result
     }
 
     /// [`Judge::run_case_with`], also telling which limit stopped the program.
@@ -463,7 +468,7 @@ impl Judge {
     pub fn run_case_detailed(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         input: &Path,
         answer: &Path,
         task: &Task,
@@ -471,6 +476,7 @@ impl Judge {
         scratch: &Path,
         checker: Checker,
     ) -> CaseRun {
+        let src_dir = src.path();
         let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
         match checker {
             Checker::Interactive(p) => {
@@ -561,7 +567,7 @@ impl Judge {
     pub fn run_cases(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         tasks: &[Task],
         checker: Checker,
         cases: &[Case],
@@ -594,7 +600,7 @@ impl Judge {
                 let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
                 let r = match (&made, tasks.get(c.task)) {
                     (Ok(()), Some(task)) => {
-                        self.run_case_detailed(lang, src_dir, &c.input, &c.answer, task, &slot, &dir, checker)
+                        self.run_case_detailed(lang, src, &c.input, &c.answer, task, &slot, &dir, checker)
                     }
                     (Err(e), _) => je(&format!("scratch directory: {e}")),
                     (_, None) => je("a case of no task"),

@@ -35,6 +35,7 @@ pub mod slot_pool;
 pub mod standalone;
 pub mod streams;
 pub mod verdict;
+pub mod workspace;
 
 // The reference hub.
 pub mod hubd;
