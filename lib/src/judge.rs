@@ -54,45 +54,19 @@ use crate::checker::{self, Checker, Named, Program};
 use crate::language::{Language, Languages};
 use crate::program_cache;
 use crate::protocol::{CaseResult, Status, Task};
+use crate::sandbox::slot::SlotPool;
 use crate::sandbox::{self, Bind, Identity, Limits};
-use crate::slot_pool::SlotPool;
 use crate::verdict;
 use crate::workspace::Workspace;
+
+// Where a judge's slots come from (`sandbox/slot.rs`).
+pub use crate::sandbox::slot::{parse_slot_uid_base, slot_uid_base, Slot, AUX_UID_OFFSET, SLOT_BASE_UID};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The first uid (and gid) of the slots, when running as root, unless
-/// [`slot_uid_base`] says otherwise.
-pub const SLOT_BASE_UID: u32 = 60000;
-
-/// The slot uids' base for this process: `OJ_SLOT_UID_BASE` (read once, so
-/// `judge-exec --slot-uid-base`, which sets it, must come first), else
-/// [`SLOT_BASE_UID`]. Two runners on one host, or two checkouts' test
-/// suites, each need a range of their own: a slot's processes are swept by
-/// uid after each run.
-pub fn slot_uid_base() -> u32 {
-    static BASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *BASE.get_or_init(|| {
-        std::env::var("OJ_SLOT_UID_BASE").ok().and_then(|v| parse_slot_uid_base(&v).ok()).unwrap_or(SLOT_BASE_UID)
-    })
-}
-
-/// A slot uid base as configured: from 1000 (above the system's users) to
-/// 2^31 less the room the slots take.
-pub fn parse_slot_uid_base(value: &str) -> Result<u32, String> {
-    match value.trim().parse::<u32>() {
-        Ok(b) if (1000..=(1u32 << 31) - 2 * AUX_UID_OFFSET).contains(&b) => Ok(b),
-        _ => Err(format!("{value:?} is not a slot uid base (a number from 1000 to 2147481648)")),
-    }
-}
-
-/// How far above a worker's slot uid its auxiliary slot is (checkers and
-/// interactors): worker i's is the base + 1000 + i.
-pub const AUX_UID_OFFSET: u32 = 1000;
 
 /// Where a jailed compile or run sees the submission's directory: a name
 /// that tells nothing of the host (the spool, the claim).
@@ -105,52 +79,6 @@ pub const CHECKER_DIR: &str = "/checker";
 /// Address space a run may reserve beyond its memory limit (the `RLIMIT_AS`
 /// backstop): room for what runtimes reserve and never touch.
 pub const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
-
-/// The unprivileged identity one concurrent worker runs programs as. A slot
-/// must be used by one run at a time: after each run every process of its uid
-/// is killed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-impl Slot {
-    /// Worker `i`'s slot: uid = gid = [`slot_uid_base`] + i when running as root (the
-    /// uids need no passwd entry, but nothing else may run as them); else the
-    /// caller's own uid, and programs run as the caller.
-    pub fn for_index(i: usize) -> Slot {
-        if is_root() {
-            let id = slot_uid_base() + i as u32;
-            Slot { uid: id, gid: id }
-        } else {
-            Slot { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }
-        }
-    }
-
-    /// The slot a worker's checker or interactor runs as: uid and gid
-    /// [`AUX_UID_OFFSET`] above this one (when running as root; else the
-    /// same caller). Its own uid, so that an interactor can run while the
-    /// program does (each slot serves one run at a time) and so that nothing
-    /// the checker may read is open to the contestant's uid.
-    pub fn auxiliary(&self) -> Slot {
-        if self.identity().is_some() {
-            Slot { uid: self.uid + AUX_UID_OFFSET, gid: self.gid + AUX_UID_OFFSET }
-        } else {
-            *self
-        }
-    }
-
-    /// Whom the sandbox switches to: nobody unless we are root (and uid 0
-    /// means "don't switch").
-    pub fn identity(&self) -> Option<Identity> {
-        (is_root() && self.uid != 0).then_some(Identity { uid: self.uid, gid: self.gid })
-    }
-}
-
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The outcome of a compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1028,6 +956,7 @@ fn own_tree(dir: &Path, uid: u32, gid: u32, depth: usize) -> std::io::Result<()>
 mod tests {
     use super::*;
     use crate::language::Languages;
+    use crate::sandbox::slot::is_root;
 
     #[test]
     fn a_fresh_file_reuses_only_the_judges_own_and_never_truncates_through_a_link() {
