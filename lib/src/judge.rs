@@ -632,8 +632,8 @@ impl Judge {
             let log = create_fresh(&dir.path.join("interactor.log"), 0o600)?;
             dir.hand_to(&aux)?;
             // Interactor -> program, program -> interactor.
-            let (to_prog_r, to_prog_w) = crate::streams::pipe()?;
-            let (from_prog_r, from_prog_w) = crate::streams::pipe()?;
+            let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
+            let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;
             Ok::<_, std::io::Error>((stderr, dir, log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]))
         })();
         let (mut stderr, dir, mut log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]) = match opened {

@@ -10,7 +10,7 @@ use crate::config::exit;
 use crate::judge::{Case, CaseRun, Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::protocol::{CaseResult, Status};
-use crate::slot_pool::SlotPool;
+use crate::sandbox::slot::SlotPool;
 use crate::workspace::Workspace;
 use log::error;
 use serde_json::json;
@@ -173,7 +173,7 @@ pub fn probe(languages: &crate::language::Languages) -> i32 {
         "cpu": if m.cgroup.is_some() { "cgroup" } else { "rusage and /proc samples" },
         "rlimits": ["CPU", "AS", "STACK", "FSIZE", "NPROC", "CORE"],
         "oom_score_adj": if jailed && m.cgroup.is_some() {
-            json!({"helper": crate::sandbox::helper_oom_score_adj(), "runs": crate::jail::OOM_FIRST.parse::<i32>().ok()})
+            json!({"helper": crate::sandbox::helper_oom_score_adj(), "runs": crate::sandbox::jail::OOM_FIRST.parse::<i32>().ok()})
         } else {
             json!(null)
         },

@@ -55,7 +55,7 @@
 //!   out, and it moves back to the group it came from ([`Group::leave`])
 //!   before [`Group::remove`];
 //! - the group's OOM killer could pick the helper: a run's processes rank
-//!   first ([`crate::jail::OOM_FIRST`]).
+//!   first ([`crate::sandbox::jail::OOM_FIRST`]).
 //!
 //! The groups live in `ojrunner/` below the cgroup the judge itself is in
 //! (v1: per controller; v2: below the hierarchy's root, which is the only

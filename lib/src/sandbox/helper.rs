@@ -36,7 +36,7 @@
 //! stdio are files that can be put back (`streams.rs`), so the judge's
 //! fault does not become the submission's JE.
 
-use super::executor;
+use super::executor::Executor;
 use super::limits::{Request, Usage};
 use super::slot;
 use super::streams::{Input, Outputs};
@@ -47,6 +47,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// The hidden argument that turns a process into a helper.
@@ -76,7 +77,7 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
     // again (once). After either, a newly started helper takes it.
     let (mut unread, mut rerun, mut fresh) = (0, false, false);
     loop {
-        let pooled = if fresh { None } else { POOL.lock().unwrap().pop() };
+        let pooled = if fresh { None } else { CLIENT.idle.lock().unwrap().pop() };
         let helper = match pooled {
             Some(h) => h,
             None => Helper::start().map_err(|e| format!("cannot start the sandbox helper: {e}"))?,
@@ -110,11 +111,11 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
         let lost = match reply {
             Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]) {
                 Ok(Reply::Ok(u)) => {
-                    POOL.lock().unwrap().push(helper);
+                    CLIENT.idle.lock().unwrap().push(helper);
                     return copied.map(|()| u);
                 }
                 Ok(Reply::Err(e)) => {
-                    POOL.lock().unwrap().push(helper);
+                    CLIENT.idle.lock().unwrap().push(helper);
                     return Err(e);
                 }
                 // The helper retires after this answer.
@@ -148,22 +149,27 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
     }
 }
 
-static POOL: Mutex<Vec<Helper>> = Mutex::new(Vec::new());
+/// The judge's side of the helpers, one per process: the idle helpers,
+/// and the one setting its requests carry.
+struct Client {
+    idle: Mutex<Vec<Helper>>,
+    /// Whether each jailed run gets a network namespace of its own.
+    fresh_netns: AtomicBool,
+}
 
-/// Whether each jailed run gets a network namespace of its own.
-static NETNS_PER_RUN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static CLIENT: Client = Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false) };
 
 /// Gives each jailed run from now on a new network namespace of its own
 /// (`judge-exec --netns-per-run`), where runs otherwise share their
 /// helper's, which is as empty (see `jail.rs`): the letter of issue 3, at
 /// 0.4 ms of wall time and more of CPU a run (`make bench` prints both).
 pub fn set_netns_per_run(on: bool) {
-    NETNS_PER_RUN.store(on, std::sync::atomic::Ordering::Relaxed);
+    CLIENT.fresh_netns.store(on, Ordering::Relaxed);
 }
 
 /// Whether runs get a network namespace of their own ([`set_netns_per_run`]).
 pub fn netns_per_run() -> bool {
-    NETNS_PER_RUN.load(std::sync::atomic::Ordering::Relaxed)
+    CLIENT.fresh_netns.load(Ordering::Relaxed)
 }
 
 struct Helper {
@@ -262,7 +268,7 @@ static HOOK: extern "C" fn(libc::c_int, *const *const libc::c_char, *const *cons
 /// when the socket closes.
 fn serve(fd: RawFd) -> i32 {
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    executor::helper_init();
+    let mut executor = Executor::start();
     let mut buf = vec![0u8; 256 * 1024];
     let code = loop {
         let mut fds = [-1; 3];
@@ -276,32 +282,32 @@ fn serve(fd: RawFd) -> i32 {
         };
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
         let ran: Result<Usage, String> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
-            (Ok(req), [Some(i), Some(o), Some(e)]) => executor::run_here(req, [i, o, e], fd),
+            (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd),
             (Err(e), _) => Err(format!("bad request: {e}")),
             _ => Err("bad request: three files expected".into()),
         };
         let reply = match ran {
             Ok(u) => Reply::Ok(u),
-            Err(e) if executor::must_retire() => Reply::Lost(e),
+            Err(e) if executor.retiring() => Reply::Lost(e),
             Err(e) => Reply::Err(e),
         };
         let out = serde_json::to_vec(&reply).unwrap_or_default();
         if send(fd, &out, &[]).is_err() {
             break 0;
         }
-        executor::after_reply();
-        if executor::must_retire() {
+        executor.after_reply();
+        if executor.retiring() {
             break 1;
         }
     };
-    executor::helper_exit();
+    executor.exit();
     code
 }
 
 /// Closes the idle helpers (they finish their cleanup and exit); the next
 /// run starts new ones.
 pub fn shutdown() {
-    for h in POOL.lock().unwrap().drain(..) {
+    for h in CLIENT.idle.lock().unwrap().drain(..) {
         h.close();
     }
 }
@@ -329,7 +335,7 @@ mod tests {
             drop(theirs);
             ready
         });
-        POOL.lock().unwrap().push(Helper { sock: ours, pid: child.id() as libc::pid_t });
+        CLIENT.idle.lock().unwrap().push(Helper { sock: ours, pid: child.id() as libc::pid_t });
         let usage = crate::sandbox::run(Spec::trial(&["/bin/true"], None).unwrap());
         assert_eq!(retiring.join().unwrap(), 1, "the request never reached the retiring helper");
         assert_eq!(usage.map(|u| u.exit), Ok(Exit::Code(0)), "the request was not run by a fresh helper");

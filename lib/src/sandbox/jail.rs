@@ -1,39 +1,6 @@
-//! The jail: a run's own namespaces, file system, credentials and filter.
-//!
-//! # Theory of operation
-//!
-//! Three processes per run, below the helper (`helper.rs`), which is root in
-//! the host's namespaces except the network: it made one empty network
-//! namespace for itself at startup, which its runs (one at a time) share.
-//! No interface is up in it, so no run reaches any socket of the host, and
-//! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
-//! sockets, which die with its processes, or else (alive in flight) move
-//! the helper to a new namespace ([`renew_netns_if_used`]): the next run
-//! finds nothing of it (`tests/helpers.rs`). A network namespace per run
-//! ([`Jail::netns`], `judge-exec --netns-per-run`) costs 0.4 ms to make
-//! (the kernel registers the sysctls and `lo` of every protocol) and more
-//! CPU again for its workers to tear down: `make bench` prints the price.
-//!
-//! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
-//!   network one with [`Jail::netns`]; PID 1 of
-//!   its namespace; root; sharing the helper's memory while the helper
-//!   waits, [`spawn`]): finishes the root file system (`enter_root`),
-//!   starts the program, receives its seccomp listener, and supervises it:
-//!   a denied call is named and kills the run; the watchdog the helper
-//!   gave it (`sandbox.rs`) is asked at every wake-up, and a limit kills
-//!   the run; so does the judge's socket closing. When the program has
-//!   exited, init kills and reaps whatever it left (a background child
-//!   cannot outlive its run, `setsid` or not), leaves its [`Report`] in the
-//!   memory it shares with the helper, and exits; the helper goes on.
-//! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
-//!   init's memory until `exec`, so it only makes system calls): born in
-//!   the run's cgroups (the helper lives in them), takes its stdio, limits,
-//!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`]),
-//!   becomes the slot uid (which drops every capability: the bounding set
-//!   is empty since the helper's start, [`drop_bounding_set`]), sets `no_new_privs`,
-//!   installs the filter (`seccomp.rs`), passes the listener to init and
-//!   `exec`s. A failure before `exec` is written as an `errno` to a
-//!   close-on-exec pipe: the judge's error, not the program's.
+//! The jail: init and the program, in a run's own namespaces, as the slot
+//! uid, under the filter (the processes are described in the sandbox's
+//! theory of operation, `sandbox/mod.rs`).
 
 use super::cgroup::Group;
 use super::limits::Watched;
@@ -65,6 +32,8 @@ pub struct Jail<'a> {
     pub group: Option<&'a Group>,
     pub stdio: [RawFd; 3],
     pub filter: &'a [libc::sock_filter],
+    /// The helper's stacks for init and the program.
+    pub stacks: &'a Stacks,
     /// The judge's socket: init stops the run if it closes.
     pub hangup: RawFd,
     /// The limits' watchdog, called by init with the program's pid (in the
@@ -110,6 +79,14 @@ pub struct Report {
 /// lower it.
 pub const OOM_FIRST: &str = "1000";
 
+/// The stacks init and the program run on, each made at its first use and
+/// used again (`stack_top`).
+#[derive(Debug, Default)]
+pub struct Stacks {
+    init: std::sync::OnceLock<usize>,
+    program: std::sync::OnceLock<usize>,
+}
+
 /// Bytes of init's stack, and of the program's until its `exec` (each with
 /// a guard page below it: an overflow must fault, not write over the heap
 /// they share with the helper).
@@ -151,8 +128,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         | libc::CLONE_NEWUTS
         | if j.netns { libc::CLONE_NEWNET } else { 0 }
         | libc::SIGCHLD;
-    static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let stack = stack_top(&STACK, INIT_STACK)?;
+    let stack = stack_top(&j.stacks.init, INIT_STACK)?;
     let pid = unsafe { libc::clone(entry, stack, flags, &mut init as *mut Init as *mut libc::c_void) };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -161,7 +137,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
 }
 
 /// The top of a stack of `len` bytes with a guard page at its bottom, made
-/// once (`top` keeps it) and used again: init's and the program's stacks are
+/// once (`top`, the helper's [`Stacks`], keeps it) and used again: init's and the program's stacks are
 /// each used by one process at a time, the helper serving one run at a time.
 /// (The helper is single-threaded: it shares its memory with init, and glibc
 /// ≥ 2.25's `clone` leaves the caller's cached thread ids alone.)
@@ -232,8 +208,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
     // copied address space torn down by the `exec` (fork cost 0.1 ms).
-    static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let stack = stack_top(&STACK, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
+    let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
     let pid = unsafe {
         libc::clone(
             launched,

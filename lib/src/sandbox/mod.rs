@@ -1,12 +1,13 @@
-//! One sandboxed run: spawn a command under named limits, watch it, measure
-//! it, and leave nothing behind.
+//! The sandbox: one run of an untrusted program under named limits,
+//! watched, measured, and leaving nothing behind. [`run`] is the whole
+//! interface; this page is the whole theory (as isolate's manual is).
 //!
 //! # Theory of operation
 //!
 //! The judge never forks a program itself. [`run`] hands the run to a small
 //! helper process (`helper.rs`: a fresh `exec` of the judge's own binary, one
 //! per concurrent caller), so nothing of the judge's size reaches the
-//! program's `ru_maxrss`. The helper, in `run_here`:
+//! program's `ru_maxrss`. The helper, in its executor (`executor.rs`):
 //!
 //! 1. takes the slot's host-wide lock (`flock` on
 //!    [`slot_lock_dir`]`/slot-<uid>.lock`): a slot serves one run at a time;
@@ -34,18 +35,86 @@
 //! watchdog, and cleaned up by `killpg` and a sweep of the slot uid
 //! (`run_direct`).
 //!
-//! # The rlimits (both levels)
+//! ## The helper
+//!
+//! Why: a process forked from the judge starts with the judge's resident
+//! pages in its page tables, and `exec` records that size in the program's
+//! `ru_maxrss` (a 1 MiB program forked from a 200 MiB judge reads 200 MiB).
+//! The helper is a fresh `exec` of the judge's own binary (`/proc/self/exe`
+//! with the hidden argument [`HELPER_ARG`](helper::HELPER_ARG)), taken over before `main` by a
+//! constructor in `.init_array` (`hook`), so it works the same in
+//! `judge-exec` and in every test binary. Its resident size is the few pages
+//! it touched since its own `exec`, whatever the judge's size.
+//!
+//! ## The jail's processes
+//!
+//! Three processes per run, below the helper (`helper.rs`), which is root in
+//! the host's namespaces except the network: it made one empty network
+//! namespace for itself at startup, which its runs (one at a time) share.
+//! No interface is up in it, so no run reaches any socket of the host, and
+//! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
+//! sockets, which die with its processes, or else (alive in flight) move
+//! the helper to a new namespace ([`renew_netns_if_used`](jail::renew_netns_if_used)): the next run
+//! finds nothing of it (`tests/helpers.rs`). A network namespace per run
+//! ([`Jail::netns`](jail::Jail::netns), `judge-exec --netns-per-run`) costs 0.4 ms to make
+//! (the kernel registers the sysctls and `lo` of every protocol) and more
+//! CPU again for its workers to tear down: `make bench` prints the price.
+//!
+//! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
+//!   network one with [`Jail::netns`](jail::Jail::netns); PID 1 of
+//!   its namespace; root; sharing the helper's memory while the helper
+//!   waits, [`spawn`](jail::spawn)): finishes the root file system (`enter_root`),
+//!   starts the program, receives its seccomp listener, and supervises it:
+//!   a denied call is named and kills the run; the watchdog the helper
+//!   gave it (`executor.rs`) is asked at every wake-up, and a limit kills
+//!   the run; so does the judge's socket closing. When the program has
+//!   exited, init kills and reaps whatever it left (a background child
+//!   cannot outlive its run, `setsid` or not), leaves its [`Report`](jail::Report) in the
+//!   memory it shares with the helper, and exits; the helper goes on.
+//! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
+//!   init's memory until `exec`, so it only makes system calls): born in
+//!   the run's cgroups (the helper lives in them), takes its stdio, limits,
+//!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`](jail::OOM_FIRST)),
+//!   becomes the slot uid (which drops every capability: the bounding set
+//!   is empty since the helper's start, [`drop_bounding_set`](jail::drop_bounding_set)), sets `no_new_privs`,
+//!   installs the filter (`seccomp.rs`), passes the listener to init and
+//!   `exec`s. A failure before `exec` is written as an `errno` to a
+//!   close-on-exec pipe: the judge's error, not the program's.
+//!
+//! ## The root file system (a 1 MiB tmpfs, read-only to the run)
+//!
+//! Built in two steps: once per helper, the template ([`build_template`](mounts::build_template):
+//! everything below but `/tmp`, `/proc` and the binds) in the
+//! helper's own mount namespace; per run, init's copy of that namespace
+//! gets the rest (`enter_root`). Building it all per run took 0.6 ms.
+//!
+//! | path | what |
+//! |---|---|
+//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`, with each of [`MASKED`](mounts::MASKED) (`/usr/local/etc`) an empty tmpfs; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
+//! | `/etc` | only [`ETC`](mounts::ETC): the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
+//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
+//! | `/proc` | the run's own PID namespace only, read-only, [`PROC_OPTIONS`](mounts::PROC_OPTIONS): its processes and nothing else of the kernel's (`/proc/self/net` for its network) |
+//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
+//! | each [`Bind`] | the work directories, where [`Bind::inside`](limits::Bind::inside) says (the judge's are `/src`, `/judge`, `/checker`: no host path), read-only unless writable |
+//!
+//! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
+//! above descriptor 2 crosses its `exec` (`sandbox::only_stdio_across_exec`).
+//! `/proc/self/mountinfo` shows each bind's path within its host file
+//! system (the mount's root): the judge's `/src` is a workspace, whose
+//! path says nothing of the host (`workspace.rs`).
+//!
+//! ## The rlimits (both levels)
 //!
 //! | limit | why |
 //! |---|---|
 //! | `RLIMIT_CPU` = ⌈cpu⌉ + 1 s (hard + 1 s more) | a backstop only: the watchdog kills at the limit itself |
-//! | `RLIMIT_AS` (optional) | a per-process backstop against memory the watchdog cannot see (see [`Limits::address_space`]) |
+//! | `RLIMIT_AS` (optional) | a per-process backstop against memory the watchdog cannot see (see [`Limits::address_space`](limits::Limits::address_space)) |
 //! | `RLIMIT_STACK` | a large stack, as Normal-OJ gives (deep recursion is legal) |
 //! | `RLIMIT_FSIZE` = output limit | for files the program writes (its `/tmp`, a compile's output): past it, `SIGXFSZ`. stdout and stderr are pipes the judge caps itself (`streams.rs`) |
 //! | `RLIMIT_NPROC` (only with an identity) | processes + threads of the slot uid: no fork bomb (the cgroup's `pids.max` says the same per run) |
 //! | `RLIMIT_CORE` = 0 | no core files |
 //!
-//! # Measuring
+//! ## Measuring
 //!
 //! CPU time: the cgroup's (every task of the run, user + system), else
 //! `ru_utime + ru_stime` of the program and what it reaped, or the
@@ -56,6 +125,21 @@
 //! of `ru_maxrss` and the watchdog's largest sample of the tree's resident
 //! size. `ru_maxrss` is honest here because the program descends from the
 //! helper, whose own resident size is small, not from the judge.
+//!
+//! # The layers
+//!
+//! Each module uses only those above it in this list:
+//!
+//! | module | what |
+//! |---|---|
+//! | `sys` | the kernel calls, each wrapped once: descriptors over a socket, waiting, pipes (raw: some run between `clone` and `exec`) |
+//! | `procfs` | what `/proc` says of a process tree |
+//! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
+//! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
+//! | `jail` | init and the program: namespaces, credentials, the filter's listener |
+//! | `executor` | one run in the helper, and the one state a helper keeps between runs |
+//! | `helper` | the helper process: its server loop and the judge's client |
+//! | this module | the interface: [`run`] |
 
 pub mod cgroup;
 pub mod executor;

@@ -1,27 +1,7 @@
-//! The run's root file system, built from mount rules: what a jailed
-//! program sees of the host's files.
-//!
-//! # The root file system (a 1 MiB tmpfs, read-only to the run)
-//!
-//! Built in two steps: once per helper, the template ([`build_template`]:
-//! everything below but `/tmp`, `/proc` and the binds) in the
-//! helper's own mount namespace; per run, init's copy of that namespace
-//! gets the rest (`enter_root`). Building it all per run took 0.6 ms.
-//!
-//! | path | what |
-//! |---|---|
-//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`, with each of [`MASKED`] (`/usr/local/etc`) an empty tmpfs; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
-//! | `/etc` | only [`ETC`]: the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
-//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
-//! | `/proc` | the run's own PID namespace only, read-only, [`PROC_OPTIONS`]: its processes and nothing else of the kernel's (`/proc/self/net` for its network) |
-//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
-//! | each [`Bind`] | the work directories, where [`Bind::inside`] says (the judge's are `/src`, `/judge`, `/checker`: no host path), read-only unless writable |
-//!
-//! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
-//! above descriptor 2 crosses its `exec` (`sandbox::only_stdio_across_exec`).
-//! `/proc/self/mountinfo` shows each bind's path within its host file
-//! system (the mount's root): the judge's `/src` is a workspace, whose
-//! path says nothing of the host (`workspace.rs`).
+//! The run's root file system, built from mount rules: a template once per
+//! helper ([`build_template`]), the rest per run (`enter_root`). The table
+//! of what a run sees is in the sandbox's theory of operation
+//! (`sandbox/mod.rs`).
 
 use super::limits::Bind;
 use std::ffi::CString;
@@ -119,21 +99,15 @@ pub fn build_template() -> io::Result<()> {
 /// An empty, read-only tmpfs over each of [`MASKED`].
 const MASK_FLAGS: libc::c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
 
-/// Writes the template's `passwd` and `group` for the slot identity (when it
-/// is not the one already there).
+/// Writes the template's `passwd` and `group` for the slot identity (the
+/// executor calls it when the identity changes).
 pub fn set_identity(uid: u32, gid: u32) -> io::Result<()> {
-    static LAST: std::sync::Mutex<Option<(u32, u32)>> = std::sync::Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if *last != Some((uid, gid)) {
-        let root = Path::new(ROOT);
-        std::fs::write(
-            root.join("etc/passwd"),
-            format!("root:x:0:0::/:/bin/false\njudge:x:{uid}:{gid}::/tmp:/bin/false\n"),
-        )?;
-        std::fs::write(root.join("etc/group"), format!("root:x:0:\njudge:x:{gid}:\n"))?;
-        *last = Some((uid, gid));
-    }
-    Ok(())
+    let root = Path::new(ROOT);
+    std::fs::write(
+        root.join("etc/passwd"),
+        format!("root:x:0:0::/:/bin/false\njudge:x:{uid}:{gid}::/tmp:/bin/false\n"),
+    )?;
+    std::fs::write(root.join("etc/group"), format!("root:x:0:\njudge:x:{gid}:\n"))
 }
 
 /// Removes from the template the mount points a run's binds created there

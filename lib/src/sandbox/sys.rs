@@ -151,15 +151,12 @@ pub(super) fn sysconf(name: libc::c_int) -> u64 {
     (unsafe { libc::sysconf(name) }).max(1) as u64
 }
 
-/// Makes the calling process the reaper of its orphaned descendants (once),
+/// Makes the calling process the reaper of its orphaned descendants,
 /// so that a judged program's background children, once killed, are reaped
 /// by the slot's sweep (`slot::sweep`) rather than left as zombies under an init that may never reap
 /// them (counting against the slot's `RLIMIT_NPROC` forever).
 pub(super) fn become_subreaper() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    });
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 }
 
 /// Marks every descriptor above stderr close-on-exec, whatever this process
@@ -202,6 +199,7 @@ pub(super) fn reread<'b>(f: &File, buf: &'b mut [u8]) -> Option<&'b str> {
     std::str::from_utf8(&buf[..n]).ok()
 }
 
+/// A pipe, both ends close-on-exec: (read, write).
 pub(super) fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
