@@ -11,7 +11,6 @@ use super::procfs::parent_and_uid;
 use super::sys::reap;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -115,12 +114,7 @@ pub(super) fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(dir.join(format!("slot-{uid}.lock")))?;
-    while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    file.lock()?;
     Ok(file)
 }
 
