@@ -4,9 +4,9 @@
 //! [`Judge`] turns a [`Language`] and a [`Task`] into sandbox [`Limits`],
 //! runs [`sandbox::run`](crate::sandbox::run), hands the usage to
 //! [`verdict::decide`](crate::verdict::decide) and, when the program ran
-//! cleanly, lets the [`Checker`](crate::checker::Checker) compare its output with the
-//! answer. [`Judge::judge_all`] is one job's judging, for `judge-exec` and
-//! `judge-exec run` alike.
+//! cleanly, lets the [`Checker`](crate::checker::Checker) compare its output
+//! with the answer. [`Judge::judge_all`] is one job's judging, for
+//! `judge-exec` and `judge-exec run` alike.
 //!
 //! # Parts
 //!
@@ -26,12 +26,13 @@
 //!
 //! # Files and owners
 //!
-//! - `src` (a [`Workspace`](crate::workspace::Workspace), staged by [`Judge::judge_all`]: as root, a copy
-//!   on the workspaces' tmpfs under a random name, so that no jailed process
-//!   reads where the claim lies) holds the source. For
-//!   the compile it is handed to the slot uid (the compiler writes the binary
-//!   there) and afterwards taken back, with everything the compiler made:
-//!   runs see it read-only, so no case can alter what the next case runs.
+//! - `src` (a [`Workspace`](crate::workspace::Workspace), staged by
+//!   [`Judge::judge_all`]: as root, a copy on the workspaces' tmpfs under a
+//!   random name, so that no jailed process reads where the claim lies)
+//!   holds the source. For the compile it is handed to the slot uid (the
+//!   compiler writes the binary there) and afterwards taken back, with
+//!   everything the compiler made: runs see it read-only, so no case can
+//!   alter what the next case runs.
 //! - `scratch` ([`Judge::run_cases`] gives each slot one, reused from case
 //!   to case) is handed to the slot: it is the
 //!   program's `TMPDIR` at the basic level (a jailed run does not see it).

@@ -11,7 +11,7 @@
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
-use crate::judge::{Case, Compiled, Judge, Slot};
+use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{CaseResult, Outcome};
@@ -19,7 +19,6 @@ use crate::signals;
 use crate::slot_pool::SlotPool;
 use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
-use crate::workspace::Workspace;
 use clap::{Parser, Subcommand};
 use log::{error, info, warn};
 use serde_json::json;
@@ -120,7 +119,7 @@ pub fn main() -> i32 {
         return crate::standalone::probe(&languages);
     }
     if let Some(Command::Run { lang, src, tests, time, mem, checker }) = &cli.command {
-        return crate::standalone::run_with_checker(&languages, lang, src, tests, *time, *mem, checker.as_deref());
+        return crate::standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref());
     }
     daemon::exit_code(run(&cli, languages))
 }
@@ -277,26 +276,22 @@ fn judge_claim(
 ) -> Result<bool, String> {
     let job = claim.job().map_err(|e| e.to_string())?;
     let dir = spool.claim_dir(claim.id);
-    let src = dir.join("src");
     let Some(td) = claim.testdata.clone() else {
         return Err("started without testdata (corrupt row?)".into());
     };
     let mut done = spool.case_results(claim.id).map_err(|e| e.0)?;
-    let all = job.case_count();
     // The checker first: a special judge or interactor that does not build
     // makes every case JE, and the submission need not be compiled.
     let checker = judge.prepare_checker(job.checker.as_deref(), &td, &spool.dir().join("checkers"), slot);
-    // Judged where no path of the host shows (`workspace.rs`).
-    let work = Workspace::stage(&src).map_err(|e| format!("staging the submission: {e}"));
-    let compiled = match (languages.by_id(job.language), &checker, &work) {
-        (_, Err(e), _) => Compiled::JudgeError(format!("checker: {e}")),
-        (None, _, _) => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
-        (Some(_), _, _) if done.len() == all => Compiled::Ready,
-        (_, _, Err(e)) => Compiled::JudgeError(e.clone()),
-        (Some(lang), _, Ok(work)) => judge.compile(lang, work, slot),
+    let src = dir.join("src");
+    let submitted = Submitted {
+        lang: languages
+            .by_id(job.language)
+            .ok_or_else(|| format!("language {} is not in this runner's table", job.language)),
+        src: &src,
+        tasks: &job.tasks,
+        checker: checker.map_err(|e| format!("checker: {e}")),
     };
-    let lang = languages.by_id(job.language);
-    let checker = checker.unwrap_or_default();
     // The cases not finished before (by an earlier try of this claim).
     let todo: Vec<Case> = job
         .tasks
@@ -312,7 +307,9 @@ fn judge_claim(
         })
         .collect();
     let (mut moved, mut failed) = (false, None);
-    let mut record = |c: &Case, r: CaseResult| {
+    let slots = Slots { own: *slot, pool: Some(pool), scratch: &dir.join("cases") };
+    let compiled = judge.judge_all(&submitted, &todo, &slots, |c, run| {
+        let r = run.result;
         let event = json!({"t": now_ms() - claim.claimed_at, "kind": "case", "task": c.task, "case": c.case,
                            "status": r.status, "execTime": r.exec_time, "memoryUsage": r.memory_usage})
         .to_string();
@@ -331,24 +328,7 @@ fn judge_claim(
                 false
             }
         }
-    };
-    // Every case gets the same result when there is nothing to run.
-    let same = match (&compiled, lang, &work) {
-        (Compiled::Ready, Some(lang), Ok(work)) => {
-            let scratch = dir.join("cases");
-            judge.run_cases(lang, work, &job.tasks, checker, &todo, &scratch, slot, Some(pool), |c, run| {
-                record(c, run.result)
-            });
-            None
-        }
-        (Compiled::Failed { message }, _, _) => Some(CaseResult::compile_error(message)),
-        (Compiled::JudgeError(why), _, _) => Some(CaseResult::judge_error(why)),
-        (Compiled::Ready, None, _) => Some(CaseResult::judge_error("language not in this runner's table")),
-        (Compiled::Ready, _, Err(e)) => Some(CaseResult::judge_error(e)),
-    };
-    if let Some(r) = same {
-        let _ = todo.iter().all(|c| record(c, r.clone()));
-    }
+    });
     if let Some(e) = failed {
         return Err(e);
     }
