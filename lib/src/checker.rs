@@ -18,7 +18,7 @@
 //! (no number is written that long), compared byte by byte as it comes.
 //!
 //! Two more are programs shipped in the testdata, compiled once and run
-//! sandboxed by the judge (`judge.rs`): [`Checker::Special`] (a testlib-style
+//! sandboxed by the judge (`judge/`): [`Checker::Special`] (a testlib-style
 //! `checker input output answer`) and [`Checker::Interactive`] (an
 //! `interactor input output answer` talking to the program through two
 //! pipes). [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)

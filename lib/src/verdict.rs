@@ -14,7 +14,7 @@ use crate::sandbox::{Exit, Fired, Limits, Usage};
 /// | 1 | TLE | the watchdog killed it for CPU or wall time; or it died of `SIGXCPU` (the `RLIMIT_CPU` backstop); or its CPU time (user + system) exceeds the limit, however it ended |
 /// | 2 | OLE | its stdout or stderr reached the output limit (the judge stops reading there, `streams.rs`: the program's next write gets `SIGPIPE`, or `EPIPE` when it ignores the signal, as Python does); or it died of `SIGXFSZ` (a file in its `/tmp` past `RLIMIT_FSIZE`) |
 /// | 3 | MLE | the watchdog killed it for resident memory; or its peak memory exceeds the limit, however it ended (a crash after the limit was passed is the limit's doing) |
-/// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge.rs`) |
+/// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge/case.rs`) |
 /// | 5 | — (`None`) | it exited 0 within every limit: the checker decides AC or WA |
 ///
 /// The order is Normal-OJ's (TLE → OLE → MLE → RE). Two consequences:

@@ -168,3 +168,45 @@ fn record_all(cases: &[Case], compiled: Compiled, mut record: impl FnMut(&Case, 
     }
     compiled
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::language::Languages;
+    use crate::protocol::Status;
+
+    #[test]
+    fn with_nothing_to_run_every_case_gets_the_same_result_until_record_stops() {
+        let langs = Languages::builtin();
+        let tasks = [Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: 3 }];
+        let cases: Vec<Case> =
+            (0..3).map(|c| Case { task: 0, case: c, input: "in".into(), answer: "out".into() }).collect();
+        let slots = Slots { own: Slot { uid: 0, gid: 0 }, pool: None, scratch: Path::new("/nonexistent") };
+        let job = |lang, checker| Submitted { lang, src: Path::new("/nonexistent"), tasks: &tasks, checker };
+        let c11 = langs.by_name("c11").unwrap();
+        let judge = Judge::default();
+        let judged = |job: &Submitted, stop_after: usize| {
+            let mut got = Vec::new();
+            let compiled = judge.judge_all(job, &cases, &slots, |c, r| {
+                got.push((c.case, r.result.status, r.result.stderr));
+                got.len() < stop_after
+            });
+            (compiled, got)
+        };
+        // No checker: JE with why, and the checker's failure wins over the language's.
+        let no_checker = job(Err("no lang".into()), Err("checker: broken".into()));
+        let (compiled, got) = judged(&no_checker, 9);
+        assert_eq!(compiled, Compiled::JudgeError("checker: broken".into()));
+        let je = |c| (c, Status::JE, "checker: broken".to_string());
+        assert_eq!(got, [je(0), je(1), je(2)]);
+        // Recording stops when `record` says so.
+        assert_eq!(judged(&no_checker, 2).1.len(), 2);
+        // No language.
+        let (compiled, got) = judged(&job(Err("no lang".into()), Ok(Checker::Diff)), 9);
+        assert_eq!(compiled, Compiled::JudgeError("no lang".into()));
+        assert_eq!(got.len(), 3);
+        // No case left: nothing compiled, nothing recorded (the source is not even read).
+        let done = judge.judge_all(&job(Ok(c11), Ok(Checker::Diff)), &[], &slots, |_, _| panic!("recorded"));
+        assert_eq!(done, Compiled::Ready);
+    }
+}
