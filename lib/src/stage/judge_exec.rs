@@ -143,13 +143,18 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     let mut workers = Vec::new();
     for i in 0..n {
         let (tx, rx) = mpsc::channel::<Claim>();
-        let done = done_tx.clone();
-        let wake = inbox.tx.clone();
-        let spool_dir = c.spool.clone();
-        let (judge, languages, pool) = (judge.clone(), Arc::clone(&languages), Arc::clone(&pool));
+        let worker = Worker {
+            i,
+            spool_dir: c.spool.clone(),
+            judge: judge.clone(),
+            languages: Arc::clone(&languages),
+            pool: Arc::clone(&pool),
+            done: done_tx.clone(),
+            wake: inbox.tx.clone(),
+        };
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
-            .spawn(move || worker(i, &spool_dir, &judge, &languages, &pool, rx, done, wake))
+            .spawn(move || worker.run(rx))
             .map_err(|e| Failure(exit::TEMPORARY, format!("worker thread: {e}")))?;
         workers.push(Some(tx));
     }
@@ -228,39 +233,45 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn worker(
+/// One worker thread: judges the claims the main loop sends it, one at a
+/// time, on a slot of the pool, and tells the loop when each is done.
+struct Worker {
     i: usize,
-    spool_dir: &Path,
-    judge: &Judge,
-    languages: &RwLock<Languages>,
-    pool: &SlotPool,
-    rx: mpsc::Receiver<Claim>,
+    spool_dir: PathBuf,
+    judge: Judge,
+    /// The table as SIGHUP last loaded it.
+    languages: Arc<RwLock<Languages>>,
+    pool: Arc<SlotPool>,
     done: mpsc::Sender<Done>,
+    /// Wakes the main loop.
     wake: mpsc::Sender<Event>,
-) {
-    let mut spool = match Spool::open(spool_dir) {
-        Ok(s) => s,
-        Err(e) => return error!("worker {i}: {e}"),
-    };
-    for claim in rx {
-        let id = claim.id;
-        let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        // A claim is judged with the table as it was when it began.
-        let table = languages.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
-        let index = pool.take();
-        let judged = judge_claim(&mut spool, judge, &table, &claim, &Slot::for_index(index), pool);
-        pool.give(index);
-        match judged {
-            Ok(true) => {
-                info!("{tag}: judged");
-                control::poke(spool_dir, "reportd");
+}
+
+impl Worker {
+    fn run(self, rx: mpsc::Receiver<Claim>) {
+        let mut spool = match Spool::open(&self.spool_dir) {
+            Ok(s) => s,
+            Err(e) => return error!("worker {}: {e}", self.i),
+        };
+        for claim in rx {
+            let id = claim.id;
+            let tag = format!("job {} claim {}", claim.job_id, claim.id);
+            // A claim is judged with the table as it was when it began.
+            let table = self.languages.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
+            let index = self.pool.take();
+            let judged = judge_claim(&mut spool, &self.judge, &table, &claim, &Slot::for_index(index), &self.pool);
+            self.pool.give(index);
+            match judged {
+                Ok(true) => {
+                    info!("{tag}: judged");
+                    control::poke(&self.spool_dir, "reportd");
+                }
+                Ok(false) => info!("{tag}: superseded while judging; its work is dropped"),
+                Err(e) => error!("{tag}: {e}"),
             }
-            Ok(false) => info!("{tag}: superseded while judging; its work is dropped"),
-            Err(e) => error!("{tag}: {e}"),
+            let _ = self.done.send(Done::Claim(id));
+            let _ = self.wake.send(Event::Wake);
         }
-        let _ = done.send(Done::Claim(id));
-        let _ = wake.send(Event::Wake);
     }
 }
 
