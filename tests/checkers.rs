@@ -8,7 +8,7 @@
 //! interactors, their auxiliary uids 61040–61049).
 
 use ojrunner::checker::Checker;
-use ojrunner::judge::{CaseRun, Compiled, Judge, Slot};
+use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Status, Task};
 use ojrunner::workspace::Workspace;
@@ -65,7 +65,8 @@ fn judge(work: &Path, source: &str, td: &Path, name: Option<&str>, time: i64, sl
             let _ = std::fs::remove_dir_all(&scratch);
             std::fs::create_dir_all(&scratch).unwrap();
             let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
-            j.run_case_detailed(lang, &src, &input, &answer, &task, &slot, &scratch, checker)
+            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
+            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
         })
         .collect()
 }
@@ -129,16 +130,9 @@ fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
     let scratch = work.path().join("case");
     std::fs::create_dir(&scratch).unwrap();
     let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: 1 };
-    let r = j.run_case_with(
-        lang,
-        &src,
-        &td.join("0000.in"),
-        &td.join("0000.out"),
-        &task,
-        &slot,
-        &scratch,
-        Checker::from_job(Some("special")),
-    );
+    let sub = Submission { lang, src: &src, tasks: &[task], checker: &Checker::Unprepared };
+    let case = Case { task: 0, case: 0, input: td.join("0000.in"), answer: td.join("0000.out") };
+    let r = j.run_case(&sub, &case, &slot, &scratch).result;
     assert_eq!(r.status, Status::JE, "{r:?}");
 }
 

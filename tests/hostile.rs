@@ -6,7 +6,8 @@
 //! `Judge` exactly as `judge-exec` runs them. Isolation needs root: as
 //! another user the suite is skipped.
 
-use ojrunner::judge::{Compiled, Judge, Slot};
+use ojrunner::checker::Checker;
+use ojrunner::judge::{self, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{CaseResult, Status, Task};
 use ojrunner::workspace::Workspace;
@@ -136,7 +137,11 @@ fn judge(c: &Case, input: &str, slot: usize, work: &Path) -> CaseResult {
     let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: 1 };
     let src = Workspace::stage(&src).unwrap();
     match judge.compile(lang, &src, &slot) {
-        Compiled::Ready => judge.run_case(lang, &src, &dir.join("in"), &dir.join("out"), &task, &slot, &scratch),
+        Compiled::Ready => {
+            let sub = Submission { lang, src: &src, tasks: &[task], checker: &Checker::Diff };
+            let case = judge::Case { task: 0, case: 0, input: dir.join("in"), answer: dir.join("out") };
+            judge.run_case(&sub, &case, &slot, &scratch).result
+        }
         Compiled::Failed { message } => CaseResult::compile_error(&message),
         Compiled::JudgeError(why) => CaseResult::judge_error(&why),
     }

@@ -6,7 +6,8 @@
 //! is killed). As another user they run as that user, and the checks that
 //! need a slot are skipped.
 
-use ojrunner::judge::{Compiled, Judge, Slot};
+use ojrunner::checker::Checker;
+use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{CaseResult, Status, Task};
 use ojrunner::workspace::Workspace;
@@ -59,7 +60,8 @@ fn judge_with(j: &Judge, language: &str, source: &str, problem: &Path, slot: usi
                     let scratch = work.path().join("cases").join(&name);
                     std::fs::create_dir_all(&scratch).unwrap();
                     let (input, answer) = (problem.join(format!("{name}.in")), problem.join(format!("{name}.out")));
-                    j.run_case(lang, &src, &input, &answer, task, &slot, &scratch)
+                    let sub = Submission { lang, src: &src, tasks: &tasks, checker: &Checker::Diff };
+                    j.run_case(&sub, &Case { task: t, case: c, input, answer }, &slot, &scratch).result
                 }
                 Compiled::Failed { message } => CaseResult {
                     status: Status::CE,
@@ -623,7 +625,6 @@ fn tempfile_in_tmp() -> std::fs::File {
 
 #[test]
 fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits() {
-    use ojrunner::judge::Case;
     use ojrunner::slot_pool::SlotPool;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -646,7 +647,8 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
     let mut waiter = None;
     let mut seen = Vec::new();
     let scratch = work.path().join("cases");
-    judge.run_cases(lang, &src, &[task], judge.checker, &cases, &scratch, &own, Some(&pool), |c, r| {
+    let sub = Submission { lang, src: &src, tasks: &[task], checker: &Checker::Diff };
+    judge.run_cases(&sub, &cases, &Slots { own, pool: Some(&pool), scratch: &scratch }, |c, r| {
         seen.push((c.case, r.result.stdout.trim().to_string()));
         // After the third result another claim asks for a slot.
         if recorded.fetch_add(1, Ordering::SeqCst) == 2 {

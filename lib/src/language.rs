@@ -58,7 +58,7 @@ pub struct Language {
     /// `RLIMIT_NPROC` for runs (the slot uid's processes + threads).
     #[serde(default = "default_processes")]
     pub processes: u64,
-    /// Whether to set the `RLIMIT_AS` backstop (see `judge.rs`). Runtimes that
+    /// Whether to set the `RLIMIT_AS` backstop (see `Judge::case_limits`). Runtimes that
     /// reserve far more address space than they use (the JVM) turn it off and
     /// rely on the resident-memory watchdog alone.
     #[serde(default = "yes")]

@@ -7,27 +7,20 @@
 //! cases run side by side, a slot per core; their lines come in order.
 
 use crate::config::exit;
-use crate::judge::{Case, CaseRun, Compiled, Judge, Slot};
+use crate::judge::{Case, CaseRun, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
-use crate::protocol::{CaseResult, Status};
+use crate::protocol::Status;
 use crate::sandbox::slot::SlotPool;
-use crate::workspace::Workspace;
 use log::error;
 use serde_json::json;
 use std::path::Path;
 
-/// `judge-exec run`: judge a source against a directory of cases, printing
-/// JSON lines; exits 0 when every case is AC, 1 otherwise. Normal-OJ's
-/// `diff` checker: see [`run_with_checker`].
-pub fn run(languages: &Languages, lang: &str, src: &Path, tests: &Path, time: i64, mem: i64) -> i32 {
-    run_with_checker(languages, lang, src, tests, time, mem, None)
-}
-
-/// `judge-exec run --checker NAME`: [`run`] with the checker `checker`
-/// names (`None`: diff). A checker that cannot be prepared (a malformed
-/// name, no source in `tests`, a compile error) makes every case JE with
-/// the reason.
-pub fn run_with_checker(
+/// `judge-exec run [--checker NAME]`: judges a source against a directory
+/// of cases, printing JSON lines; exits 0 when every case is AC, 1
+/// otherwise. The checker is the one `checker` names (`None`: diff); one
+/// that cannot be prepared (a malformed name, no source in `tests`, a
+/// compile error) makes every case JE with the reason.
+pub fn run(
     languages: &Languages,
     lang: &str,
     src: &Path,
@@ -69,63 +62,44 @@ pub fn run_with_checker(
     let slot = Slot::for_index(0);
     let task =
         crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
-    let prepared = judge.prepare_checker(checker, tests, &work.join("checkers"), &slot);
-    let staged = Workspace::stage(&srcdir);
-    let compiled = match (&prepared, &staged) {
-        (Err(why), _) => Compiled::JudgeError(why.clone()),
-        (_, Err(e)) => Compiled::JudgeError(format!("staging the source: {e}")),
-        (Ok(_), Ok(src)) => judge.compile(lang, src, &slot),
+    let tasks = [task];
+    let submitted = Submitted {
+        lang: Ok(lang),
+        src: &srcdir,
+        tasks: &tasks,
+        checker: judge.prepare_checker(checker, tests, &work.join("checkers"), &slot),
     };
-    let checker = prepared.unwrap_or_default();
+    let cases: Vec<Case> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Case {
+            task: 0,
+            case: i,
+            input: tests.join(format!("{name}.in")),
+            answer: tests.join(format!("{name}.out")),
+        })
+        .collect();
+    // Side by side on slot 0 and one more slot per core (a runner's
+    // judge-exec on this host holding one makes it wait: slot locks);
+    // printed in the cases' order.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = SlotPool::new(1..cores);
+    let slots = Slots { own: slot, pool: Some(&pool), scratch: &work.join("cases") };
     let mut worst = Status::AC;
-    let mut print = |name: &str, CaseRun { result: r, limit }: CaseRun| {
-        worst = worst.worst(r.status);
-        let mut v = serde_json::to_value(&r).unwrap();
-        v["case"] = json!(name);
-        v["limit"] = json!(limit);
-        println!("{v}");
-    };
-    // Every case gets the same result when there is nothing to run.
-    let same = match (&compiled, &staged) {
-        (Compiled::Ready, Ok(src)) => {
-            let cases: Vec<Case> = names
-                .iter()
-                .enumerate()
-                .map(|(i, name)| Case {
-                    task: 0,
-                    case: i,
-                    input: tests.join(format!("{name}.in")),
-                    answer: tests.join(format!("{name}.out")),
-                })
-                .collect();
-            // Side by side on slot 0 and one more slot per core (a runner's
-            // judge-exec on this host holding one makes it wait: slot locks);
-            // printed in the cases' order.
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let pool = SlotPool::new(1..cores);
-            let mut ready = std::collections::BTreeMap::new();
-            let mut printed = 0;
-            let scratch = work.join("cases");
-            judge.run_cases(lang, src, &[task], checker, &cases, &scratch, &slot, Some(&pool), |c, run| {
-                ready.insert(c.case, run);
-                while let Some(run) = ready.remove(&printed) {
-                    print(&names[printed], run);
-                    printed += 1;
-                }
-                true
-            });
-            None
+    let mut ready = std::collections::BTreeMap::new();
+    let mut printed = 0;
+    judge.judge_all(&submitted, &cases, &slots, |c, run| {
+        ready.insert(c.case, run);
+        while let Some(CaseRun { result: r, limit }) = ready.remove(&printed) {
+            worst = worst.worst(r.status);
+            let mut v = serde_json::to_value(&r).unwrap();
+            v["case"] = json!(names[printed]);
+            v["limit"] = json!(limit);
+            println!("{v}");
+            printed += 1;
         }
-        (Compiled::Failed { message }, _) => Some(CaseResult::compile_error(message)),
-        (Compiled::JudgeError(w), _) => Some(CaseResult::judge_error(w)),
-        (Compiled::Ready, Err(e)) => Some(CaseResult::judge_error(&format!("staging the source: {e}"))),
-    };
-    drop(staged);
-    if let Some(r) = same {
-        for name in &names {
-            print(name, CaseRun { result: r.clone(), limit: None });
-        }
-    }
+        true
+    });
     println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
     let _ = std::fs::remove_dir_all(&work);
     if worst == Status::AC {

@@ -1,5 +1,8 @@
 //! Verdict rules: from what a run used to a status. All of them are here, in
-//! [`decide`] (a judged run) and [`compile_failure`] (a compile).
+//! [`decide`] (a judged run), [`compile_failure`] (a compile),
+//! [`checker_program`] (a special judge's or an interactor's exit) and
+//! [`interactive`] (an interactive case: the program's and the interactor's
+//! verdicts together).
 
 use crate::protocol::Status;
 use crate::sandbox::{Exit, Fired, Limits, Usage};
@@ -11,7 +14,7 @@ use crate::sandbox::{Exit, Fired, Limits, Usage};
 /// | 1 | TLE | the watchdog killed it for CPU or wall time; or it died of `SIGXCPU` (the `RLIMIT_CPU` backstop); or its CPU time (user + system) exceeds the limit, however it ended |
 /// | 2 | OLE | its stdout or stderr reached the output limit (the judge stops reading there, `streams.rs`: the program's next write gets `SIGPIPE`, or `EPIPE` when it ignores the signal, as Python does); or it died of `SIGXFSZ` (a file in its `/tmp` past `RLIMIT_FSIZE`) |
 /// | 3 | MLE | the watchdog killed it for resident memory; or its peak memory exceeds the limit, however it ended (a crash after the limit was passed is the limit's doing) |
-/// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge.rs`) |
+/// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge/case.rs`) |
 /// | 5 | — (`None`) | it exited 0 within every limit: the checker decides AC or WA |
 ///
 /// The order is Normal-OJ's (TLE → OLE → MLE → RE). Two consequences:
@@ -84,6 +87,46 @@ pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str, said_bytes: u
         (None, Exit::Code(c)) => (format!("the compiler exited with code {c}"), false),
     };
     Some(CompileFailure { why, limit })
+}
+
+/// A checker program's verdict (testlib's exit codes): 0 AC, 1 (WA) or 2
+/// (PE) WA; `Err`, why not, for any other exit, a signal, a limit or a
+/// denied system call: the judge's fault (JE), not the program's. `what`
+/// names the program in the reason (`checker`, `interactor`).
+pub fn checker_program(what: &str, usage: &Usage) -> Result<Status, String> {
+    Err(match (usage.fired, &usage.denied, usage.exit) {
+        (None, None, Exit::Code(0)) => return Ok(Status::AC),
+        (None, None, Exit::Code(1 | 2)) => return Ok(Status::WA),
+        (Some(f), _, _) => format!("{what} exceeded its {} limit", f.as_str()),
+        (None, Some(call), _) => format!("{what}: system call {call} denied by the sandbox"),
+        (None, None, Exit::Code(c)) => format!("{what} failed (exit {c})"),
+        (None, None, Exit::Signal(s)) => format!("{what} died of signal {s}"),
+    })
+}
+
+/// An interactive case's verdict, from the program's own ([`decide`]),
+/// whether it died of `SIGPIPE` (for no denied call), and the interactor's
+/// ([`checker_program`], or why it could not run); `Err` is JE, with why.
+/// First match wins:
+///
+/// | program | interactor | verdict |
+/// |---|---|---|
+/// | RE by `SIGPIPE` | WA | WA: the interactor stopped reading a wrong dialogue, and the program's next write killed it |
+/// | RE | failed | JE: a failed interactor (testlib's `_fail`) is the judge's fault, even when the program then failed for want of a dialogue |
+/// | TLE, OLE, MLE, RE | any | the program's |
+/// | clean | AC, WA | the interactor's |
+/// | clean | failed | JE |
+pub fn interactive(
+    program: Option<Status>,
+    sigpipe: bool,
+    interactor: Result<Status, String>,
+) -> Result<Status, String> {
+    match (program, interactor) {
+        (Some(Status::RE), Ok(Status::WA)) if sigpipe => Ok(Status::WA),
+        (Some(Status::RE), Err(e)) => Err(e),
+        (Some(s), _) => Ok(s),
+        (None, i) => i,
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +221,43 @@ mod tests {
         // Messages that reached the limit: the judge stopped reading them.
         let flood = compile_failure(&usage(Exit::Code(4), None, 10, 1), &l, "error: …", 1 << 20).unwrap();
         assert!(flood.why.contains("messages reached the output limit (1 MiB)") && flood.limit, "{}", flood.why);
+    }
+
+    #[test]
+    fn checker_programs_speak_testlib() {
+        let v = |u: Usage| checker_program("checker", &u);
+        assert_eq!(v(usage(OK, None, 10, 1)), Ok(Status::AC));
+        assert_eq!(v(usage(Exit::Code(1), None, 10, 1)), Ok(Status::WA));
+        assert_eq!(v(usage(Exit::Code(2), None, 10, 1)), Ok(Status::WA), "PE is WA");
+        assert_eq!(v(usage(Exit::Code(3), None, 10, 1)), Err("checker failed (exit 3)".into()));
+        assert_eq!(v(usage(Exit::Signal(libc::SIGSEGV), None, 10, 1)), Err("checker died of signal 11".into()));
+        assert_eq!(v(usage(KILLED, Some(Fired::Wall), 10, 1)), Err("checker exceeded its wall limit".into()));
+        let denied = Usage { denied: Some("ptrace".into()), ..usage(Exit::Signal(libc::SIGSYS), None, 10, 1) };
+        assert_eq!(v(denied), Err("checker: system call ptrace denied by the sandbox".into()));
+        // A limit wins over a clean exit: the run was killed.
+        assert!(v(usage(OK, Some(Fired::Memory), 10, 1)).is_err());
+    }
+
+    #[test]
+    fn the_interactive_table() {
+        let failed = || Err::<Status, _>("interactor failed (exit 3)".to_string());
+        let i = interactive;
+        // Row 1: the interactor said WA and stopped reading; the program's next write died.
+        assert_eq!(i(Some(Status::RE), true, Ok(Status::WA)), Ok(Status::WA));
+        assert_eq!(i(Some(Status::RE), false, Ok(Status::WA)), Ok(Status::RE), "a crash of its own");
+        assert_eq!(i(Some(Status::RE), true, Ok(Status::AC)), Ok(Status::RE));
+        // Row 2: a failed interactor is JE, whatever became of the program.
+        assert_eq!(i(Some(Status::RE), true, failed()), failed());
+        assert_eq!(i(Some(Status::RE), false, failed()), failed());
+        // Row 3: the program's own limits win.
+        for s in [Status::TLE, Status::OLE, Status::MLE] {
+            assert_eq!(i(Some(s), false, Ok(Status::AC)), Ok(s));
+            assert_eq!(i(Some(s), true, Ok(Status::WA)), Ok(s));
+            assert_eq!(i(Some(s), false, failed()), Ok(s));
+        }
+        // Rows 4 and 5: a clean program; the interactor decides.
+        assert_eq!(i(None, false, Ok(Status::AC)), Ok(Status::AC));
+        assert_eq!(i(None, false, Ok(Status::WA)), Ok(Status::WA));
+        assert_eq!(i(None, false, failed()), failed());
     }
 }

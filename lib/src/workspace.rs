@@ -18,7 +18,7 @@
 //! holds.
 //!
 //! Helpers copy their mount namespace from the judge when they start
-//! (`helper.rs`), so the tmpfs must be there first: [`root`] is called before
+//! (`sandbox/helper.rs`), so the tmpfs must be there first: [`root`] is called before
 //! each helper starts. Not root, a judge uses the directory where it is: its
 //! runs are not jailed, and see host paths anyway.
 

@@ -20,7 +20,8 @@
 //! Every target is printed with PASS or MISS. The exit status is 0 unless the
 //! bench itself failed (a benchmark reports; it does not gate).
 
-use ojrunner::judge::{Case, Compiled, Judge, Slot};
+use ojrunner::checker::Checker;
+use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Status, Task};
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
@@ -465,21 +466,13 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
     let scratch = job.join("cases");
     // A warm-up (the helpers start), not counted.
     let warm: Vec<Case> = (0..cores).map(case).collect();
-    judge.run_cases(
-        lang,
-        &src,
-        std::slice::from_ref(&task),
-        judge.checker,
-        &warm,
-        &scratch,
-        &slot,
-        Some(&pool),
-        |_, _| true,
-    );
+    let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &Checker::Diff };
+    let slots = Slots { own: slot, pool: Some(&pool), scratch: &scratch };
+    judge.run_cases(&sub, &warm, &slots, |_, _| true);
     let all: Vec<Case> = (0..cases).map(case).collect();
     let start = Instant::now();
     let mut results = Vec::with_capacity(cases);
-    judge.run_cases(lang, &src, &[task], judge.checker, &all, &scratch, &slot, Some(&pool), |_, r| {
+    judge.run_cases(&sub, &all, &slots, |_, r| {
         results.push(r.result);
         each();
         true

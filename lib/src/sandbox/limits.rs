@@ -38,7 +38,7 @@ pub struct Limits {
     /// memory, so that reserving without touching (a big `vector` reserved
     /// but unused, Python's arenas, glibc's per-thread arenas, the JVM's
     /// heap) is not punished, and a program that touches too much is MLE
-    /// rather than RE from a failed `malloc`. `judge.rs` sets the memory
+    /// rather than RE from a failed `malloc`. the judge (`judge/`) sets the memory
     /// limit + 1 GiB; the JVM gets none.
     pub address_space: Option<u64>,
     /// `RLIMIT_STACK`, bytes; `None`: inherited.

@@ -257,6 +257,21 @@ impl SlotPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_distinct_when_root() {
+        if is_root() {
+            let base = slot_uid_base();
+            assert_eq!(Slot::for_index(3), Slot { uid: base + 3, gid: base + 3 });
+            assert_eq!(Slot::for_index(3).auxiliary(), Slot { uid: base + 1003, gid: base + 1003 });
+            assert!(Slot::for_index(0).identity().is_some());
+        } else {
+            assert!(Slot::for_index(3).identity().is_none());
+        }
+        assert!(Slot { uid: 0, gid: 0 }.identity().is_none());
+        assert_eq!(parse_slot_uid_base("70000"), Ok(70000));
+        assert!(parse_slot_uid_base("12").is_err() && parse_slot_uid_base("x").is_err());
+    }
     use std::sync::Arc;
     use std::time::Duration;
 

@@ -11,7 +11,7 @@
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
-use crate::judge::{Case, Compiled, Judge, Slot};
+use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{CaseResult, Outcome};
@@ -19,7 +19,6 @@ use crate::sandbox::slot::SlotPool;
 use crate::signals;
 use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
-use crate::workspace::Workspace;
 use clap::{Parser, Subcommand};
 use log::{error, info, warn};
 use serde_json::json;
@@ -120,7 +119,7 @@ pub fn main() -> i32 {
         return crate::standalone::probe(&languages);
     }
     if let Some(Command::Run { lang, src, tests, time, mem, checker }) = &cli.command {
-        return crate::standalone::run_with_checker(&languages, lang, src, tests, *time, *mem, checker.as_deref());
+        return crate::standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref());
     }
     daemon::exit_code(run(&cli, languages))
 }
@@ -144,13 +143,18 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     let mut workers = Vec::new();
     for i in 0..n {
         let (tx, rx) = mpsc::channel::<Claim>();
-        let done = done_tx.clone();
-        let wake = inbox.tx.clone();
-        let spool_dir = c.spool.clone();
-        let (judge, languages, pool) = (judge.clone(), Arc::clone(&languages), Arc::clone(&pool));
+        let worker = Worker {
+            i,
+            spool_dir: c.spool.clone(),
+            judge: judge.clone(),
+            languages: Arc::clone(&languages),
+            pool: Arc::clone(&pool),
+            done: done_tx.clone(),
+            wake: inbox.tx.clone(),
+        };
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
-            .spawn(move || worker(i, &spool_dir, &judge, &languages, &pool, rx, done, wake))
+            .spawn(move || worker.run(rx))
             .map_err(|e| Failure(exit::TEMPORARY, format!("worker thread: {e}")))?;
         workers.push(Some(tx));
     }
@@ -229,39 +233,45 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn worker(
+/// One worker thread: judges the claims the main loop sends it, one at a
+/// time, on a slot of the pool, and tells the loop when each is done.
+struct Worker {
     i: usize,
-    spool_dir: &Path,
-    judge: &Judge,
-    languages: &RwLock<Languages>,
-    pool: &SlotPool,
-    rx: mpsc::Receiver<Claim>,
+    spool_dir: PathBuf,
+    judge: Judge,
+    /// The table as SIGHUP last loaded it.
+    languages: Arc<RwLock<Languages>>,
+    pool: Arc<SlotPool>,
     done: mpsc::Sender<Done>,
+    /// Wakes the main loop.
     wake: mpsc::Sender<Event>,
-) {
-    let mut spool = match Spool::open(spool_dir) {
-        Ok(s) => s,
-        Err(e) => return error!("worker {i}: {e}"),
-    };
-    for claim in rx {
-        let id = claim.id;
-        let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        // A claim is judged with the table as it was when it began.
-        let table = languages.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
-        let index = pool.take();
-        let judged = judge_claim(&mut spool, judge, &table, &claim, &Slot::for_index(index), pool);
-        pool.give(index);
-        match judged {
-            Ok(true) => {
-                info!("{tag}: judged");
-                control::poke(spool_dir, "reportd");
+}
+
+impl Worker {
+    fn run(self, rx: mpsc::Receiver<Claim>) {
+        let mut spool = match Spool::open(&self.spool_dir) {
+            Ok(s) => s,
+            Err(e) => return error!("worker {}: {e}", self.i),
+        };
+        for claim in rx {
+            let id = claim.id;
+            let tag = format!("job {} claim {}", claim.job_id, claim.id);
+            // A claim is judged with the table as it was when it began.
+            let table = self.languages.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
+            let index = self.pool.take();
+            let judged = judge_claim(&mut spool, &self.judge, &table, &claim, &Slot::for_index(index), &self.pool);
+            self.pool.give(index);
+            match judged {
+                Ok(true) => {
+                    info!("{tag}: judged");
+                    control::poke(&self.spool_dir, "reportd");
+                }
+                Ok(false) => info!("{tag}: superseded while judging; its work is dropped"),
+                Err(e) => error!("{tag}: {e}"),
             }
-            Ok(false) => info!("{tag}: superseded while judging; its work is dropped"),
-            Err(e) => error!("{tag}: {e}"),
+            let _ = self.done.send(Done::Claim(id));
+            let _ = self.wake.send(Event::Wake);
         }
-        let _ = done.send(Done::Claim(id));
-        let _ = wake.send(Event::Wake);
     }
 }
 
@@ -277,26 +287,22 @@ fn judge_claim(
 ) -> Result<bool, String> {
     let job = claim.job().map_err(|e| e.to_string())?;
     let dir = spool.claim_dir(claim.id);
-    let src = dir.join("src");
     let Some(td) = claim.testdata.clone() else {
         return Err("started without testdata (corrupt row?)".into());
     };
     let mut done = spool.case_results(claim.id).map_err(|e| e.0)?;
-    let all = job.case_count();
     // The checker first: a special judge or interactor that does not build
     // makes every case JE, and the submission need not be compiled.
     let checker = judge.prepare_checker(job.checker.as_deref(), &td, &spool.dir().join("checkers"), slot);
-    // Judged where no path of the host shows (`workspace.rs`).
-    let work = Workspace::stage(&src).map_err(|e| format!("staging the submission: {e}"));
-    let compiled = match (languages.by_id(job.language), &checker, &work) {
-        (_, Err(e), _) => Compiled::JudgeError(format!("checker: {e}")),
-        (None, _, _) => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
-        (Some(_), _, _) if done.len() == all => Compiled::Ready,
-        (_, _, Err(e)) => Compiled::JudgeError(e.clone()),
-        (Some(lang), _, Ok(work)) => judge.compile(lang, work, slot),
+    let src = dir.join("src");
+    let submitted = Submitted {
+        lang: languages
+            .by_id(job.language)
+            .ok_or_else(|| format!("language {} is not in this runner's table", job.language)),
+        src: &src,
+        tasks: &job.tasks,
+        checker: checker.map_err(|e| format!("checker: {e}")),
     };
-    let lang = languages.by_id(job.language);
-    let checker = checker.unwrap_or_default();
     // The cases not finished before (by an earlier try of this claim).
     let todo: Vec<Case> = job
         .tasks
@@ -312,7 +318,9 @@ fn judge_claim(
         })
         .collect();
     let (mut moved, mut failed) = (false, None);
-    let mut record = |c: &Case, r: CaseResult| {
+    let slots = Slots { own: *slot, pool: Some(pool), scratch: &dir.join("cases") };
+    let compiled = judge.judge_all(&submitted, &todo, &slots, |c, run| {
+        let r = run.result;
         let event = json!({"t": now_ms() - claim.claimed_at, "kind": "case", "task": c.task, "case": c.case,
                            "status": r.status, "execTime": r.exec_time, "memoryUsage": r.memory_usage})
         .to_string();
@@ -331,24 +339,7 @@ fn judge_claim(
                 false
             }
         }
-    };
-    // Every case gets the same result when there is nothing to run.
-    let same = match (&compiled, lang, &work) {
-        (Compiled::Ready, Some(lang), Ok(work)) => {
-            let scratch = dir.join("cases");
-            judge.run_cases(lang, work, &job.tasks, checker, &todo, &scratch, slot, Some(pool), |c, run| {
-                record(c, run.result)
-            });
-            None
-        }
-        (Compiled::Failed { message }, _, _) => Some(CaseResult::compile_error(message)),
-        (Compiled::JudgeError(why), _, _) => Some(CaseResult::judge_error(why)),
-        (Compiled::Ready, None, _) => Some(CaseResult::judge_error("language not in this runner's table")),
-        (Compiled::Ready, _, Err(e)) => Some(CaseResult::judge_error(e)),
-    };
-    if let Some(r) = same {
-        let _ = todo.iter().all(|c| record(c, r.clone()));
-    }
+    });
     if let Some(e) = failed {
         return Err(e);
     }

@@ -1,0 +1,49 @@
+//! What the hub gets of a program's (or a compiler's, a checker's) words:
+//! the first [`Judge::output_cap`](super::Judge::output_cap) bytes, lossily
+//! decoded as UTF-8, never longer than the cap.
+
+use std::fs::File;
+use std::io::{Read, Seek};
+
+/// The first `cap` bytes of a stream, as UTF-8 (lossy), at most `cap` bytes long.
+pub(super) fn read_capped(r: &mut impl Read, cap: usize) -> String {
+    let mut buf = Vec::with_capacity(cap.min(1 << 20));
+    let _ = r.take(cap as u64).read_to_end(&mut buf);
+    cap_string(String::from_utf8_lossy(&buf).into_owned(), cap)
+}
+
+/// [`read_capped`] of a file the judge wrote through, from its start: a
+/// run's output or log, read back through the judge's own handle.
+pub(super) fn read_back(f: &mut File, cap: usize) -> String {
+    f.rewind().map(|_| read_capped(f, cap)).unwrap_or_default()
+}
+
+/// Cuts `s` to at most `cap` bytes, on a character boundary (a replacement
+/// character is 3 bytes, so lossy decoding can grow a string).
+pub(super) fn cap_string(mut s: String, cap: usize) -> String {
+    if s.len() > cap {
+        let mut end = cap;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_output_never_exceeds_the_cap() {
+        assert_eq!(read_capped(&mut "hello".as_bytes(), 3), "hel");
+        assert_eq!(read_capped(&mut "hello".as_bytes(), 64), "hello");
+        // "é" is 2 bytes: a cut inside it must not leave 3 bytes of U+FFFD past the cap.
+        let s = read_capped(&mut "aé".as_bytes(), 2);
+        assert!(s.len() <= 2, "{s:?}");
+        // Invalid bytes become U+FFFD (3 bytes each): still capped.
+        let s = read_capped(&mut [0xffu8; 10].as_slice(), 10);
+        assert!(s.len() <= 10 && s.starts_with('\u{fffd}'), "{s:?}");
+    }
+}

@@ -1,0 +1,199 @@
+//! One case: the program's run under the task's limits, its verdict
+//! ([`verdict::decide`]) and, when it ran cleanly, the checker's.
+//!
+//! A [`CaseContext`] holds all that one case's runs need (the submission,
+//! the task, the case's files, the slot and its scratch directory), so that
+//! the program's run, the checker's and the interactor's
+//! (`interactive.rs`) take nothing but it.
+
+use super::capped::{cap_string, read_back};
+use super::files::{annotate, create_fresh, run_output, set_mode, CheckDir};
+use super::spec::RunSpec;
+use super::{Case, CaseRun, Judge, Slot, Submission, CHECKER_DIR, CHECK_DIR, SRC};
+use crate::checker::{Checker, Program};
+use crate::protocol::{CaseResult, Status, Task};
+use crate::sandbox::{self, Bind, Limits};
+use crate::verdict;
+use std::fs::File;
+use std::io::Seek;
+use std::path::Path;
+
+impl Judge {
+    /// Runs `case` of `sub` as `slot`: `lang.run` in the workspace, stdin
+    /// from the case's input, stdout and stderr to `scratch/stdout` and
+    /// `scratch/stderr`, under its task's limits; decides the verdict
+    /// ([`verdict::decide`]) and, if the program ran cleanly, lets the
+    /// submission's checker compare its stdout with the answer.
+    ///
+    /// `exec_time` is CPU ms (user + system), `memory_usage` peak KiB,
+    /// `exit_code` the exit code or 128 + the signal; `stdout`/`stderr` are
+    /// the first [`Judge::output_cap`] bytes, lossily decoded as UTF-8. The
+    /// judge's own failures are JE with the reason in `stderr`.
+    pub fn run_case(&self, sub: &Submission<'_>, case: &Case, slot: &Slot, scratch: &Path) -> CaseRun {
+        let Some(task) = sub.tasks.get(case.task) else { return CaseRun::judge_error("a case of no task") };
+        let ctx =
+            CaseContext { judge: self, sub, task, input: &case.input, answer: &case.answer, slot: *slot, scratch };
+        match sub.checker {
+            Checker::Interactive(p) => ctx.run_interactive(p),
+            Checker::Unprepared => {
+                CaseRun::judge_error(&Checker::Unprepared.check(&b""[..], &b""[..]).unwrap_err().to_string())
+            }
+            _ => ctx.run(),
+        }
+    }
+}
+
+/// Everything one case's runs need.
+pub(super) struct CaseContext<'a> {
+    pub(super) judge: &'a Judge,
+    pub(super) sub: &'a Submission<'a>,
+    pub(super) task: &'a Task,
+    pub(super) input: &'a Path,
+    pub(super) answer: &'a Path,
+    pub(super) slot: Slot,
+    /// The slot's scratch directory: its stdout and stderr files, the
+    /// program's `TMPDIR` at the basic level.
+    pub(super) scratch: &'a Path,
+}
+
+impl CaseContext<'_> {
+    /// The program's run with a checker that reads its output afterwards.
+    fn run(&self) -> CaseRun {
+        let opened = (|| {
+            self.hand_over()?;
+            let stdin = File::open(self.input).map_err(|e| annotate(e, self.input))?;
+            let identity = self.slot.identity();
+            let (stdout, stderr) = (self.scratch.join("stdout"), self.scratch.join("stderr"));
+            Ok::<_, std::io::Error>((stdin, run_output(&stdout, identity)?, run_output(&stderr, identity)?))
+        })();
+        let (stdin, mut stdout, mut stderr) = match opened {
+            Ok(files) => files,
+            Err(e) => return CaseRun::judge_error(&format!("preparing the case: {e}")),
+        };
+        let limits = self.limits();
+        let (out_w, err_w) = match (stdout.try_clone(), stderr.try_clone()) {
+            (Ok(o), Ok(e)) => (o, e),
+            _ => return CaseRun::judge_error("cannot duplicate the output files"),
+        };
+        let usage = match sandbox::run(self.program(limits.clone()).stdio(stdin, out_w, err_w)) {
+            Ok(u) => u,
+            Err(e) => return CaseRun::judge_error(&e),
+        };
+        let status = match verdict::decide(&usage, &limits, size(&stdout).max(size(&stderr))) {
+            Some(s) => s,
+            // Through the judge's own handle: `scratch` belongs to the slot, and
+            // a program could have put a link to the answer at `scratch/stdout`.
+            None => match self.sub.checker {
+                Checker::Special(p) => match self.run_checker(p, &mut stdout) {
+                    Ok(s) => s,
+                    Err(e) => return CaseRun::judge_error(&e),
+                },
+                checker => match checker.check_output(&mut stdout, self.answer) {
+                    Ok(true) => Status::AC,
+                    Ok(false) => Status::WA,
+                    Err(e) => return CaseRun::judge_error(&format!("checker: {e}")),
+                },
+            },
+        };
+        let cap = self.judge.output_cap;
+        let (out, err) = (read_back(&mut stdout, cap), read_back(&mut stderr, cap));
+        self.finish(status, &usage, out, err)
+    }
+
+    /// The program's limits under its task.
+    pub(super) fn limits(&self) -> Limits {
+        self.judge.case_limits(self.sub.lang, self.task)
+    }
+
+    /// Makes the workspace readable and the scratch directory the slot's.
+    pub(super) fn hand_over(&self) -> std::io::Result<()> {
+        set_mode(self.sub.src.path(), 0o755)?;
+        if let Some(id) = self.slot.identity() {
+            std::os::unix::fs::chown(self.scratch, Some(id.uid), Some(id.gid))?;
+        }
+        Ok(())
+    }
+
+    /// The program's run, as the slot, in the workspace (read-only: jailed,
+    /// the program writes only to its private `/tmp`, so nothing on the
+    /// host's disk but the stdout and stderr the judge opened).
+    pub(super) fn program(&self, limits: Limits) -> RunSpec {
+        let home = Bind::at(self.sub.src.path(), SRC, false);
+        RunSpec::new(self.sub.lang.run.clone(), self.slot.identity(), limits, home).tmp(self.scratch)
+    }
+
+    /// A checker program's run (`p input output answer`) in the case's
+    /// `dir`, as the auxiliary slot; an interactor may write there.
+    pub(super) fn checker_program(&self, p: &Program, dir: &CheckDir, limits: Limits, writable: bool) -> RunSpec {
+        let arg = |n: &str| dir.path.join(n).to_string_lossy().into_owned();
+        let argv = vec![p.binary.to_string_lossy().into_owned(), arg("input"), arg("output"), arg("answer")];
+        let home = Bind::at(&dir.path, CHECK_DIR, writable);
+        RunSpec::new(argv, self.slot.auxiliary().identity(), limits, home).bind(p.dir(), CHECKER_DIR)
+    }
+
+    /// A checker program's verdict ([`verdict::checker_program`]), with what
+    /// it said (its `log`) after the reason when it failed.
+    pub(super) fn checker_verdict(&self, what: &str, usage: &sandbox::Usage, log: &mut File) -> Result<Status, String> {
+        let cap = self.judge.output_cap;
+        verdict::checker_program(what, usage).map_err(|why| {
+            let said = read_back(log, cap);
+            let said = said.trim_end();
+            cap_string(if said.is_empty() { why } else { format!("{why}: {said}") }, cap)
+        })
+    }
+
+    /// Runs a special checker on a finished case: `checker input output
+    /// answer` in `<scratch>.judge/`, as the auxiliary slot. Exit 0 AC, 1 or
+    /// 2 WA; `Err` (JE) for anything else, with the checker's stderr.
+    fn run_checker(&self, p: &Program, output: &mut File) -> Result<Status, String> {
+        let aux = self.slot.auxiliary();
+        let prepared = (|| {
+            let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
+            output.rewind()?;
+            let mut copy = create_fresh(&dir.path.join("output"), 0o444)?;
+            std::io::copy(output, &mut copy)?;
+            let log = create_fresh(&dir.path.join("checker.log"), 0o600)?;
+            dir.hand_to(&aux)?;
+            Ok::<_, std::io::Error>((dir, log))
+        })();
+        let (dir, mut log) = prepared.map_err(|e| format!("checker: preparing: {e}"))?;
+        let spec = self.checker_program(p, &dir, self.judge.checker_limits(None), false);
+        let usage = sandbox::run(spec.logged(&log).map_err(|e| format!("checker: {e}"))?)
+            .map_err(|e| format!("checker: {e}"))?;
+        self.checker_verdict("checker", &usage, &mut log)
+    }
+
+    /// The case's result from the program's usage and its (capped) streams.
+    pub(super) fn finish(&self, status: Status, usage: &sandbox::Usage, stdout: String, mut stderr: String) -> CaseRun {
+        let cap = self.judge.output_cap;
+        if let Some(call) = &usage.denied {
+            // The note must fit: cut the program's own words first.
+            let note = format!("\n[judge] system call {call} denied by the sandbox\n");
+            stderr = cap_string(stderr, cap.saturating_sub(note.len()));
+            stderr.push_str(&note);
+            stderr = cap_string(stderr, cap);
+        }
+        let limit = match (usage.fired, &usage.denied) {
+            (Some(f), _) => Some(f.as_str()),
+            (None, Some(_)) => Some("syscall"),
+            _ if status == Status::OLE => Some("output"),
+            _ if status == Status::TLE => Some("cpu"),
+            _ if status == Status::MLE => Some("memory"),
+            _ => None,
+        };
+        let result = CaseResult {
+            status,
+            exec_time: usage.cpu.as_millis() as i64,
+            memory_usage: (usage.memory / 1024) as i64,
+            exit_code: usage.exit.code(),
+            stdout,
+            stderr,
+        };
+        CaseRun { result, limit }
+    }
+}
+
+/// How many bytes a run's output file holds.
+pub(super) fn size(f: &File) -> u64 {
+    f.metadata().map(|m| m.len()).unwrap_or(0)
+}

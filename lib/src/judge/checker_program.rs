@@ -1,0 +1,147 @@
+//! Checker programs (special judges, interactors): compiled from the
+//! testdata once per testdata version into the checkers' cache, and found
+//! there by the next job (see "Checker programs" in [the module doc](super)).
+
+use super::files::{annotate, set_mode};
+use super::{Compiled, Judge, Slot};
+use crate::checker::{self, Checker, Named, Program};
+use crate::language::Languages;
+use crate::program_cache;
+use crate::workspace::Workspace;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+impl Judge {
+    /// The checker a job's `checker` field names (see `checker.rs`), ready
+    /// to judge: `special` and `interactive` compile `checker.cpp`/`.c` or
+    /// `interactor.cpp`/`.c` of `testdata` into `cache` (once per testdata
+    /// version and source; concurrent callers wait for one compile) as
+    /// `slot`. `Err` (the caller marks every case JE with it): a malformed
+    /// name, no source, a compile error (the compiler's message).
+    pub fn prepare_checker(
+        &self,
+        job_checker: Option<&str>,
+        testdata: &Path,
+        cache: &Path,
+        slot: &Slot,
+    ) -> Result<Checker, String> {
+        match checker::parse(job_checker)? {
+            Named::Builtin(c) => Ok(c),
+            Named::Special => Ok(Checker::Special(self.build_program(testdata, "checker", cache, slot)?)),
+            Named::Interactive => Ok(Checker::Interactive(self.build_program(testdata, "interactor", cache, slot)?)),
+        }
+    }
+
+    /// Compiles `testdata/<stem>.cpp` (or `.c`) into the cache, or finds it there.
+    fn build_program(&self, testdata: &Path, stem: &str, cache: &Path, slot: &Slot) -> Result<Program, String> {
+        let (source, lang_name) = [("cpp", "cpp17"), ("c", "c11")]
+            .iter()
+            .map(|(ext, l)| (testdata.join(format!("{stem}.{ext}")), *l))
+            .find(|(p, _)| p.is_file())
+            .ok_or_else(|| format!("{stem}: no {stem}.cpp or {stem}.c in the testdata"))?;
+        let languages = Languages::builtin();
+        let lang =
+            languages.by_name(lang_name).ok_or_else(|| format!("{stem}: no {lang_name} in the built-in table"))?;
+        let binary_name = lang
+            .run
+            .first()
+            .and_then(|r| r.strip_prefix("./"))
+            .ok_or_else(|| format!("{stem}: {lang_name} does not run ./BINARY"))?
+            .to_string();
+        let code = std::fs::read(&source).map_err(|e| format!("{stem}: {}: {e}", source.display()))?;
+        // Headers shipped beside it (testlib.h), in name order.
+        let mut headers: Vec<(String, Vec<u8>)> = Vec::new();
+        for entry in std::fs::read_dir(testdata).map_err(|e| format!("{stem}: {}: {e}", testdata.display()))? {
+            let entry = entry.map_err(|e| format!("{stem}: {e}"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if (name.ends_with(".h") || name.ends_with(".hpp")) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let bytes = std::fs::read(entry.path()).map_err(|e| format!("{stem}: {name}: {e}"))?;
+                headers.push((name, bytes));
+            }
+        }
+        headers.sort();
+        let key = cache_key(&[
+            testdata.as_os_str().as_encoded_bytes(),
+            stem.as_bytes(),
+            &code,
+            &serde_json::to_vec(&(&lang.compile, &headers)).unwrap_or_default(),
+        ]);
+        let fail = |what: &str, e: std::io::Error| format!("{stem}: {what}: {e}");
+        std::fs::create_dir_all(cache).map_err(|e| fail(&cache.display().to_string(), e))?;
+        set_mode(cache, 0o711).map_err(|e| fail("cache", e))?;
+        program_cache::prune(cache, program_cache::KEEP);
+        let _lookup = program_cache::enter(cache).map_err(|e| fail("locking the cache", e))?;
+        let _lock = lock_file(&cache.join(format!("{key}.lock"))).map_err(|e| fail("locking the cache", e))?;
+        let dir = cache.join(&key);
+        let binary = dir.join(&binary_name);
+        if binary.is_file() {
+            program_cache::touch(&dir);
+            return Ok(Program::new(binary));
+        }
+        let build = cache.join(format!("{key}.build"));
+        let _ = std::fs::remove_dir_all(&build);
+        std::fs::create_dir(&build).map_err(|e| fail("build directory", e))?;
+        let written = (|| {
+            std::fs::write(build.join(&lang.source), &code)?;
+            for (name, bytes) in &headers {
+                std::fs::write(build.join(name), bytes)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })();
+        written.map_err(|e| fail("build directory", e))?;
+        let work = Workspace::stage(&build).map_err(|e| fail("build directory", e))?;
+        let result = match self.compile(lang, &work, slot) {
+            Compiled::Ready => (|| {
+                // Only the binary is kept: the runs must not read the source.
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir(&dir)?;
+                std::fs::copy(work.path().join(&binary_name), &binary)?;
+                set_mode(&binary, 0o755)?;
+                set_mode(&dir, 0o755)
+            })()
+            .map_err(|e| fail("caching the binary", e)),
+            Compiled::Failed { message } => Err(format!("{stem} does not compile: {message}")),
+            Compiled::JudgeError(why) => Err(format!("{stem}: {why}")),
+        };
+        let _ = std::fs::remove_dir_all(&build);
+        result.map(|()| Program::new(binary))
+    }
+}
+
+/// Opens (creating, root only) and `flock`s `p`; unlocked when dropped.
+fn lock_file(p: &Path) -> std::io::Result<File> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .map_err(|e| annotate(e, p))?;
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(f)
+}
+
+/// 128 bits (hex) of two differently seeded hashes of `parts`: a cache key.
+/// (SipHash with fixed keys: stable within a build; a new Rust may change
+/// it, which only costs a recompile.)
+fn cache_key(parts: &[&[u8]]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut out = String::new();
+    for seed in [0u8, 1] {
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new_with_keys(0x6f6a_7275_6e6e_6572, seed as u64);
+        for p in parts {
+            p.hash(&mut h);
+        }
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
