@@ -5,7 +5,7 @@
 
 use super::pyjson::Ordered;
 use super::{db, md5, Context, Failure};
-use crate::protocol::Task;
+use ojrunner_protocol::Task;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ struct MetaFile {
 /// implies, and any other files (`include/`, `share/`, `chaos/`, a checker…),
 /// all of which go into the zip with their relative paths.
 pub fn load_dir(dir: &Path) -> Result<Problem, Failure> {
-    let bad = |m: String| Failure::Runtime(format!("problem directory {}: {m}", dir.display()));
+    let bad = |m: String| Failure::runtime(format!("problem directory {}: {m}", dir.display()));
     let meta_path = dir.join("meta.json");
     let text = std::fs::read_to_string(&meta_path).context(|| format!("reading {}", meta_path.display()))?;
     let typed: MetaFile = serde_json::from_str(&text).map_err(|e| bad(format!("meta.json: {e}")))?;
