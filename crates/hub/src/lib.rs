@@ -12,8 +12,8 @@
 //! [`queue`] (the job lifecycle transactions), [`result`] (a `complete` body
 //! into a verdict), [`runners`] (identities), [`problem`] and [`submission`]
 //! (what is judged), [`fault`] (injected outages), [`status`] (the report),
-//! [`server`] (HTTP), [`md5`] and [`pyjson`] (Normal-OJ's checksum), and
-//! [`cli`] (the `hubd` program: its command line).
+//! [`server`] (HTTP), [`pyjson`] (Normal-OJ's checksum), and [`cli`] (the
+//! `hubd` program: its command line).
 //!
 //! It shares the wire types with the runner (`ojrunner-protocol`) and the
 //! daemon plumbing too (`ojrunner-daemon`: exit codes, logging, readiness,
@@ -22,7 +22,6 @@
 pub mod cli;
 pub mod db;
 pub mod fault;
-pub mod md5;
 pub mod problem;
 pub mod pyjson;
 pub mod queue;
