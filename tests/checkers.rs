@@ -11,6 +11,7 @@ use ojrunner::checker::Checker;
 use ojrunner::judge::{CaseRun, Compiled, Judge, Slot};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Status, Task};
+use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,6 +52,7 @@ fn judge(work: &Path, source: &str, td: &Path, name: Option<&str>, time: i64, sl
     let _ = std::fs::remove_dir_all(&src);
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join(&lang.source), source).unwrap();
+    let src = Workspace::stage(&src).unwrap();
     assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
     let count = std::fs::read_dir(td)
         .unwrap()
@@ -122,6 +124,7 @@ fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
     let src = work.path().join("src");
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("main.c"), ECHO).unwrap();
+    let src = Workspace::stage(&src).unwrap();
     assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
     let scratch = work.path().join("case");
     std::fs::create_dir(&scratch).unwrap();

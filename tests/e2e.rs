@@ -214,7 +214,11 @@ fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight()
         assert_eq!(s["complete_calls"], 1, "{s}");
         assert_eq!(s["attempts"], 1, "{s}");
     }
-    let claims = spool_claims(&spool);
+    // The hub has the outcome before reportd marks its claim reported.
+    let claims = wait_for("every claim reported in the spool", Duration::from_secs(60), || {
+        let claims = spool_claims(&spool);
+        claims.iter().all(|c| c.state == "reported").then_some(claims)
+    });
     for job in &drained {
         let mine: Vec<_> = claims.iter().filter(|c| &c.job_id == job).collect();
         assert_eq!(mine.len(), 2, "the aborted claim and a new one: {mine:?}");

@@ -9,6 +9,7 @@
 use ojrunner::judge::{Compiled, Judge, Slot};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{CaseResult, Status, Task};
+use ojrunner::workspace::Workspace;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -133,6 +134,7 @@ fn judge(c: &Case, input: &str, slot: usize, work: &Path) -> CaseResult {
     let judge = Judge { output_limit: 1 << 20, ..Judge::default() };
     let slot = Slot::for_index(slot);
     let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: 1 };
+    let src = Workspace::stage(&src).unwrap();
     match judge.compile(lang, &src, &slot) {
         Compiled::Ready => judge.run_case(lang, &src, &dir.join("in"), &dir.join("out"), &task, &slot, &scratch),
         Compiled::Failed { message } => CaseResult::compile_error(&message),
@@ -250,6 +252,12 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
                 let input_path = case_dir.join("in");
                 if said.contains(input_path.to_str().unwrap()) {
                     wrong.push(format!("the input's host path was seen: {}", input_path.display()));
+                }
+                // The program's directory's host name (the claim's, on a
+                // runner), anywhere: argv, cwd, environment, mountinfo.
+                let dir_name = case_dir.file_name().unwrap().to_str().unwrap();
+                if said.contains(dir_name) {
+                    wrong.push(format!("the host name of the program's directory was seen: {dir_name}"));
                 }
                 if !host_cmdline.is_empty() && said.contains(host_cmdline.as_str()) {
                     wrong.push("the host kernel's command line was seen".into());

@@ -9,6 +9,7 @@
 use ojrunner::judge::{Compiled, Judge, Slot};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{CaseResult, Status, Task};
+use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -45,6 +46,7 @@ fn judge_with(j: &Judge, language: &str, source: &str, problem: &Path, slot: usi
     let src = work.path().join("src");
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join(&lang.source), source).unwrap();
+    let src = Workspace::stage(&src).unwrap();
     let slot = Slot::for_index(slot);
     let compiled = j.compile(lang, &src, &slot);
     let mut cases = Vec::new();
@@ -273,6 +275,7 @@ fn a_compile_error_carries_the_compilers_message() {
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("main.cpp"), "int main() { return undefined_name; }\n").unwrap();
     let judge = Judge { output_cap: 200, ..Judge::default() };
+    let src = Workspace::stage(&src).unwrap();
     match judge.compile(langs.by_name("cpp17").unwrap(), &src, &Slot::for_index(54)) {
         Compiled::Failed { message } => {
             assert!(message.contains("undefined_name") && message.contains("error"), "{message}");
@@ -281,7 +284,7 @@ fn a_compile_error_carries_the_compilers_message() {
         other => panic!("expected a compile error, got {other:?}"),
     }
     // The compiler's leftovers are the judge's again.
-    let meta = std::fs::metadata(&src).unwrap();
+    let meta = std::fs::metadata(src.path()).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!(meta.uid(), 0, "src dir not taken back");
 }
@@ -294,6 +297,7 @@ fn compile_stopped_by(name: &str, source: &str, words: &str) {
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("main.c"), source).unwrap();
     let judge = Judge { compile_output: 64 << 10, ..Judge::default() };
+    let src = Workspace::stage(&src).unwrap();
     match judge.compile(Languages::builtin().by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
         Compiled::Failed { message } => {
             assert!(message.contains(words), "the limit is not named: {message}");
@@ -326,7 +330,11 @@ fn a_language_whose_toolchain_is_missing_is_named_with_the_program() {
     .unwrap();
     let work = TempDir::new("ghost");
     std::fs::write(work.path().join("main.c"), "int main(void) { return 0; }\n").unwrap();
-    match Judge::default().compile(langs.by_name("ghost").unwrap(), work.path(), &Slot::for_index(54)) {
+    match Judge::default().compile(
+        langs.by_name("ghost").unwrap(),
+        &Workspace::stage(work.path()).unwrap(),
+        &Slot::for_index(54),
+    ) {
         Compiled::JudgeError(why) => {
             assert!(why.contains("language ghost") && why.contains("/nonexistent/ghostc"), "{why}")
         }
@@ -338,7 +346,11 @@ fn a_language_whose_toolchain_is_missing_is_named_with_the_program() {
 fn a_missing_source_is_the_judges_error() {
     let langs = Languages::builtin();
     let work = TempDir::new("nosrc");
-    match Judge::default().compile(langs.by_name("c11").unwrap(), work.path(), &Slot::for_index(54)) {
+    match Judge::default().compile(
+        langs.by_name("c11").unwrap(),
+        &Workspace::stage(work.path()).unwrap(),
+        &Slot::for_index(54),
+    ) {
         Compiled::JudgeError(why) => assert!(why.contains("main.c"), "{why}"),
         other => panic!("{other:?}"),
     }
@@ -353,6 +365,7 @@ fn a_resumed_claim_compiles_again_in_the_same_dir() {
     std::fs::create_dir(&src).unwrap();
     std::fs::copy(examples().join("submissions/ab_ok.c"), src.join("main.c")).unwrap();
     let judge = Judge::default();
+    let src = Workspace::stage(&src).unwrap();
     assert_eq!(judge.compile(lang, &src, &Slot::for_index(55)), Compiled::Ready);
     assert_eq!(judge.compile(lang, &src, &Slot::for_index(56)), Compiled::Ready, "with a root-owned ./main present");
 }
@@ -622,6 +635,7 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
     std::fs::write(src.join(&lang.source), "import os, time\nprint(os.getuid())\ntime.sleep(0.2)\n").unwrap();
     let (own, lent) = (Slot::for_index(67), 68);
     let judge = Judge::default();
+    let src = Workspace::stage(&src).unwrap();
     assert!(matches!(judge.compile(lang, &src, &own), Compiled::Ready));
     let p = problem(&work, 1000, 262144, "", "");
     let task = Task { task_score: 100, memory_limit: 262144, time_limit: 1000, case_count: 12 };

@@ -12,7 +12,7 @@
 //! long a line or token is: a 64 MiB line costs the judge the same few hundred
 //! KiB of buffers as a short one (which matters: the judge's own resident size
 //! leaks into the memory figure of the next program it forks, see
-//! `sandbox.rs`). `diff` holds no line: where two lines first differ, the rest
+//! `sandbox/`). `diff` holds no line: where two lines first differ, the rest
 //! of both must be white space up to the line end. `float` reads a token of up
 //! to 4096 bytes whole, to parse it as a number; a longer one is a word to it
 //! (no number is written that long), compared byte by byte as it comes.

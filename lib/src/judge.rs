@@ -8,7 +8,9 @@
 //!
 //! # Files and owners
 //!
-//! - `src_dir` (created by the caller, owned by root) holds the source. For
+//! - `src` (a [`Workspace`], staged by the caller: as root, a copy on the
+//!   workspaces' tmpfs under a random name, so that no jailed process
+//!   reads where the claim lies) holds the source. For
 //!   the compile it is handed to the slot uid (the compiler writes the binary
 //!   there) and afterwards taken back, with everything the compiler made:
 //!   runs see it read-only, so no case can alter what the next case runs.
@@ -23,7 +25,7 @@
 //!   (`streams.rs`), so the slot uid needs no permission on the testdata and
 //!   can change nothing of it. A jailed run sees no testdata at all, and its
 //!   directory at [`SRC`], not at its host path.
-//! - Every directory above `src_dir` and `scratch` must be searchable by
+//! - Every directory above `scratch` (and `src`, not root) must be searchable by
 //!   others (`o+x`), or the slot uid cannot reach them.
 //!
 //! # Checker programs (special judges, interactors)
@@ -52,44 +54,19 @@ use crate::checker::{self, Checker, Named, Program};
 use crate::language::{Language, Languages};
 use crate::program_cache;
 use crate::protocol::{CaseResult, Status, Task};
+use crate::sandbox::slot::SlotPool;
 use crate::sandbox::{self, Bind, Identity, Limits};
-use crate::slot_pool::SlotPool;
 use crate::verdict;
+use crate::workspace::Workspace;
+
+// Where a judge's slots come from (`sandbox/slot.rs`).
+pub use crate::sandbox::slot::{parse_slot_uid_base, slot_uid_base, Slot, AUX_UID_OFFSET, SLOT_BASE_UID};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The first uid (and gid) of the slots, when running as root, unless
-/// [`slot_uid_base`] says otherwise.
-pub const SLOT_BASE_UID: u32 = 60000;
-
-/// The slot uids' base for this process: `OJ_SLOT_UID_BASE` (read once, so
-/// `judge-exec --slot-uid-base`, which sets it, must come first), else
-/// [`SLOT_BASE_UID`]. Two runners on one host, or two checkouts' test
-/// suites, each need a range of their own: a slot's processes are swept by
-/// uid after each run.
-pub fn slot_uid_base() -> u32 {
-    static BASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *BASE.get_or_init(|| {
-        std::env::var("OJ_SLOT_UID_BASE").ok().and_then(|v| parse_slot_uid_base(&v).ok()).unwrap_or(SLOT_BASE_UID)
-    })
-}
-
-/// A slot uid base as configured: from 1000 (above the system's users) to
-/// 2^31 less the room the slots take.
-pub fn parse_slot_uid_base(value: &str) -> Result<u32, String> {
-    match value.trim().parse::<u32>() {
-        Ok(b) if (1000..=(1u32 << 31) - 2 * AUX_UID_OFFSET).contains(&b) => Ok(b),
-        _ => Err(format!("{value:?} is not a slot uid base (a number from 1000 to 2147481648)")),
-    }
-}
-
-/// How far above a worker's slot uid its auxiliary slot is (checkers and
-/// interactors): worker i's is the base + 1000 + i.
-pub const AUX_UID_OFFSET: u32 = 1000;
 
 /// Where a jailed compile or run sees the submission's directory: a name
 /// that tells nothing of the host (the spool, the claim).
@@ -102,52 +79,6 @@ pub const CHECKER_DIR: &str = "/checker";
 /// Address space a run may reserve beyond its memory limit (the `RLIMIT_AS`
 /// backstop): room for what runtimes reserve and never touch.
 pub const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
-
-/// The unprivileged identity one concurrent worker runs programs as. A slot
-/// must be used by one run at a time: after each run every process of its uid
-/// is killed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-impl Slot {
-    /// Worker `i`'s slot: uid = gid = [`slot_uid_base`] + i when running as root (the
-    /// uids need no passwd entry, but nothing else may run as them); else the
-    /// caller's own uid, and programs run as the caller.
-    pub fn for_index(i: usize) -> Slot {
-        if is_root() {
-            let id = slot_uid_base() + i as u32;
-            Slot { uid: id, gid: id }
-        } else {
-            Slot { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }
-        }
-    }
-
-    /// The slot a worker's checker or interactor runs as: uid and gid
-    /// [`AUX_UID_OFFSET`] above this one (when running as root; else the
-    /// same caller). Its own uid, so that an interactor can run while the
-    /// program does (each slot serves one run at a time) and so that nothing
-    /// the checker may read is open to the contestant's uid.
-    pub fn auxiliary(&self) -> Slot {
-        if self.identity().is_some() {
-            Slot { uid: self.uid + AUX_UID_OFFSET, gid: self.gid + AUX_UID_OFFSET }
-        } else {
-            *self
-        }
-    }
-
-    /// Whom the sandbox switches to: nobody unless we are root (and uid 0
-    /// means "don't switch").
-    pub fn identity(&self) -> Option<Identity> {
-        (is_root() && self.uid != 0).then_some(Identity { uid: self.uid, gid: self.gid })
-    }
-}
-
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The outcome of a compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -314,12 +245,13 @@ impl Judge {
             Ok::<_, std::io::Error>(())
         })();
         written.map_err(|e| fail("build directory", e))?;
-        let result = match self.compile(lang, &build, slot) {
+        let work = Workspace::stage(&build).map_err(|e| fail("build directory", e))?;
+        let result = match self.compile(lang, &work, slot) {
             Compiled::Ready => (|| {
                 // Only the binary is kept: the runs must not read the source.
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir(&dir)?;
-                std::fs::rename(build.join(&binary_name), &binary)?;
+                std::fs::copy(work.path().join(&binary_name), &binary)?;
                 set_mode(&binary, 0o755)?;
                 set_mode(&dir, 0o755)
             })()
@@ -346,7 +278,8 @@ impl Judge {
 
     /// Compiles `src_dir/<lang.source>` with `lang.compile`, as the slot, in
     /// `src_dir`. Languages without a compile step are `Ready` at once.
-    pub fn compile(&self, lang: &Language, src_dir: &Path, slot: &Slot) -> Compiled {
+    pub fn compile(&self, lang: &Language, src: &Workspace, slot: &Slot) -> Compiled {
+        let src_dir = src.path();
         let source = src_dir.join(&lang.source);
         if !source.is_file() {
             return Compiled::JudgeError(format!("{} is missing", source.display()));
@@ -424,14 +357,14 @@ impl Judge {
     pub fn run_case(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         input: &Path,
         answer: &Path,
         task: &Task,
         slot: &Slot,
         scratch: &Path,
     ) -> CaseResult {
-        self.run_case_with(lang, src_dir, input, answer, task, slot, scratch, self.checker)
+        self.run_case_with(lang, src, input, answer, task, slot, scratch, self.checker)
     }
 
     /// Runs `lang.run` in `src_dir` as the slot, stdin from `input`, stdout
@@ -447,7 +380,7 @@ impl Judge {
     pub fn run_case_with(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         input: &Path,
         answer: &Path,
         task: &Task,
@@ -455,7 +388,7 @@ impl Judge {
         scratch: &Path,
         checker: Checker,
     ) -> CaseResult {
-        self.run_case_detailed(lang, src_dir, input, answer, task, slot, scratch, checker).result
+        self.run_case_detailed(lang, src, input, answer, task, slot, scratch, checker).result
     }
 
     /// [`Judge::run_case_with`], also telling which limit stopped the program.
@@ -463,7 +396,7 @@ impl Judge {
     pub fn run_case_detailed(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         input: &Path,
         answer: &Path,
         task: &Task,
@@ -471,6 +404,7 @@ impl Judge {
         scratch: &Path,
         checker: Checker,
     ) -> CaseRun {
+        let src_dir = src.path();
         let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
         match checker {
             Checker::Interactive(p) => {
@@ -561,7 +495,7 @@ impl Judge {
     pub fn run_cases(
         &self,
         lang: &Language,
-        src_dir: &Path,
+        src: &Workspace,
         tasks: &[Task],
         checker: Checker,
         cases: &[Case],
@@ -594,7 +528,7 @@ impl Judge {
                 let je = |why: &str| CaseRun { result: CaseResult::judge_error(why), limit: None };
                 let r = match (&made, tasks.get(c.task)) {
                     (Ok(()), Some(task)) => {
-                        self.run_case_detailed(lang, src_dir, &c.input, &c.answer, task, &slot, &dir, checker)
+                        self.run_case_detailed(lang, src, &c.input, &c.answer, task, &slot, &dir, checker)
                     }
                     (Err(e), _) => je(&format!("scratch directory: {e}")),
                     (_, None) => je("a case of no task"),
@@ -698,8 +632,8 @@ impl Judge {
             let log = create_fresh(&dir.path.join("interactor.log"), 0o600)?;
             dir.hand_to(&aux)?;
             // Interactor -> program, program -> interactor.
-            let (to_prog_r, to_prog_w) = crate::streams::pipe()?;
-            let (from_prog_r, from_prog_w) = crate::streams::pipe()?;
+            let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
+            let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;
             Ok::<_, std::io::Error>((stderr, dir, log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]))
         })();
         let (mut stderr, dir, mut log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]) = match opened {
@@ -1022,6 +956,7 @@ fn own_tree(dir: &Path, uid: u32, gid: u32, depth: usize) -> std::io::Result<()>
 mod tests {
     use super::*;
     use crate::language::Languages;
+    use crate::sandbox::slot::is_root;
 
     #[test]
     fn a_fresh_file_reuses_only_the_judges_own_and_never_truncates_through_a_link() {

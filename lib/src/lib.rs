@@ -23,19 +23,15 @@ pub mod spool;
 pub mod testdata;
 
 // Judging.
-pub mod cgroup;
 pub mod checker;
-pub mod helper;
-pub mod jail;
 pub mod judge;
 pub mod language;
 pub mod program_cache;
 pub mod sandbox;
-pub mod seccomp;
-pub mod slot_pool;
+pub use sandbox::{cgroup, helper, jail, seccomp, slot as slot_pool, streams};
 pub mod standalone;
-pub mod streams;
 pub mod verdict;
+pub mod workspace;
 
 /// One module per executable: each holds that program's `main`.
 pub mod stage {

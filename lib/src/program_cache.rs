@@ -14,7 +14,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -28,7 +27,7 @@ pub struct Lookup(#[allow(dead_code)] File);
 /// Takes the cache-wide lock shared: [`prune`] waits its turn.
 pub fn enter(cache: &Path) -> io::Result<Lookup> {
     let f = prune_lock(cache)?;
-    flock(&f, libc::LOCK_SH)?;
+    f.lock_shared()?;
     Ok(Lookup(f))
 }
 
@@ -43,7 +42,7 @@ pub fn touch(dir: &Path) {
 /// and unfinished build); how many. Does nothing while a lookup is under way.
 pub fn prune(cache: &Path, keep: Duration) -> usize {
     let Ok(lock) = prune_lock(cache) else { return 0 };
-    if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+    if lock.try_lock().is_err() {
         return 0;
     }
     let mut keys = std::collections::BTreeSet::new();
@@ -87,18 +86,6 @@ fn prune_lock(cache: &Path) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(cache.join(".prune.lock"))
-}
-
-fn flock(f: &File, how: libc::c_int) -> io::Result<()> {
-    loop {
-        if unsafe { libc::flock(f.as_raw_fd(), how) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use crate::config::exit;
 use crate::judge::{Case, CaseRun, Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::protocol::{CaseResult, Status};
-use crate::slot_pool::SlotPool;
+use crate::sandbox::slot::SlotPool;
+use crate::workspace::Workspace;
 use log::error;
 use serde_json::json;
 use std::path::Path;
@@ -69,9 +70,11 @@ pub fn run_with_checker(
     let task =
         crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
     let prepared = judge.prepare_checker(checker, tests, &work.join("checkers"), &slot);
-    let compiled = match &prepared {
-        Ok(_) => judge.compile(lang, &srcdir, &slot),
-        Err(why) => Compiled::JudgeError(why.clone()),
+    let staged = Workspace::stage(&srcdir);
+    let compiled = match (&prepared, &staged) {
+        (Err(why), _) => Compiled::JudgeError(why.clone()),
+        (_, Err(e)) => Compiled::JudgeError(format!("staging the source: {e}")),
+        (Ok(_), Ok(src)) => judge.compile(lang, src, &slot),
     };
     let checker = prepared.unwrap_or_default();
     let mut worst = Status::AC;
@@ -83,8 +86,8 @@ pub fn run_with_checker(
         println!("{v}");
     };
     // Every case gets the same result when there is nothing to run.
-    let same = match &compiled {
-        Compiled::Ready => {
+    let same = match (&compiled, &staged) {
+        (Compiled::Ready, Ok(src)) => {
             let cases: Vec<Case> = names
                 .iter()
                 .enumerate()
@@ -103,7 +106,7 @@ pub fn run_with_checker(
             let mut ready = std::collections::BTreeMap::new();
             let mut printed = 0;
             let scratch = work.join("cases");
-            judge.run_cases(lang, &srcdir, &[task], checker, &cases, &scratch, &slot, Some(&pool), |c, run| {
+            judge.run_cases(lang, src, &[task], checker, &cases, &scratch, &slot, Some(&pool), |c, run| {
                 ready.insert(c.case, run);
                 while let Some(run) = ready.remove(&printed) {
                     print(&names[printed], run);
@@ -113,9 +116,11 @@ pub fn run_with_checker(
             });
             None
         }
-        Compiled::Failed { message } => Some(CaseResult::compile_error(message)),
-        Compiled::JudgeError(w) => Some(CaseResult::judge_error(w)),
+        (Compiled::Failed { message }, _) => Some(CaseResult::compile_error(message)),
+        (Compiled::JudgeError(w), _) => Some(CaseResult::judge_error(w)),
+        (Compiled::Ready, Err(e)) => Some(CaseResult::judge_error(&format!("staging the source: {e}"))),
     };
+    drop(staged);
     if let Some(r) = same {
         for name in &names {
             print(name, CaseRun { result: r.clone(), limit: None });
@@ -168,7 +173,7 @@ pub fn probe(languages: &crate::language::Languages) -> i32 {
         "cpu": if m.cgroup.is_some() { "cgroup" } else { "rusage and /proc samples" },
         "rlimits": ["CPU", "AS", "STACK", "FSIZE", "NPROC", "CORE"],
         "oom_score_adj": if jailed && m.cgroup.is_some() {
-            json!({"helper": crate::sandbox::helper_oom_score_adj(), "runs": crate::jail::OOM_FIRST.parse::<i32>().ok()})
+            json!({"helper": crate::sandbox::helper_oom_score_adj(), "runs": crate::sandbox::jail::OOM_FIRST.parse::<i32>().ok()})
         } else {
             json!(null)
         },

@@ -25,6 +25,7 @@ use ojrunner::language::Languages;
 use ojrunner::protocol::{Status, Task};
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
 use ojrunner::slot_pool::SlotPool;
+use ojrunner::workspace::Workspace;
 use std::ffi::CString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -440,6 +441,7 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
     std::fs::write(src.join(&lang.source), APLUSB).map_err(|e| e.to_string())?;
     let judge = Judge::default();
     let slot = Slot::for_index(SLOT);
+    let src = Workspace::stage(&src).map_err(|e| e.to_string())?;
     match judge.compile(lang, &src, &slot) {
         Compiled::Ready => {}
         other => return Err(format!("compiling A+B: {other:?}")),

@@ -15,10 +15,11 @@ use crate::judge::{Case, Compiled, Judge, Slot};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{CaseResult, Outcome};
+use crate::sandbox::slot::SlotPool;
 use crate::signals;
-use crate::slot_pool::SlotPool;
 use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
+use crate::workspace::Workspace;
 use clap::{Parser, Subcommand};
 use log::{error, info, warn};
 use serde_json::json;
@@ -285,11 +286,14 @@ fn judge_claim(
     // The checker first: a special judge or interactor that does not build
     // makes every case JE, and the submission need not be compiled.
     let checker = judge.prepare_checker(job.checker.as_deref(), &td, &spool.dir().join("checkers"), slot);
-    let compiled = match (languages.by_id(job.language), &checker) {
-        (_, Err(e)) => Compiled::JudgeError(format!("checker: {e}")),
-        (None, _) => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
-        (Some(_), _) if done.len() == all => Compiled::Ready,
-        (Some(lang), _) => judge.compile(lang, &src, slot),
+    // Judged where no path of the host shows (`workspace.rs`).
+    let work = Workspace::stage(&src).map_err(|e| format!("staging the submission: {e}"));
+    let compiled = match (languages.by_id(job.language), &checker, &work) {
+        (_, Err(e), _) => Compiled::JudgeError(format!("checker: {e}")),
+        (None, _, _) => Compiled::JudgeError(format!("language {} is not in this runner's table", job.language)),
+        (Some(_), _, _) if done.len() == all => Compiled::Ready,
+        (_, _, Err(e)) => Compiled::JudgeError(e.clone()),
+        (Some(lang), _, Ok(work)) => judge.compile(lang, work, slot),
     };
     let lang = languages.by_id(job.language);
     let checker = checker.unwrap_or_default();
@@ -329,17 +333,18 @@ fn judge_claim(
         }
     };
     // Every case gets the same result when there is nothing to run.
-    let same = match (&compiled, lang) {
-        (Compiled::Ready, Some(lang)) => {
+    let same = match (&compiled, lang, &work) {
+        (Compiled::Ready, Some(lang), Ok(work)) => {
             let scratch = dir.join("cases");
-            judge.run_cases(lang, &src, &job.tasks, checker, &todo, &scratch, slot, Some(pool), |c, run| {
+            judge.run_cases(lang, work, &job.tasks, checker, &todo, &scratch, slot, Some(pool), |c, run| {
                 record(c, run.result)
             });
             None
         }
-        (Compiled::Failed { message }, _) => Some(CaseResult::compile_error(message)),
-        (Compiled::JudgeError(why), _) => Some(CaseResult::judge_error(why)),
-        (Compiled::Ready, None) => Some(CaseResult::judge_error("language not in this runner's table")),
+        (Compiled::Failed { message }, _, _) => Some(CaseResult::compile_error(message)),
+        (Compiled::JudgeError(why), _, _) => Some(CaseResult::judge_error(why)),
+        (Compiled::Ready, None, _) => Some(CaseResult::judge_error("language not in this runner's table")),
+        (Compiled::Ready, _, Err(e)) => Some(CaseResult::judge_error(e)),
     };
     if let Some(r) = same {
         let _ = todo.iter().all(|c| record(c, r.clone()));

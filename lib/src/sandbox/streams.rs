@@ -282,11 +282,7 @@ impl Drain<'_> {
 /// `/dev/stdout`: links to `/proc/self/fd`), as it may a file; only the
 /// processes holding an end, or allowed to trace one, can name it.
 pub fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let ends = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    let ends = super::sys::pipe()?;
     ends.0.set_permissions(std::fs::Permissions::from_mode(0o666))?;
     Ok(ends)
 }

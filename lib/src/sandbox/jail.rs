@@ -1,86 +1,18 @@
-//! The jail: a run's own namespaces, file system, credentials and filter.
-//!
-//! # Theory of operation
-//!
-//! Three processes per run, below the helper (`helper.rs`), which is root in
-//! the host's namespaces except the network: it made one empty network
-//! namespace for itself at startup, which its runs (one at a time) share.
-//! No interface is up in it, so no run reaches any socket of the host, and
-//! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
-//! sockets, which die with its processes, or else (alive in flight) move
-//! the helper to a new namespace ([`renew_netns_if_used`]): the next run
-//! finds nothing of it (`tests/helpers.rs`). A network namespace per run
-//! ([`Jail::netns`], `judge-exec --netns-per-run`) costs 0.4 ms to make
-//! (the kernel registers the sysctls and `lo` of every protocol) and more
-//! CPU again for its workers to tear down: `make bench` prints the price.
-//!
-//! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
-//!   network one with [`Jail::netns`]; PID 1 of
-//!   its namespace; root; sharing the helper's memory while the helper
-//!   waits, [`spawn`]): finishes the root file system (`enter_root`),
-//!   starts the program, receives its seccomp listener, and supervises it:
-//!   a denied call is named and kills the run; the watchdog the helper
-//!   gave it (`sandbox.rs`) is asked at every wake-up, and a limit kills
-//!   the run; so does the judge's socket closing. When the program has
-//!   exited, init kills and reaps whatever it left (a background child
-//!   cannot outlive its run, `setsid` or not), leaves its [`Report`] in the
-//!   memory it shares with the helper, and exits; the helper goes on.
-//! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
-//!   init's memory until `exec`, so it only makes system calls): born in
-//!   the run's cgroups (the helper lives in them), takes its stdio, limits,
-//!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`]),
-//!   becomes the slot uid (which drops every capability: the bounding set
-//!   is empty since the helper's start, [`drop_bounding_set`]), sets `no_new_privs`,
-//!   installs the filter (`seccomp.rs`), passes the listener to init and
-//!   `exec`s. A failure before `exec` is written as an `errno` to a
-//!   close-on-exec pipe: the judge's error, not the program's.
-//!
-//! # The root file system (a 1 MiB tmpfs, read-only to the run)
-//!
-//! Built in two steps: once per helper, the template ([`build_template`]:
-//! everything below but `/tmp`, `/proc` and the binds) in the
-//! helper's own mount namespace; per run, init's copy of that namespace
-//! gets the rest (`enter_root`). Building it all per run took 0.6 ms.
-//!
-//! | path | what |
-//! |---|---|
-//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`, with each of [`MASKED`] (`/usr/local/etc`) an empty tmpfs; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
-//! | `/etc` | only [`ETC`]: the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
-//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
-//! | `/proc` | the run's own PID namespace only, read-only, [`PROC_OPTIONS`]: its processes and nothing else of the kernel's (`/proc/self/net` for its network) |
-//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
-//! | each [`Bind`] | the work directories, where [`Bind::inside`] says (the judge's are `/src`, `/judge`, `/checker`: no host path), read-only unless writable |
-//!
-//! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
-//! above descriptor 2 crosses its `exec` (`sandbox::only_stdio_across_exec`).
-//! `/proc/self/mountinfo` still shows a bind's path within its host file
-//! system (the mount's root): the spool's location and the claim's number.
+//! The jail: init and the program, in a run's own namespaces, as the slot
+//! uid, under the filter (the processes are described in the sandbox's
+//! theory of operation, `sandbox/mod.rs`).
 
-use crate::cgroup::Group;
-use crate::sandbox::{Bind, Fired};
+use super::cgroup::Group;
+use super::limits::Watched;
+use super::limits::{Bind, Fired};
+use super::mounts;
+use super::seccomp;
+use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, send_fd};
 use std::ffi::CString;
-use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// Where the helper builds the template root, in its own mount namespace
-/// (the host sees an empty directory), and where each run's init, in its
-/// copy of that namespace, finishes it before `pivot_root`.
-pub const ROOT: &str = "/run/ojrunner/root";
-
-/// The options of a run's `/proc` (see `enter_root`).
-pub const PROC_OPTIONS: &str = "subset=pid,hidepid=invisible";
-
-/// Directories below `/usr` a run sees empty: where a host keeps local
-/// configuration (an installed runner's env file and its tokens).
-pub const MASKED: &[&str] = &["usr/local/etc"];
-
-/// The entries of the host's `/etc` a run sees (a trailing `*` is a prefix).
-pub const ETC: &[&str] =
-    &["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "java-*", "python3*", "ssl"];
+use std::path::PathBuf;
 
 /// Everything a run needs, prepared by the helper (the program, until its
 /// `exec`, only makes system calls with it; init also runs the watchdog).
@@ -100,20 +32,14 @@ pub struct Jail<'a> {
     pub group: Option<&'a Group>,
     pub stdio: [RawFd; 3],
     pub filter: &'a [libc::sock_filter],
+    /// The helper's stacks for init and the program.
+    pub stacks: &'a Stacks,
     /// The judge's socket: init stops the run if it closes.
     pub hangup: RawFd,
     /// The limits' watchdog, called by init with the program's pid (in the
     /// run's namespace) when it starts, at each wake-up and once after the
     /// program exited (that answer is not acted on).
     pub watchdog: &'a dyn Fn(libc::pid_t) -> Watched,
-}
-
-/// The watchdog's answer.
-pub enum Watched {
-    /// All within limits: look again after this long at most.
-    Wait(Duration),
-    /// This limit fired: stop the run.
-    Stop(Fired),
 }
 
 /// What init leaves the helper, in their shared memory, once the run is
@@ -129,7 +55,7 @@ pub struct Report {
     /// `ru_maxrss`, KiB.
     pub maxrss_kib: u64,
     /// A denied system call, if one was attempted.
-    pub denied: Option<crate::seccomp::Call>,
+    pub denied: Option<seccomp::Call>,
     /// init's own CPU time, µs (it is in the run's cgroup; not the program's).
     pub init_cpu_us: u64,
     /// The limit the watchdog stopped the run for.
@@ -152,6 +78,14 @@ pub struct Report {
 /// jail: without `CAP_SYS_RESOURCE` to pin this as its floor, a run could
 /// lower it.
 pub const OOM_FIRST: &str = "1000";
+
+/// The stacks init and the program run on, each made at its first use and
+/// used again (`stack_top`).
+#[derive(Debug, Default)]
+pub struct Stacks {
+    init: std::sync::OnceLock<usize>,
+    program: std::sync::OnceLock<usize>,
+}
 
 /// Bytes of init's stack, and of the program's until its `exec` (each with
 /// a guard page below it: an overflow must fault, not write over the heap
@@ -194,8 +128,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         | libc::CLONE_NEWUTS
         | if j.netns { libc::CLONE_NEWNET } else { 0 }
         | libc::SIGCHLD;
-    static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let stack = stack_top(&STACK, INIT_STACK)?;
+    let stack = stack_top(&j.stacks.init, INIT_STACK)?;
     let pid = unsafe { libc::clone(entry, stack, flags, &mut init as *mut Init as *mut libc::c_void) };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -204,7 +137,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
 }
 
 /// The top of a stack of `len` bytes with a guard page at its bottom, made
-/// once (`top` keeps it) and used again: init's and the program's stacks are
+/// once (`top`, the helper's [`Stacks`], keeps it) and used again: init's and the program's stacks are
 /// each used by one process at a time, the helper serving one run at a time.
 /// (The helper is single-threaded: it shares its memory with init, and glibc
 /// ≥ 2.25's `clone` leaves the caller's cached thread ids alone.)
@@ -246,7 +179,7 @@ fn run_init(j: &Jail, rep: &mut Report) {
         Ok(Err(e)) => rep.error = Some(e),
         Err(_) => rep.error = Some("the sandbox's init panicked".into()),
     }
-    rep.init_cpu_us = crate::sandbox::own_cpu().as_micros() as u64;
+    rep.init_cpu_us = own_cpu().as_micros() as u64;
     rep.done = true;
 }
 
@@ -255,7 +188,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // child the helper waits for, is never a candidate).
     std::fs::write("/proc/self/oom_score_adj", OOM_FIRST)
         .map_err(|e| format!("setting the run's oom_score_adj: {e}"))?;
-    enter_root(j).map_err(|e| format!("building the sandbox's root: {e}"))?;
+    mounts::enter_root(j.binds, j.tmp_size).map_err(|e| format!("building the sandbox's root: {e}"))?;
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
         return Err(format!("socketpair: {}", io::Error::last_os_error()));
@@ -275,8 +208,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
     // copied address space torn down by the `exec` (fork cost 0.1 ms).
-    static STACK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let stack = stack_top(&STACK, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
+    let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
     let pid = unsafe {
         libc::clone(
             launched,
@@ -295,7 +227,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     for fd in j.stdio {
         unsafe { libc::close(fd) };
     }
-    let listener = crate::helper::recv_fd(ours.as_raw_fd());
+    let listener = recv_fd(ours.as_raw_fd());
     let mut errno = [0u8; 4];
     if err_r.read(&mut errno).unwrap_or(0) == 4 {
         let e = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
@@ -303,7 +235,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             n if n >= 1000 => ("setting up the program", io::Error::from_raw_os_error(n / 1000)),
             _ => ("exec", e),
         };
-        let _ = crate::sandbox::reap(pid);
+        let _ = reap(pid);
         return Err(format!("cannot start {}: {step}: {e}", j.program.to_string_lossy()));
     }
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
@@ -334,7 +266,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             kill_run();
         }
         if fds[1].revents & libc::POLLIN != 0 {
-            if let Some(call) = crate::seccomp::receive(fds[1].fd) {
+            if let Some(call) = seccomp::receive(fds[1].fd) {
                 rep.denied.get_or_insert(call);
                 kill_run();
             }
@@ -345,13 +277,13 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             listening = -1;
         }
         // Without a pidfd (pidfd_open failed), a look at each wake-up.
-        if fds[0].revents != 0 || (pidfd < 0 && crate::sandbox::has_exited(pid)) {
+        if fds[0].revents != 0 || (pidfd < 0 && has_exited(pid)) {
             break;
         }
     }
     // The last look, for what the program's tree used (not acted on).
     let _ = (j.watchdog)(pid);
-    let (status, ru) = crate::sandbox::reap(pid).map_err(|e| format!("waiting for the program: {e}"))?;
+    let (status, ru) = reap(pid).map_err(|e| format!("waiting for the program: {e}"))?;
     // Whatever the program left behind (background children) is killed and
     // reaped here, before the report: once the helper has it, nothing of
     // the run is alive, and init's own exit (the namespaces' teardown) need
@@ -447,26 +379,18 @@ fn program(l: &Launch) -> ! {
         if libc::getppid() != 1 {
             fail(libc::ESRCH * 1000);
         }
-        match crate::seccomp::install(j.filter) {
+        match seccomp::install(j.filter) {
             Ok(listener) => {
-                if crate::helper::send_fd(sock, listener.as_raw_fd()).is_err() {
+                if send_fd(sock, listener.as_raw_fd()).is_err() {
                     fail(os());
                 }
             }
             Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO) * 1000),
         }
-        crate::sandbox::only_stdio_across_exec();
+        only_stdio_across_exec();
         libc::execve(j.program.as_ptr(), l.argv.as_ptr(), l.envp.as_ptr());
         fail(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
     }
-}
-
-fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
 }
 
 /*** The helper's network namespace ***/
@@ -504,79 +428,6 @@ fn sockets_in_netns() -> io::Result<u64> {
 
 /*** The root file system ***/
 
-/// The top-level names of the template; whatever else a run's binds create
-/// at the top is removed after the run ([`forget`]).
-const TEMPLATE_NAMES: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "tmp", "proc"];
-
-/// Builds the part of the root that is the same for every run (all of the
-/// table above but `/tmp`, `/proc` and the binds), once, at
-/// [`ROOT`] in the calling helper's own mount namespace (made private here).
-/// Each run's init gets a copy of that namespace and adds only its own
-/// mounts: about 40 mount calls less per run.
-pub fn build_template() -> io::Result<()> {
-    let root = Path::new(ROOT);
-    std::fs::create_dir_all(root)?;
-    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-    // Not `nodev`: `/dev`'s few nodes are made in it (the root a run sees is
-    // read-only, and its writable mounts are `nodev`).
-    mount(Some("tmpfs"), root, Some("tmpfs"), libc::MS_NOSUID, Some("size=1m,nr_inodes=4096,mode=755"))?;
-    for d in ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
-        let host = Path::new("/").join(d);
-        match std::fs::symlink_metadata(&host) {
-            Ok(m) if m.file_type().is_symlink() => {
-                std::os::unix::fs::symlink(std::fs::read_link(&host)?, root.join(d))?
-            }
-            Ok(m) if m.is_dir() => bind(&host, &root.join(d), false)?,
-            _ => {}
-        }
-    }
-    for m in MASKED {
-        let at = root.join(m);
-        if at.is_dir() {
-            mount(Some("tmpfs"), &at, Some("tmpfs"), MASK_FLAGS, Some("size=4k,nr_inodes=1,mode=755"))?;
-        }
-    }
-    std::fs::create_dir(root.join("etc"))?;
-    for entry in std::fs::read_dir("/etc")?.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let wanted = ETC.iter().any(|p| match p.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == *p,
-        });
-        if wanted {
-            bind(&entry.path(), &root.join("etc").join(&*name), false)?;
-        }
-    }
-    std::fs::write(root.join("etc/hosts"), "127.0.0.1 localhost\n")?;
-    let dev = root.join("dev");
-    std::fs::create_dir(&dev)?;
-    for (n, minor) in [("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)] {
-        let path = CString::new(dev.join(n).as_os_str().as_bytes()).map_err(io::Error::other)?;
-        if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, minor)) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // Whatever the helper's umask.
-        std::fs::set_permissions(dev.join(n), std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
-    }
-    for (link, to) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-        ("shm", "/tmp"),
-    ] {
-        std::os::unix::fs::symlink(to, dev.join(link))?;
-    }
-    for d in [root.join("tmp"), root.join("proc")] {
-        std::fs::create_dir(d)?;
-    }
-    Ok(())
-}
-
-/// An empty, read-only tmpfs over each of [`MASKED`].
-const MASK_FLAGS: libc::c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-
 /// `CAP_SYS_ADMIN`, the capability the bounding set is checked for.
 const CAP_SYS_ADMIN: libc::c_ulong = 21;
 
@@ -593,126 +444,6 @@ pub fn drop_bounding_set() -> io::Result<()> {
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }
-    }
-    Ok(())
-}
-
-/// Writes the template's `passwd` and `group` for the slot identity (when it
-/// is not the one already there).
-pub fn set_identity(uid: u32, gid: u32) -> io::Result<()> {
-    static LAST: std::sync::Mutex<Option<(u32, u32)>> = std::sync::Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if *last != Some((uid, gid)) {
-        let root = Path::new(ROOT);
-        std::fs::write(
-            root.join("etc/passwd"),
-            format!("root:x:0:0::/:/bin/false\njudge:x:{uid}:{gid}::/tmp:/bin/false\n"),
-        )?;
-        std::fs::write(root.join("etc/group"), format!("root:x:0:\njudge:x:{gid}:\n"))?;
-        *last = Some((uid, gid));
-    }
-    Ok(())
-}
-
-/// Removes from the template the mount points a run's binds created there
-/// (below `/tmp` they were in the run's own tmpfs, gone with it).
-pub fn forget(binds: &[Bind]) {
-    for b in binds {
-        let rel = b.inside().strip_prefix("/").unwrap_or(b.inside());
-        match rel.components().next() {
-            Some(top) if !TEMPLATE_NAMES.iter().any(|n| top.as_os_str() == *n) => {}
-            _ => continue,
-        }
-        let mut p = Path::new(ROOT).join(rel);
-        while p != Path::new(ROOT) {
-            if std::fs::remove_dir(&p).or_else(|_| std::fs::remove_file(&p)).is_err() {
-                break;
-            }
-            match p.parent() {
-                Some(parent) => p = parent.to_path_buf(),
-                None => break,
-            }
-        }
-    }
-}
-
-/// In init (a copy of the helper's mount namespace, the template at
-/// [`ROOT`]): the run's own `/tmp`, `/proc` and binds; then the
-/// template becomes `/`, read-only.
-fn enter_root(j: &Jail) -> io::Result<()> {
-    let root = Path::new(ROOT);
-    let tmpfs = format!("size={},nr_inodes=16384,mode=1777", j.tmp_size.max(1 << 20));
-    mount(Some("tmpfs"), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
-    // Read-only: a run may not lower its `oom_score_adj` (see [`OOM_FIRST`]).
-    // Only the run's processes (`subset=pid`: no `/proc/cmdline`, `meminfo`,
-    // `sys`), and of them only its own uid's (`hidepid`: not init's); both
-    // since Linux 5.8, a plain mount before.
-    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
-    mount(Some("proc"), &root.join("proc"), Some("proc"), flags, Some(PROC_OPTIONS))
-        .or_else(|_| mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None))?;
-    for b in j.binds {
-        let at = b.inside();
-        bind_as(&b.path, &root.join(at.strip_prefix("/").unwrap_or(at)), !b.writable, false)?;
-    }
-    let host = b"sandbox";
-    unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) };
-    // Swap the roots, drop the old one, freeze the new one.
-    let c = |p: &str| CString::new(p).unwrap();
-    unsafe {
-        if libc::chdir(c(ROOT).as_ptr()) != 0
-            || libc::syscall(libc::SYS_pivot_root, c(".").as_ptr(), c(".").as_ptr()) != 0
-            || libc::umount2(c(".").as_ptr(), libc::MNT_DETACH) != 0
-            || libc::chdir(c("/").as_ptr()) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    // Per mount: the helper's template stays writable for the next run.
-    mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID, None)
-}
-
-/// Bind-mounts `src` on `dst` (created, as a directory or an empty file),
-/// then makes it read-only (unless `writable`), `nosuid` and `nodev` (unless
-/// `device`: the device nodes of `/dev`).
-fn bind(src: &Path, dst: &Path, device: bool) -> io::Result<()> {
-    bind_as(src, dst, !device, device)
-}
-
-fn bind_as(src: &Path, dst: &Path, read_only: bool, device: bool) -> io::Result<()> {
-    if std::fs::metadata(src)?.is_dir() {
-        std::fs::create_dir_all(dst)?;
-    } else {
-        if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p)?;
-        }
-        File::create(dst)?;
-    }
-    mount(Some(&src.to_string_lossy()), dst, None, libc::MS_BIND | libc::MS_REC, None)?;
-    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID;
-    if read_only {
-        flags |= libc::MS_RDONLY;
-    }
-    if !device {
-        flags |= libc::MS_NODEV;
-    }
-    mount(None, dst, None, flags, None)
-}
-
-fn mount(
-    src: Option<&str>,
-    dst: &Path,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-) -> io::Result<()> {
-    let cs = |s: &str| CString::new(s).unwrap();
-    let (src, fstype, data) = (src.map(cs), fstype.map(cs), data.map(cs));
-    let dst_c = CString::new(dst.as_os_str().as_bytes()).unwrap();
-    let ptr = |o: &Option<CString>| o.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-    let r = unsafe { libc::mount(ptr(&src), dst_c.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("mount {}: {e}", dst.display())));
     }
     Ok(())
 }

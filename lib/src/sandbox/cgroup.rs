@@ -55,7 +55,7 @@
 //!   out, and it moves back to the group it came from ([`Group::leave`])
 //!   before [`Group::remove`];
 //! - the group's OOM killer could pick the helper: a run's processes rank
-//!   first ([`crate::jail::OOM_FIRST`]).
+//!   first ([`crate::sandbox::jail::OOM_FIRST`]).
 //!
 //! The groups live in `ojrunner/` below the cgroup the judge itself is in
 //! (v1: per controller; v2: below the hierarchy's root, which is the only
@@ -84,6 +84,8 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use super::sys::reread;
 
 /// How far above the task's memory limit the kernel's hard limit is set.
 pub const SLACK: u64 = 4 << 20;
@@ -559,14 +561,6 @@ fn ensure_dir(d: &Path) -> io::Result<()> {
 fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
     let p = dir.join(file);
     OpenOptions::new().write(true).open(&p).and_then(|mut f| f.write_all(value.as_bytes())).map_err(|e| annotate(e, &p))
-}
-
-/// The text of a kernel file held open (a cgroup's, a `/proc` one), read
-/// again from its start: the kernel makes it anew for each read at 0.
-pub(crate) fn reread<'b>(f: &File, buf: &'b mut [u8]) -> Option<&'b str> {
-    use std::os::unix::fs::FileExt;
-    let n = f.read_at(buf, 0).ok()?;
-    std::str::from_utf8(&buf[..n]).ok()
 }
 
 fn read_u64(p: &Path) -> Option<u64> {

@@ -1,0 +1,553 @@
+//! One run, in the helper: the slot's lock, the run's cgroup, the jail (or
+//! the basic level), the watchdog and the measures, then the cleanup after
+//! the reply.
+
+use super::cgroup::{Baseline, Group, Hierarchy};
+use super::jail::{self, Jail};
+use super::limits::{
+    look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched,
+};
+use super::mounts;
+use super::procfs::{anon_of, sample_tree, schedstat_runtime};
+use super::seccomp;
+use super::slot::{lock_slot, sweep};
+use super::sys::{
+    become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
+};
+use std::cell::Cell;
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which isolation and accounting the helper uses.
+#[derive(Debug)]
+pub struct Mechanisms {
+    /// Runs are jailed (namespaces, bind-mounted root, seccomp): root only.
+    pub namespaces: bool,
+    /// The cgroup hierarchy runs get groups in, if any.
+    pub cgroup: Option<Hierarchy>,
+}
+
+/// The `oom_score_adj` a helper started now gets: -1000 where the process
+/// may lower its score (`CAP_SYS_RESOURCE` in its effective set), else the
+/// caller's own, which the helper inherits.
+pub fn helper_oom_score_adj() -> i32 {
+    if has_cap_sys_resource() {
+        return -1000;
+    }
+    std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+/// The mechanisms a helper started now would use, without changing this
+/// process (for `judge-exec --probe`).
+pub fn probe_mechanisms() -> Mechanisms {
+    let root = unsafe { libc::geteuid() } == 0;
+    Mechanisms { namespaces: probe_namespaces(), cgroup: if root { Hierarchy::detect() } else { None } }
+}
+
+/// Whether helpers started now will jail their runs (root, and the
+/// namespaces can be made).
+pub fn probe_namespaces() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    root && {
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let f =
+                libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+            unsafe { libc::_exit(if libc::unshare(f) == 0 { 0 } else { 1 }) };
+        }
+        pid > 0 && reap(pid).map(|(s, _)| s == 0).unwrap_or(false)
+    }
+}
+
+/// What is left of a jailed run once its result is known: init, which
+/// killed and reaped every process of the run before its report, still has
+/// to exit (its namespaces' teardown, 0.2 ms the judge need not wait for)
+/// and be reaped; the template's mount points go; the slot's lock is held
+/// until then.
+struct Leftover {
+    init: libc::pid_t,
+    binds: Vec<Bind>,
+    _slot_lock: Option<File>,
+}
+
+/// Everything a helper keeps from run to run: the one state of the sandbox
+/// that lives longer than a run. The helper serves one run at a time, on
+/// one thread, so it is a plain value its loop owns (`helper.rs`).
+pub(super) struct Executor {
+    mechanisms: Mechanisms,
+    /// Whether the jail could be readied: its bounding set emptied, the
+    /// template root built (`mounts.rs`).
+    jail_ready: Result<(), String>,
+    /// The helper's cgroup, made at its first jailed run; the helper lives
+    /// in it from then on.
+    group: Option<Group>,
+    leftover: Option<Leftover>,
+    /// This helper must serve no more runs (see [`Executor::run_jailed`]).
+    retiring: bool,
+    /// The slot identity the template's `passwd` names now.
+    passwd_for: Option<Identity>,
+    filter: Vec<libc::sock_filter>,
+    stacks: jail::Stacks,
+    /// The helper's own `/proc/<pid>/schedstat`, held open: init, which
+    /// reads it, has a `/proc` of its own.
+    clock: Option<File>,
+    /// Whether the helper may raise a hard rlimit (`CAP_SYS_RESOURCE`), and
+    /// the ones it warned it could not.
+    privileged: bool,
+    warned: Vec<libc::__rlimit_resource_t>,
+}
+
+impl Executor {
+    /// Readies a helper that starts: its own network namespace (empty:
+    /// every run's) and mount namespace (where the runs' template root
+    /// lives), the cgroup parents; it adopts orphans (for the basic level).
+    pub(super) fn start() -> Executor {
+        become_subreaper();
+        let root = unsafe { libc::geteuid() } == 0;
+        let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
+        let jail_ready = if namespaces {
+            jail::drop_bounding_set()
+                .map_err(|e| format!("emptying the capability bounding set: {e}"))
+                .and_then(|()| mounts::build_template().map_err(|e| format!("building the sandbox's root: {e}")))
+        } else {
+            Ok(())
+        };
+        let cgroup = if root { Hierarchy::detect() } else { None };
+        if let Some(h) = &cgroup {
+            h.remove_stale();
+            // The helper lives in its run's cgroup (see `cgroup.rs`): the
+            // memory controller's OOM killer must never pick it. Refused
+            // without CAP_SYS_RESOURCE; runs rank first anyway
+            // (`jail::OOM_FIRST`).
+            let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+        }
+        Executor {
+            mechanisms: Mechanisms { namespaces, cgroup },
+            jail_ready,
+            group: None,
+            leftover: None,
+            retiring: false,
+            passwd_for: None,
+            filter: seccomp::program(),
+            stacks: jail::Stacks::default(),
+            clock: File::open(format!("/proc/{}/schedstat", std::process::id())).ok(),
+            privileged: has_cap_sys_resource(),
+            warned: Vec::new(),
+        }
+    }
+
+    /// Whether the helper must exit after its answer: a fresh one serves next.
+    pub(super) fn retiring(&self) -> bool {
+        self.retiring
+    }
+
+    /// Work left for after the reply (so the judge does not wait for it):
+    /// finishes the last jailed run, if that is left to do.
+    pub(super) fn after_reply(&mut self) {
+        let Some(left) = self.leftover.take() else { return };
+        let _ = reap(left.init);
+        finish(self.group.as_ref(), &left.binds);
+    }
+
+    /// When the helper exits: its cgroup goes.
+    pub(super) fn exit(mut self) {
+        self.after_reply();
+        if let Some(g) = self.group.take() {
+            g.kill_all();
+            let _ = g.leave();
+            if let Err(e) = g.remove() {
+                eprintln!("ojrunner-sandbox-helper: removing its cgroup: {e}");
+            }
+        }
+    }
+
+    /// Runs one request (`hangup` is the judge's socket: if it closes, the
+    /// run is killed).
+    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+        let program = match req.argv.first() {
+            Some(p) if p.starts_with("./") => req.cwd.join(&p[2..]),
+            Some(p) => PathBuf::from(p),
+            None => return Err("empty command".into()),
+        };
+        self.after_reply();
+        // Held until the run is cleaned up: another judge process using the
+        // same slot uid waits instead of having its program swept away.
+        let slot_lock = match req.identity {
+            Some(id) => {
+                Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?)
+            }
+            None => None,
+        };
+        match req.identity {
+            Some(id) if self.mechanisms.namespaces => self.run_jailed(req, program, id, stdio, hangup, slot_lock),
+            _ => self.run_direct(req, program, stdio, hangup),
+        }
+    }
+
+    /// Makes and joins the helper's cgroup at its first run: the run's
+    /// processes are born in it, and no run pays for a migration.
+    fn make_group(&mut self, limits: &Limits) {
+        if self.group.is_none() {
+            let Some(h) = self.mechanisms.cgroup.as_ref() else { return };
+            let name = format!("helper-{}", std::process::id());
+            self.group = h
+                .create(&name, limits.memory, limits.processes)
+                .and_then(|g| match g.join() {
+                    Ok(()) => Ok(g),
+                    Err(e) => {
+                        let _ = g.leave();
+                        let _ = g.remove();
+                        Err(e)
+                    }
+                })
+                .map_err(|e| eprintln!("ojrunner-sandbox-helper: no cgroup: {e}"))
+                .ok();
+        }
+    }
+
+    fn run_jailed(
+        &mut self,
+        req: Request,
+        program: PathBuf,
+        id: Identity,
+        stdio: [File; 3],
+        hangup: RawFd,
+        slot_lock: Option<File>,
+    ) -> Result<Usage, String> {
+        self.jail_ready.clone()?;
+        if self.passwd_for != Some(id) {
+            mounts::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
+            self.passwd_for = Some(id);
+        }
+        if !req.fresh_netns {
+            if let Err(e) = jail::renew_netns_if_used() {
+                // Its namespace holds a run's socket still: no more runs here.
+                self.retiring = true;
+                return Err(format!("a new network namespace for the helper: {e}"));
+            }
+        }
+        let limits = &req.limits;
+        let rlimits = self.within_own(rlimits(limits, true));
+        self.make_group(limits);
+        let group = self.group.as_ref();
+        let baseline = match group.map(|g| g.reset(limits.memory, limits.processes)).transpose() {
+            Ok(b) => b.unwrap_or_default(),
+            Err(e) => return Err(format!("resetting the run's cgroup: {e}")),
+        };
+        let watchdog = Watchdog::new(group, limits, self.clock.as_ref());
+        let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
+        // Host paths in the command, the environment and the directory, as the run sees them.
+        let inside = |s: &str| seen_inside(&req.binds, s);
+        let look = |pid| watchdog.look(pid);
+        let jail = Jail {
+            program: cs(inside(&program.to_string_lossy()).as_bytes())?,
+            argv: req.argv.iter().map(|a| cs(inside(a).as_bytes())).collect::<Result<_, _>>()?,
+            env: req.env.iter().map(|(k, v)| cs(format!("{k}={}", inside(v)).as_bytes())).collect::<Result<_, _>>()?,
+            cwd: inside(&req.cwd.to_string_lossy()).into(),
+            binds: &req.binds,
+            tmp_size: limits.memory,
+            rlimits: &rlimits,
+            uid: id.uid,
+            gid: id.gid,
+            netns: req.fresh_netns,
+            group,
+            stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
+            filter: &self.filter,
+            stacks: &self.stacks,
+            hangup,
+            watchdog: &look,
+        };
+        watchdog.start.set(Instant::now());
+        let spawned = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"));
+        let wall = watchdog.start.get().elapsed();
+        drop(stdio);
+        let (pid, rep) = spawned?;
+        if !rep.done {
+            // init died on the way (its PID namespace went with it): say how.
+            // What it shared with this helper (heap, locks, glibc's state) may
+            // be half-changed: the helper answers, then exits.
+            let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| describe(status));
+            finish(group, &req.binds);
+            self.retiring = true;
+            return Err(format!("the sandbox's init {how} during the run"));
+        }
+        let usage = watchdog.usage(&rep, &baseline, wall);
+        // init killed and reaped every process of the run before it was done:
+        // only its own exit (the namespaces' teardown) is left, reaped later.
+        self.leftover = Some(Leftover { init: pid, binds: req.binds, _slot_lock: slot_lock });
+        if rep.hangup {
+            return Err("the judge went away".into());
+        }
+        match rep.error {
+            Some(e) => Err(e),
+            None => Ok(usage),
+        }
+    }
+}
+
+/// A jailed run's watchdog and measures. It runs in init, while the
+/// helper waits (they share memory: hence the cells): the CPU time is the
+/// group's less the helper's since the reset (its `clone` of init
+/// included, read from its schedstat) and init's own.
+struct Watchdog<'a> {
+    group: Option<&'a Group>,
+    limits: &'a Limits,
+    clock: Option<&'a File>,
+    /// The helper's own CPU time at the reset (the group counts it too).
+    own_at_reset: Duration,
+    start: Cell<Instant>,
+    /// The largest CPU time and (without a cgroup) resident memory seen.
+    seen: Cell<(Duration, u64)>,
+    /// With a cgroup, the program's own anonymous memory at each look: a
+    /// floor for its peak (see [`Watchdog::usage`]).
+    anon: Cell<u64>,
+}
+
+impl<'a> Watchdog<'a> {
+    fn new(group: Option<&'a Group>, limits: &'a Limits, clock: Option<&'a File>) -> Watchdog<'a> {
+        let own_at_reset = own_cpu();
+        let (start, seen, anon) = (Cell::new(Instant::now()), Cell::new((Duration::ZERO, 0)), Cell::new(0));
+        Watchdog { group, limits, clock, own_at_reset, start, seen, anon }
+    }
+
+    /// One look, in init, at the program `pid` (in the run's namespace).
+    fn look(&self, pid: libc::pid_t) -> Watched {
+        let (mut cpu, mut memory) = self.seen.get();
+        match self.group {
+            Some(g) => {
+                let helper_now = self.clock.and_then(schedstat_runtime).unwrap_or(self.own_at_reset);
+                let helper_spent = helper_now.saturating_sub(self.own_at_reset);
+                cpu = cpu.max(g.cpu().saturating_sub(helper_spent).saturating_sub(own_cpu()));
+                self.anon.set(self.anon.get().max(anon_of(pid)));
+            }
+            // No cgroup: the program's tree, in the run's own /proc.
+            None => {
+                if let Some(s) = sample_tree(pid) {
+                    cpu = cpu.max(s.cpu);
+                    memory = memory.max(s.resident);
+                }
+            }
+        }
+        self.seen.set((cpu, memory));
+        look(self.limits, cpu, memory, self.start.get().elapsed())
+    }
+
+    /// What the run used, from init's report, the group and the looks.
+    fn usage(&self, rep: &jail::Report, baseline: &Baseline, wall: Duration) -> Usage {
+        let mut exit = rep.status.map_or(Exit::Signal(libc::SIGKILL), Exit::from_status);
+        let denied = rep.denied.map(seccomp::name_of);
+        if denied.is_some() {
+            exit = Exit::Signal(libc::SIGSYS);
+        }
+        let rusage_cpu = Duration::from_micros(rep.cpu_us);
+        let maxrss = rep.maxrss_kib * 1024;
+        let (watched_cpu, watched_memory) = self.seen.get();
+        let (cpu, memory, oom) = match self.group {
+            Some(g) => {
+                let memory = match g.memory_peak() {
+                    Some(peak) => {
+                        // The helper's charge at the reset may still hold kernel
+                        // memory of the last run (its namespaces, its /tmp) that
+                        // was freed during this one, hiding as much of this
+                        // run's peak: what is charged now, the run gone, is
+                        // taken when it is less.
+                        let cache = g.file_cache();
+                        let resident = baseline.resident.min(g.memory_now().saturating_sub(cache));
+                        // The kernel charges a group in batches (64 pages a
+                        // CPU, taken ahead): a small program can live on what
+                        // was charged before the reset and not move the peak.
+                        peak.saturating_sub(cache + resident).max(self.anon.get())
+                    }
+                    None => maxrss.max(watched_memory),
+                };
+                // The group's time less the helper's and init's (building the
+                // root, supervising): the program's tree.
+                let theirs = group_cpu(g, self.own_at_reset).saturating_sub(Duration::from_micros(rep.init_cpu_us));
+                (theirs.max(rusage_cpu), memory, g.oom_kills() > baseline.oom_kills)
+            }
+            None => (rusage_cpu.max(watched_cpu), maxrss.max(watched_memory), false),
+        };
+        let fired = rep.fired.or(oom.then_some(Fired::Memory));
+        Usage { exit, fired, cpu, wall, memory, denied }
+    }
+}
+
+/// After init is gone: a second belt for the group, the template as it was.
+fn finish(group: Option<&Group>, binds: &[Bind]) {
+    if let Some(g) = group {
+        // Nothing is left after init's death; this is a second belt.
+        if !g.is_empty() {
+            g.kill_all();
+        }
+    }
+    mounts::forget(binds);
+}
+
+impl Executor {
+    /// The basic level: the program forked by the helper, in its own process
+    /// group, cleaned up by `killpg` and a sweep of the slot uid.
+    fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+        let Request { argv, cwd, env, identity, limits, .. } = req;
+        let [stdin, stdout, stderr] = stdio;
+        // Everything the child needs is computed here: `pre_exec` must not allocate.
+        let rlimits = self.within_own(rlimits(&limits, identity.is_some()));
+        let parent = std::process::id() as libc::pid_t;
+        let mut cmd = Command::new(&program);
+        cmd.args(&argv[1..])
+            .current_dir(&cwd)
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr))
+            .process_group(0);
+        // SAFETY: the closure only makes raw system calls (no allocation, no locks).
+        unsafe {
+            cmd.pre_exec(move || child_setup(&rlimits, identity, parent));
+        }
+        let start = Instant::now();
+        let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let pid = child.id() as libc::pid_t;
+        // From here on the child is reaped with wait4 below, never by `child`.
+        drop(child);
+        drop(cmd);
+
+        let watch = watch(pid, &limits, start, hangup);
+        // Kill the group: the program if a limit fired, and any background child.
+        // The group exists until the leader is reaped, so this cannot hit a reused pid.
+        unsafe { libc::killpg(pid, libc::SIGKILL) };
+        let (status, ru) = reap(pid).map_err(|e| format!("wait4({pid}): {e}"))?;
+        let wall = start.elapsed();
+        if let Some(id) = identity {
+            sweep(id);
+        }
+        if watch.hangup {
+            return Err("the judge went away".into());
+        }
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        let cpu = (tv(ru.ru_utime) + tv(ru.ru_stime)).max(watch.cpu);
+        let memory = (ru.ru_maxrss as u64 * 1024).max(watch.peak_memory);
+        Ok(Usage { exit: Exit::from_status(status), fired: watch.fired, cpu, wall, memory, denied: None })
+    }
+
+    /// The rlimits as this process can set them. Without `CAP_SYS_RESOURCE` no
+    /// hard limit can be raised: each is capped at the helper's own (the
+    /// judge's, inherited), with a warning the first time, where the run would
+    /// otherwise never start ("setting up the program: Operation not permitted").
+    fn within_own(
+        &mut self,
+        mut v: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    ) -> Vec<(libc::__rlimit_resource_t, u64, u64)> {
+        if self.privileged {
+            return v;
+        }
+        for (resource, soft, hard) in &mut v {
+            let mut own = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            if unsafe { libc::getrlimit(*resource, &mut own) } != 0 || own.rlim_max >= *hard {
+                continue;
+            }
+            if !self.warned.contains(resource) {
+                self.warned.push(*resource);
+                eprintln!(
+                    "ojrunner-sandbox-helper: RLIMIT_{} capped at {} (asked {}): the judge's own hard limit, \
+                 which cannot be raised without CAP_SYS_RESOURCE",
+                    rlimit_name(*resource),
+                    own.rlim_max,
+                    hard
+                );
+            }
+            *hard = own.rlim_max;
+            *soft = (*soft).min(own.rlim_max);
+        }
+        v
+    }
+}
+
+/// The child between fork and exec. Async-signal-safe: raw system calls only.
+fn child_setup(
+    rlimits: &[(libc::__rlimit_resource_t, u64, u64)],
+    identity: Option<Identity>,
+    parent: libc::pid_t,
+) -> io::Result<()> {
+    let check = |r: libc::c_long| if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) };
+    unsafe {
+        for &(resource, soft, hard) in rlimits {
+            let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+            check(libc::setrlimit(resource, &rl) as libc::c_long)?;
+        }
+        libc::umask(0o022);
+        if let Some(Identity { uid, gid }) = identity {
+            // Raw system calls: they change this (only) thread's credentials,
+            // with none of libc's cross-thread machinery.
+            check(libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()))?;
+            check(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+            check(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+        }
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long)?;
+        if libc::getppid() != parent {
+            // The judge died before PDEATHSIG was armed.
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        only_stdio_across_exec();
+    }
+    Ok(())
+}
+
+/// What the watchdog saw.
+struct Watch {
+    fired: Option<Fired>,
+    cpu: Duration,
+    peak_memory: u64,
+    /// The judge's socket closed: the run was abandoned.
+    hangup: bool,
+}
+
+/// The basic level's watchdog: samples `pid`'s process tree every [`POLL`](super::POLL)
+/// (sooner when the wall limit is nearer) until `pid` exits, a limit fires
+/// or the judge hangs up. Does not reap. (A jailed run is watched by its
+/// init: `run_jailed`.)
+fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Watch {
+    let pidfd = pidfd_open(pid);
+    let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
+    loop {
+        let exited = has_exited(pid);
+        if let Some(s) = sample_tree(pid) {
+            w.cpu = w.cpu.max(s.cpu);
+            w.peak_memory = w.peak_memory.max(s.resident);
+        }
+        if exited {
+            return w;
+        }
+        // Wake at the next look, or at once when the run ends (the pidfd)
+        // or the judge goes (its socket).
+        let wait = match look(limits, w.cpu, w.peak_memory, start.elapsed()) {
+            Watched::Stop(limit) => {
+                w.fired = Some(limit);
+                return w;
+            }
+            Watched::Wait(d) => d.as_millis().max(1) as libc::c_int,
+        };
+        let mut fds = [
+            libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
+        ];
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+        if fds[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            w.hangup = true;
+            return w;
+        }
+    }
+}
+
+/// CPU time of the group less what the helper (which lives in it) used
+/// since `own_at_reset`.
+fn group_cpu(g: &Group, own_at_reset: Duration) -> Duration {
+    g.cpu().saturating_sub(own_cpu().saturating_sub(own_at_reset))
+}

@@ -1,0 +1,376 @@
+//! The sandbox: one run of an untrusted program under named limits,
+//! watched, measured, and leaving nothing behind. [`run`] is the whole
+//! interface; this page is the whole theory (as isolate's manual is).
+//!
+//! # Theory of operation
+//!
+//! The judge never forks a program itself. [`run`] hands the run to a small
+//! helper process (`helper.rs`: a fresh `exec` of the judge's own binary, one
+//! per concurrent caller), so nothing of the judge's size reaches the
+//! program's `ru_maxrss`. The helper, in its executor (`executor.rs`):
+//!
+//! 1. takes the slot's host-wide lock (`flock` on
+//!    [`slot_lock_dir`]`/slot-<uid>.lock`): a slot serves one run at a time;
+//! 2. makes the run's cgroup (`cgroup.rs`: memory limit, tasks limit, CPU
+//!    accounting), when the machine has one;
+//! 3. runs it in its jail (`jail.rs`: new PID, mount, IPC and UTS
+//!    namespaces, the helper's empty network namespace, a read-only root of
+//!    bind mounts, a private `/tmp`, the slot uid, no capabilities,
+//!    `no_new_privs`, the seccomp deny list of `seccomp.rs`). The jail's
+//!    init shares the helper's memory and the helper waits while it runs,
+//!    so init is the watchdog: every [`POLL`] (and at once when the program
+//!    exits, through a pidfd) it checks the CPU time (the cgroup's, else the
+//!    run's own `/proc`), the resident memory when there is no cgroup to
+//!    enforce it, the wall clock and the judge's socket, and on a limit
+//!    kills every process of the run's PID namespace;
+//! 4. measures ([`Usage`]) and answers as soon as init is done: init kills
+//!    and reaps whatever the program left before it is, so the answer need
+//!    not wait for init's own exit (the namespaces' teardown): that, init's
+//!    reaping and the slot's lock wait until after the reply.
+//!
+//! The mechanisms in use are decided once per helper ([`Mechanisms`];
+//! `judge-exec --probe` prints them). Without root (no slot identity) or
+//! without namespaces, the run is the basic level: the program is forked by
+//! the helper in its own process group, under rlimits and the `/proc`
+//! watchdog, and cleaned up by `killpg` and a sweep of the slot uid
+//! (`run_direct`).
+//!
+//! ## The helper
+//!
+//! Why: a process forked from the judge starts with the judge's resident
+//! pages in its page tables, and `exec` records that size in the program's
+//! `ru_maxrss` (a 1 MiB program forked from a 200 MiB judge reads 200 MiB).
+//! The helper is a fresh `exec` of the judge's own binary (`/proc/self/exe`
+//! with the hidden argument [`HELPER_ARG`](helper::HELPER_ARG)), taken over before `main` by a
+//! constructor in `.init_array` (`hook`), so it works the same in
+//! `judge-exec` and in every test binary. Its resident size is the few pages
+//! it touched since its own `exec`, whatever the judge's size.
+//!
+//! ## The jail's processes
+//!
+//! Three processes per run, below the helper (`helper.rs`), which is root in
+//! the host's namespaces except the network: it made one empty network
+//! namespace for itself at startup, which its runs (one at a time) share.
+//! No interface is up in it, so no run reaches any socket of the host, and
+//! a run, without `CAP_NET_ADMIN`, can change nothing in it but its own
+//! sockets, which die with its processes, or else (alive in flight) move
+//! the helper to a new namespace ([`renew_netns_if_used`](jail::renew_netns_if_used)): the next run
+//! finds nothing of it (`tests/helpers.rs`). A network namespace per run
+//! ([`Jail::netns`](jail::Jail::netns), `judge-exec --netns-per-run`) costs 0.4 ms to make
+//! (the kernel registers the sysctls and `lo` of every protocol) and more
+//! CPU again for its workers to tear down: `make bench` prints the price.
+//!
+//! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
+//!   network one with [`Jail::netns`](jail::Jail::netns); PID 1 of
+//!   its namespace; root; sharing the helper's memory while the helper
+//!   waits, [`spawn`](jail::spawn)): finishes the root file system (`enter_root`),
+//!   starts the program, receives its seccomp listener, and supervises it:
+//!   a denied call is named and kills the run; the watchdog the helper
+//!   gave it (`executor.rs`) is asked at every wake-up, and a limit kills
+//!   the run; so does the judge's socket closing. When the program has
+//!   exited, init kills and reaps whatever it left (a background child
+//!   cannot outlive its run, `setsid` or not), leaves its [`Report`](jail::Report) in the
+//!   memory it shares with the helper, and exits; the helper goes on.
+//! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
+//!   init's memory until `exec`, so it only makes system calls): born in
+//!   the run's cgroups (the helper lives in them), takes its stdio, limits,
+//!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`](jail::OOM_FIRST)),
+//!   becomes the slot uid (which drops every capability: the bounding set
+//!   is empty since the helper's start, [`drop_bounding_set`](jail::drop_bounding_set)), sets `no_new_privs`,
+//!   installs the filter (`seccomp.rs`), passes the listener to init and
+//!   `exec`s. A failure before `exec` is written as an `errno` to a
+//!   close-on-exec pipe: the judge's error, not the program's.
+//!
+//! ## The root file system (a 1 MiB tmpfs, read-only to the run)
+//!
+//! Built in two steps: once per helper, the template ([`build_template`](mounts::build_template):
+//! everything below but `/tmp`, `/proc` and the binds) in the
+//! helper's own mount namespace; per run, init's copy of that namespace
+//! gets the rest (`enter_root`). Building it all per run took 0.6 ms.
+//!
+//! | path | what |
+//! |---|---|
+//! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`, with each of [`MASKED`](mounts::MASKED) (`/usr/local/etc`) an empty tmpfs; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
+//! | `/etc` | only [`ETC`](mounts::ETC): the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
+//! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
+//! | `/proc` | the run's own PID namespace only, read-only, [`PROC_OPTIONS`](mounts::PROC_OPTIONS): its processes and nothing else of the kernel's (`/proc/self/net` for its network) |
+//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
+//! | each [`Bind`] | the work directories, where [`Bind::inside`](limits::Bind::inside) says (the judge's are `/src`, `/judge`, `/checker`: no host path), read-only unless writable |
+//!
+//! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
+//! above descriptor 2 crosses its `exec` (`sandbox::only_stdio_across_exec`).
+//! `/proc/self/mountinfo` shows each bind's path within its host file
+//! system (the mount's root): the judge's `/src` is a workspace, whose
+//! path says nothing of the host (`workspace.rs`).
+//!
+//! ## The rlimits (both levels)
+//!
+//! | limit | why |
+//! |---|---|
+//! | `RLIMIT_CPU` = ⌈cpu⌉ + 1 s (hard + 1 s more) | a backstop only: the watchdog kills at the limit itself |
+//! | `RLIMIT_AS` (optional) | a per-process backstop against memory the watchdog cannot see (see [`Limits::address_space`](limits::Limits::address_space)) |
+//! | `RLIMIT_STACK` | a large stack, as Normal-OJ gives (deep recursion is legal) |
+//! | `RLIMIT_FSIZE` = output limit | for files the program writes (its `/tmp`, a compile's output): past it, `SIGXFSZ`. stdout and stderr are pipes the judge caps itself (`streams.rs`) |
+//! | `RLIMIT_NPROC` (only with an identity) | processes + threads of the slot uid: no fork bomb (the cgroup's `pids.max` says the same per run) |
+//! | `RLIMIT_CORE` = 0 | no core files |
+//!
+//! ## Measuring
+//!
+//! CPU time: the cgroup's (every task of the run, user + system), else
+//! `ru_utime + ru_stime` of the program and what it reaped, or the
+//! watchdog's figure for the tree when larger. Peak memory: the cgroup's
+//! peak less the file cache charged to it (see `cgroup.rs`; never below the
+//! program's anonymous memory at the watchdog's looks, as the kernel charges
+//! a group in batches of 64 pages a CPU), else the larger
+//! of `ru_maxrss` and the watchdog's largest sample of the tree's resident
+//! size. `ru_maxrss` is honest here because the program descends from the
+//! helper, whose own resident size is small, not from the judge.
+//!
+//! # The layers
+//!
+//! Each module uses only those above it in this list:
+//!
+//! | module | what |
+//! |---|---|
+//! | `sys` | the kernel calls, each wrapped once: descriptors over a socket, waiting, pipes (raw: some run between `clone` and `exec`) |
+//! | `procfs` | what `/proc` says of a process tree |
+//! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
+//! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
+//! | `jail` | init and the program: namespaces, credentials, the filter's listener |
+//! | `executor` | one run in the helper, and the one state a helper keeps between runs |
+//! | `helper` | the helper process: its server loop and the judge's client |
+//! | this module | the interface: [`run`] |
+
+pub mod cgroup;
+pub mod executor;
+pub mod helper;
+pub mod jail;
+pub mod limits;
+pub mod mounts;
+pub mod procfs;
+pub mod seccomp;
+pub mod slot;
+pub mod streams;
+pub mod sys;
+
+pub use executor::{helper_oom_score_adj, probe_mechanisms, probe_namespaces, Mechanisms};
+pub use helper::{netns_per_run, set_netns_per_run};
+pub use limits::SLOT_LOCK_DIR;
+pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL};
+pub use slot::slot_lock_dir;
+pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
+
+/// Runs `spec` to the end, in a sandbox helper. `Err` only for the judge's
+/// own failures (the program could not be started, the kernel refused a
+/// call): the caller's JE.
+pub fn run(spec: Spec) -> Result<Usage, String> {
+    let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
+    let slot_lock_dir = slot_lock_dir().to_path_buf();
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run(), slot_lock_dir };
+    helper::run(&req, [stdin, stdout, stderr])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::limits::rlimits;
+    use super::procfs::parent_and_uid;
+    use super::*;
+    use std::fs::File;
+    use std::io::{Read, Seek, Write};
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    fn limits() -> Limits {
+        Limits {
+            cpu: Duration::from_secs(1),
+            wall: Duration::from_secs(4),
+            memory: 256 << 20,
+            address_space: None,
+            stack: Some(64 << 20),
+            output: 1 << 20,
+            processes: Some(16),
+        }
+    }
+
+    fn scratch(name: &str) -> File {
+        let p = std::env::temp_dir().join(format!("ojsb-{}-{name}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        f
+    }
+
+    /// Runs `sh -c script` as the caller with `input` on stdin: usage and stdout.
+    fn sh(script: &str, input: &str, limits: Limits) -> (Usage, String) {
+        let mut stdin = scratch("in");
+        stdin.write_all(input.as_bytes()).unwrap();
+        stdin.rewind().unwrap();
+        let mut stdout = scratch("out");
+        let spec = Spec {
+            argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            cwd: "/".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin,
+            stdout: stdout.try_clone().unwrap(),
+            stderr: scratch("err"),
+            identity: None,
+            limits,
+            binds: vec![],
+        };
+        let usage = run(spec).unwrap();
+        let mut out = String::new();
+        stdout.rewind().unwrap();
+        stdout.read_to_string(&mut out).unwrap();
+        (usage, out)
+    }
+
+    #[test]
+    fn a_program_reads_stdin_and_its_exit_is_reported() {
+        let (u, out) = sh("read a b; echo $((a + b)); exit 3", "1 2\n", limits());
+        assert_eq!(out, "3\n");
+        assert_eq!(u.exit, Exit::Code(3));
+        assert_eq!(u.exit.code(), 3);
+        assert_eq!(u.fired, None);
+        let (u, _) = sh("kill -SEGV $$", "", limits());
+        assert_eq!(u.exit, Exit::Signal(libc::SIGSEGV));
+        assert_eq!(u.exit.code(), 128 + 11);
+    }
+
+    #[test]
+    fn the_environment_is_only_what_is_given() {
+        let (_, out) = sh("env | sort", "", limits());
+        assert!(
+            out.lines().all(|l| l.starts_with("PATH=")
+                || l.starts_with("PWD=")
+                || l.starts_with("SHLVL=")
+                || l.starts_with("_=")),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_busy_loop_is_killed_at_the_cpu_limit_not_the_rlimit() {
+        let mut l = limits();
+        l.cpu = Duration::from_millis(300);
+        let (u, _) = sh("while :; do :; done", "", l);
+        assert_eq!(u.fired, Some(Fired::Cpu));
+        assert!(u.cpu >= Duration::from_millis(300) && u.cpu < Duration::from_millis(900), "{u:?}");
+    }
+
+    #[test]
+    fn a_sleeper_is_killed_at_the_wall_limit() {
+        let mut l = limits();
+        l.wall = Duration::from_millis(300);
+        let (u, _) = sh("sleep 30", "", l);
+        assert_eq!(u.fired, Some(Fired::Wall));
+        assert!(u.wall < Duration::from_secs(3), "{u:?}");
+    }
+
+    #[test]
+    fn output_past_the_limit_is_cut_there_and_the_writer_gets_sigpipe() {
+        let (u, out) = sh("exec yes", "", limits());
+        assert_eq!(u.exit, Exit::Signal(libc::SIGPIPE));
+        assert_eq!(out.len(), 1 << 20);
+    }
+
+    #[test]
+    fn outputs_cannot_be_grown_or_mapped_and_the_input_cannot_be_written() {
+        // The shell's stdout is a pipe; its input a sealed copy.
+        let script = "test -p /dev/stdout && echo pipe; \
+            (echo x > /proc/self/fd/0) 2>/dev/null && echo wrote-input; \
+            readlink /proc/self/fd/0";
+        let (u, out) = sh(script, "input\n", limits());
+        assert_eq!(u.exit, Exit::Code(0), "{out}");
+        assert!(out.starts_with("pipe\n/memfd:stdin"), "{out}");
+    }
+
+    #[test]
+    fn a_missing_program_is_an_error_not_a_usage() {
+        let spec = Spec {
+            argv: vec!["./no-such-program".into()],
+            cwd: "/".into(),
+            env: vec![],
+            stdin: scratch("in2"),
+            stdout: scratch("out2"),
+            stderr: scratch("err2"),
+            identity: None,
+            limits: limits(),
+            binds: vec![],
+        };
+        assert!(run(spec).unwrap_err().contains("/no-such-program"));
+    }
+
+    #[test]
+    fn a_judge_bigger_than_the_limit_does_not_make_a_small_program_mle() {
+        // 200 MiB of the judge's own, touched: fork copies it into the child's
+        // high-water mark, so /bin/true's ru_maxrss is about 200 MiB.
+        let ballast = std::hint::black_box(vec![1u8; 200 << 20]);
+        let mut l = limits();
+        l.memory = 64 << 20;
+        let (u, _) = sh("exec /bin/true", "", l);
+        assert_eq!(u.exit, Exit::Code(0));
+        // The helper, not this process, forks the program: not even a few MiB leak in.
+        assert!(u.memory < 8 << 20, "charged {} KiB", u.memory >> 10);
+        drop(ballast);
+    }
+
+    #[test]
+    fn without_a_slot_a_helper_dying_mid_run_is_the_judges_error_naming_how() {
+        // Without a slot uid nothing can sweep what the run left (it runs as
+        // the caller), so it is not run again: that is judging.rs's test.
+        let marker = format!("helper-death-{}", std::process::id());
+        let killer = {
+            let marker = marker.clone();
+            std::thread::spawn(move || {
+                // The run's shell, found by its marker; its parent is the helper.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline {
+                    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                        if !String::from_utf8_lossy(&cmdline).contains(&marker) {
+                            continue;
+                        }
+                        let Some((ppid, _)) = e.file_name().to_str().and_then(|p| parent_and_uid(p.parse().ok()?))
+                        else {
+                            continue;
+                        };
+                        unsafe { libc::kill(ppid, libc::SIGKILL) };
+                        return ppid;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                panic!("the run never started");
+            })
+        };
+        let spec = Spec {
+            argv: vec!["/bin/sh".into(), "-c".into(), format!("sleep 1; echo done # {marker}")],
+            cwd: "/".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin: scratch("in3"),
+            stdout: scratch("out3"),
+            stderr: scratch("err3"),
+            identity: None,
+            limits: limits(),
+            binds: vec![],
+        };
+        let e = run(spec).unwrap_err();
+        let killed = killer.join().unwrap();
+        assert!(!Path::new(&format!("/proc/{killed}")).exists(), "the dead helper was not reaped");
+        assert!(e.contains("killed by signal 9"), "{e}");
+    }
+
+    #[test]
+    fn the_rlimits_are_derived_from_the_limits() {
+        let mut l = limits();
+        l.cpu = Duration::from_millis(1500);
+        let r = rlimits(&l, false);
+        assert!(r.contains(&(libc::RLIMIT_CPU, 3, 4)));
+        assert!(!r.iter().any(|x| x.0 == libc::RLIMIT_NPROC), "no NPROC without an identity");
+        assert!(!r.iter().any(|x| x.0 == libc::RLIMIT_AS));
+        l.cpu = Duration::from_secs(2);
+        l.address_space = Some(1 << 30);
+        let r = rlimits(&l, true);
+        assert!(r.contains(&(libc::RLIMIT_CPU, 3, 4)));
+        assert!(r.contains(&(libc::RLIMIT_NPROC, 16, 16)));
+        assert!(r.contains(&(libc::RLIMIT_AS, 1 << 30, 1 << 30)));
+    }
+}
