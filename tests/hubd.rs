@@ -446,7 +446,7 @@ fn the_testdata_channel_serves_meta_zip_and_a_checksum_that_follows_changes() {
     assert_eq!(code, 200);
     let checksum = json_of(&checksum);
     assert_eq!(checksum["status"], "ok");
-    let expected = ojrunner::hubd::md5::hex(&[zip, data.as_bytes().to_vec()].concat());
+    let expected = ojrunner_hub::problem::md5_hex(&[zip, data.as_bytes().to_vec()].concat());
     assert_eq!(checksum["data"], expected.as_str(), "md5 of the zip followed by the meta");
 
     assert_eq!(get("meta", "5", "wrong").0, 401);
@@ -471,8 +471,8 @@ fn the_testdata_channel_serves_meta_zip_and_a_checksum_that_follows_changes() {
 
 #[test]
 fn md5_matches_the_rfc_vectors() {
-    assert_eq!(ojrunner::hubd::md5::hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
-    assert_eq!(ojrunner::hubd::md5::hex(b"message digest"), "f96b697d7cb7938d525a2f31aaf161d0");
+    assert_eq!(ojrunner_hub::problem::md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+    assert_eq!(ojrunner_hub::problem::md5_hex(b"message digest"), "f96b697d7cb7938d525a2f31aaf161d0");
 }
 
 #[test]

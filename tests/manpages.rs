@@ -40,7 +40,8 @@ const SECTIONS_8: [&str; 10] = [
 /// The sections every other page has.
 const SECTIONS_5_7: [&str; 3] = ["NAME", "DESCRIPTION", "SEE ALSO"];
 
-/// The exit codes of `hubd` (`Failure::exit_code` in lib/src/hubd/mod.rs,
+/// The exit codes of `hubd` (`Failure::config` and `Failure::runtime`, which
+/// crates/hub/src uses from crates/daemon/src/failure.rs,
 /// and clap's 2). It never exits 111.
 const HUBD_EXIT_CODES: [i32; 4] = [0, 1, 2, 100];
 
@@ -123,18 +124,16 @@ fn exit_codes_listed(page: &str) -> BTreeSet<i32> {
         .collect()
 }
 
-/// The codes of the runner's shared table, `pub mod exit` in
-/// lib/src/config.rs: `pub const OK: i32 = 0;` and so on.
+/// The codes of the shared table, crates/daemon/src/exit.rs:
+/// `pub const OK: i32 = 0;` and so on.
 fn runner_exit_codes() -> BTreeSet<i32> {
-    let config = std::fs::read_to_string(repo().join("lib/src/config.rs")).unwrap();
-    let codes: BTreeSet<i32> = config
+    let table = std::fs::read_to_string(repo().join("crates/daemon/src/exit.rs")).unwrap();
+    let codes: BTreeSet<i32> = table
         .lines()
-        .skip_while(|l| !l.starts_with("pub mod exit"))
-        .take_while(|l| *l != "}")
         .filter_map(|l| l.trim().strip_prefix("pub const ")?.split_once(": i32 = "))
         .filter_map(|(_, value)| value.trim_end_matches(';').trim().parse().ok())
         .collect();
-    assert!(codes.len() >= 5, "lib/src/config.rs: cannot read the exit codes of `pub mod exit`: {codes:?}");
+    assert!(codes.len() >= 5, "crates/daemon/src/exit.rs: cannot read the exit codes: {codes:?}");
     codes
 }
 

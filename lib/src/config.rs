@@ -7,20 +7,10 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Exit codes with fixed meanings, shared by every program (listed in each
-/// man page).
-pub mod exit {
-    /// Clean exit (a drain completed, or a command succeeded).
-    pub const OK: i32 = 0;
-    /// Failure: the hub refused the runner's identity, or a drain had to be cut.
-    pub const FAILURE: i32 = 1;
-    /// Usage error (bad flags).
-    pub const USAGE: i32 = 2;
-    /// Bad configuration: do not restart until it is fixed.
-    pub const CONFIG: i32 = 100;
-    /// Temporary failure (spool unavailable, …): restarting may help.
-    pub const TEMPORARY: i32 = 111;
-}
+pub use ojrunner_daemon::exit;
+pub use ojrunner_daemon::fds::keep_inherited_fds_private;
+pub use ojrunner_daemon::readiness::{notify_ready, sd_notify};
+pub use ojrunner_daemon::signals::default_sigpipe;
 
 /// What every stage of the runner is told.
 #[derive(Args, Clone, Debug)]
@@ -147,69 +137,14 @@ pub fn seconds(what: &str, value: &str) -> Result<Duration, ConfigError> {
 /// A secret from a flag or a file (first line). Never logged.
 fn secret(value: &Option<String>, file: &Option<PathBuf>, what: &str) -> Result<Option<String>, ConfigError> {
     if let Some(f) = file {
-        let text = std::fs::read_to_string(f).map_err(|e| ConfigError(format!("{what} file {}: {e}", f.display())))?;
-        let line = text.lines().next().unwrap_or("").trim().to_string();
+        let line = ojrunner_daemon::token_file::read(f)
+            .map_err(|e| ConfigError(format!("{what} file {}: {e}", f.display())))?;
         if line.is_empty() {
             return Err(ConfigError(format!("{what} file {} is empty", f.display())));
         }
         return Ok(Some(line));
     }
     Ok(value.clone().filter(|v| !v.is_empty()))
-}
-
-/// Tells a supervisor the program is ready: a newline on the notification
-/// fd (s6), and `READY=1` to `$NOTIFY_SOCKET` (systemd).
-pub fn notify_ready(fd: Option<i32>) {
-    if let Some(fd) = fd {
-        use std::io::Write;
-        use std::os::fd::FromRawFd;
-        // SAFETY: the supervisor handed us this fd for exactly this; we own it from here.
-        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-        if let Err(e) = f.write_all(b"\n") {
-            log::warn!("readiness on fd {fd}: {e}");
-        }
-    }
-    sd_notify("READY=1");
-}
-
-/// Restores the default SIGPIPE for commands that print to stdout, as any
-/// Unix filter: `runnerd status | head -n 1` ends quietly instead of
-/// panicking on a closed pipe.
-pub fn default_sigpipe() {
-    // SAFETY: setting a signal's disposition to its default is always sound.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
-/// Keeps every descriptor this process inherited beyond stdio (from a
-/// supervisor, a shell, a pipe; a notification fd among them) out of the
-/// programs it starts: each is marked close-on-exec. Called first thing by every program; the sandbox makes
-/// sure of it again for judged programs (`sandbox::only_stdio_across_exec`).
-pub fn keep_inherited_fds_private() {
-    // SAFETY: only sets FD_CLOEXEC, on every descriptor above 2, before any thread starts.
-    unsafe { crate::sandbox::only_stdio_across_exec() }
-}
-
-/// Sends a state line to systemd's `$NOTIFY_SOCKET`, if set.
-pub fn sd_notify(state: &str) {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
-    let sock = match std::os::unix::net::UnixDatagram::unbound() {
-        Ok(s) => s,
-        Err(e) => return log::warn!("sd_notify: {e}"),
-    };
-    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
-    let r = if bytes.first() == Some(&b'@') {
-        // An abstract socket.
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(&bytes[1..])
-            .and_then(|a| sock.send_to_addr(state.as_bytes(), &a))
-    } else {
-        sock.send_to(state.as_bytes(), std::path::Path::new(&path))
-    };
-    if let Err(e) = r {
-        log::warn!("sd_notify {state}: {e}");
-    }
 }
 
 #[cfg(test)]

@@ -11,8 +11,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Why a stage stops early: its exit code and the line it logs.
-pub struct Failure(pub i32, pub String);
+pub use ojrunner_daemon::{exit_code, Failure};
 
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Failure {
@@ -101,16 +100,5 @@ pub fn languages(path: Option<&Path>) -> Result<crate::language::Languages, Fail
         Some(p) => crate::language::Languages::load(p)
             .map_err(|e| Failure(exit::CONFIG, format!("languages {}: {e}", p.display()))),
         None => Ok(crate::language::Languages::builtin()),
-    }
-}
-
-/// The exit code of a stage's run, logging why it failed.
-pub fn exit_code(r: Result<i32, Failure>) -> i32 {
-    match r {
-        Ok(code) => code,
-        Err(Failure(code, msg)) => {
-            log::error!("{msg}");
-            code
-        }
     }
 }

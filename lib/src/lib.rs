@@ -3,21 +3,22 @@
 //!
 //! The runner is a handful of cooperating processes (`claimd`, `judge-exec`,
 //! `reportd`, `leased`, under the supervisor `runnerd`) sharing one SQLite
-//! [`spool::Spool`]; `hubd` is the reference hub. Each binary is a thin
-//! `main` calling into [`stage`]; everything else is here.
+//! [`spool::Spool`]. Each binary is a thin `main` calling into [`stage`];
+//! everything else is here. The wire types are `ojrunner-protocol`'s and the
+//! daemon plumbing is `ojrunner-daemon`'s, both shared with the reference
+//! hub (`ojrunner-hub`), which this library does not contain; they are
+//! re-exported under their old paths.
 
-pub mod protocol;
+pub use ojrunner_daemon::{control, logger, signals};
+pub use ojrunner_protocol as protocol;
 
 // The runner's shared machinery.
 pub mod answer;
 pub mod archive;
 pub mod config;
-pub mod control;
 pub mod daemon;
 pub mod hub;
-pub mod logger;
 pub mod patience;
-pub mod signals;
 pub mod spool;
 pub mod testdata;
 
@@ -31,9 +32,6 @@ pub use sandbox::{cgroup, helper, jail, seccomp, slot as slot_pool, streams};
 pub mod standalone;
 pub mod verdict;
 pub mod workspace;
-
-// The reference hub.
-pub mod hubd;
 
 /// One module per executable: each holds that program's `main`.
 pub mod stage {
@@ -57,7 +55,6 @@ pub mod stage {
     }
 
     pub mod claimd;
-    pub mod hubd;
     pub mod judge_exec;
     pub mod leased;
     pub mod reportd;

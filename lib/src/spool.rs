@@ -188,10 +188,7 @@ pub struct EventRow {
     pub body: String,
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
+pub use ojrunner_daemon::clock::now_ms;
 
 /// A connection to the spool of one runner.
 pub struct Spool {

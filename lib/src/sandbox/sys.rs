@@ -159,26 +159,9 @@ pub(super) fn become_subreaper() {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 }
 
-/// Marks every descriptor above stderr close-on-exec, whatever this process
-/// inherited (from a supervisor, a shell, a pipe): nothing but 0, 1 and 2
-/// reaches a sandboxed program. Raw system calls only (between `clone` and
-/// `exec`).
-///
-/// # Safety
-/// Changes descriptor flags of the whole descriptor table: call it in the
-/// child, just before `exec`.
-pub unsafe fn only_stdio_across_exec() {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    if libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
-        return;
-    }
-    // Before Linux 5.11: one by one, up to the descriptor limit.
-    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 { rl.rlim_cur.min(1 << 16) } else { 1 << 16 };
-    for fd in 3..max as libc::c_int {
-        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-    }
-}
+/// Marks every descriptor above stderr close-on-exec (raw system calls
+/// only, so sound between `clone` and `exec`).
+pub use ojrunner_daemon::fds::only_stdio_across_exec;
 
 /// Whether this process has `CAP_SYS_RESOURCE` in its effective set: it may
 /// lower its `oom_score_adj` and raise a hard rlimit. Root in many

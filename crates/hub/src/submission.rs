@@ -64,7 +64,7 @@ pub fn submit(
     let known: bool =
         tx.query_row("SELECT EXISTS (SELECT 1 FROM problems WHERE id = ?1)", [problem], |r| r.get(0)).context(what)?;
     if !known {
-        return Err(Failure::Runtime(format!("no problem {problem}: add it first (hubd problem add)")));
+        return Err(Failure::runtime(format!("no problem {problem}: add it first (hubd problem add)")));
     }
     let seq: i64 = tx
         .query_row("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'submissions'), 0) + 1", [], |r| {
@@ -93,7 +93,7 @@ pub fn rejudge(conn: &mut Connection, submission: &str) -> Result<String, Failur
         .optional()
         .context(what)?;
     let Some(old) = old else {
-        return Err(Failure::Runtime(format!("no submission {submission}")));
+        return Err(Failure::runtime(format!("no submission {submission}")));
     };
     let job = queue::enqueue(&tx, submission, None).context(what)?;
     tx.commit().context(what)?;

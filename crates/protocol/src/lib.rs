@@ -1,5 +1,8 @@
 //! The wire types of the hub protocol (`PROTOCOL.md`): what `next-job`
 //! hands out, what `complete` carries, and the verdict codes.
+//! Both sides use these very types, the runner (`ojrunner`, which
+//! re-exports them as `ojrunner::protocol`) and the reference hub
+//! (`ojrunner-hub`), so they cannot drift apart.
 //!
 //! Parsing is tolerant where Normal-OJ's backend is loose (numbers that may
 //! arrive as numeric strings, bodies that may or may not be wrapped in

@@ -15,7 +15,7 @@
 //! result is answered 204 and dropped.
 
 use super::{db, problem, result};
-use crate::protocol::AbortReason;
+use ojrunner_protocol::AbortReason;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde_json::json;
 

@@ -8,7 +8,7 @@
 //! fail with SQLITE_BUSY however long the timeout). Times are integers,
 //! milliseconds since the epoch, taken from the hub's clock only.
 
-use super::Failure;
+use crate::Failure;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::io::Read;
 use std::path::Path;
@@ -107,7 +107,7 @@ const MIGRATIONS: &[&str] = &[
 /// Opens (creating if need be) and migrates the database at `path`. Any
 /// failure here is a configuration problem: the hub cannot work without it.
 pub fn open(path: &Path) -> Result<Connection, Failure> {
-    let bad = |e: rusqlite::Error| Failure::Config(format!("database {}: {e}", path.display()));
+    let bad = |e: rusqlite::Error| Failure::config(format!("database {}: {e}", path.display()));
     let mut conn = Connection::open(path).map_err(bad)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(bad)?;
     conn.pragma_update(None, "journal_mode", "WAL").map_err(bad)?;
@@ -115,7 +115,7 @@ pub fn open(path: &Path) -> Result<Connection, Failure> {
     conn.pragma_update(None, "synchronous", "FULL").map_err(bad)?;
     conn.pragma_update(None, "foreign_keys", true).map_err(bad)?;
     migrate(&mut conn).map_err(|e| match e {
-        Failure::Runtime(m) => Failure::Config(format!("database {}: {m}", path.display())),
+        Failure(ojrunner_daemon::exit::FAILURE, m) => Failure::config(format!("database {}: {m}", path.display())),
         other => other,
     })?;
     Ok(conn)
@@ -130,22 +130,22 @@ pub fn migrate(conn: &mut Connection) -> Result<(), Failure> {
         return Ok(());
     }
     loop {
-        let tx = immediate(conn).map_err(|e| Failure::Runtime(format!("migration: {e}")))?;
+        let tx = immediate(conn).map_err(|e| Failure::runtime(format!("migration: {e}")))?;
         let version: i32 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| Failure::Runtime(format!("reading the schema version: {e}")))?;
+            .map_err(|e| Failure::runtime(format!("reading the schema version: {e}")))?;
         if version == SCHEMA_VERSION {
             return Ok(());
         }
         if !(0..SCHEMA_VERSION).contains(&version) {
-            return Err(Failure::Runtime(format!(
+            return Err(Failure::runtime(format!(
                 "schema version {version} is not one this hubd knows (it writes {SCHEMA_VERSION})"
             )));
         }
         tx.execute_batch(MIGRATIONS[version as usize])
             .and_then(|_| tx.pragma_update(None, "user_version", version + 1))
             .and_then(|_| tx.commit())
-            .map_err(|e| Failure::Runtime(format!("migrating schema {version} to {}: {e}", version + 1)))?;
+            .map_err(|e| Failure::runtime(format!("migrating schema {version} to {}: {e}", version + 1)))?;
     }
 }
 
@@ -155,10 +155,7 @@ pub fn immediate(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
     conn.transaction_with_behavior(TransactionBehavior::Immediate)
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+pub use ojrunner_daemon::clock::now_ms;
 
 /// `bytes` random bytes from the kernel, in hex: unguessable ids and tokens.
 pub fn random_hex(bytes: usize) -> String {

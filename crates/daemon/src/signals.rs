@@ -68,3 +68,13 @@ pub fn forward(tx: Sender<Event>) -> std::io::Result<Stops> {
 pub fn name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("signal {sig}"))
 }
+
+/// Restores the default SIGPIPE for commands that print to stdout, as any
+/// Unix filter: `runnerd status | head -n 1` ends quietly instead of
+/// panicking on a closed pipe.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default is always sound.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

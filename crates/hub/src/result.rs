@@ -4,7 +4,7 @@
 //! the sum. The body must fit the problem's meta exactly, or it is refused
 //! (400): a result for other cases than the ones asked for judges nothing.
 
-use crate::protocol::{Outcome, Status, Task};
+use ojrunner_protocol::{Outcome, Status, Task};
 use serde_json::json;
 
 /// How much of each case's stderr `status` keeps.

@@ -1,9 +1,9 @@
-//! `hubd`: the reference hub. Command-line parsing and dispatch only; the
-//! hub itself is [`crate::hubd`].
+//! `hubd`: the reference hub's program. Command-line parsing and dispatch
+//! only; the hub itself is the rest of this crate.
 
-use crate::hubd::{db, fault, problem, queue, runners, server, status, submission, Context, Failure};
-use crate::protocol::RunnerConfig;
+use crate::{db, fault, problem, queue, runners, server, status, submission, Context, Failure};
 use clap::{Parser, Subcommand};
+use ojrunner_protocol::RunnerConfig;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -126,14 +126,8 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
-    crate::logger::init("hubd");
-    match run(cli) {
-        Ok(()) => 0,
-        Err(e) => {
-            log::error!("{e}");
-            e.exit_code()
-        }
-    }
+    ojrunner_daemon::logger::init("hubd");
+    ojrunner_daemon::exit_code(run(cli).map(|()| 0))
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -155,7 +149,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status { runners: by_runner } => {
-            crate::config::default_sigpipe();
+            ojrunner_daemon::signals::default_sigpipe();
             let conn = db::open(&cli.db)?;
             let lines = if by_runner { runners::list(&conn) } else { status::submissions(&conn) };
             for line in lines.context(|| "reading the status".into())? {
@@ -175,11 +169,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
 
 fn serve(db: PathBuf, s: Serve) -> Result<(), Failure> {
     let registration_token = match &s.registration_token_file {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| Failure::Config(format!("registration token file {}: {e}", file.display())))?;
-            Some(text.lines().next().unwrap_or("").trim().to_string())
-        }
+        Some(file) => Some(
+            ojrunner_daemon::token_file::read(file)
+                .map_err(|e| Failure::config(format!("registration token file {}: {e}", file.display())))?,
+        ),
         None => s.registration_token,
     };
     let registration_token = registration_token.filter(|t| !t.is_empty());

@@ -4,8 +4,9 @@
 //! backend would have refused.
 
 use super::pyjson::Ordered;
-use super::{db, md5, Context, Failure};
-use crate::protocol::Task;
+use super::{db, Context, Failure};
+use md5::{Digest, Md5};
+use ojrunner_protocol::Task;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ pub struct Problem {
     pub tasks: Vec<Task>,
     /// The testdata zip (deflate).
     pub testdata: Vec<u8>,
-    /// md5 hex of `testdata ++ meta`, as Normal-OJ's backend computes it.
+    /// [`md5_hex`] of `testdata ++ meta`, as Normal-OJ's backend computes it.
     pub checksum: String,
 }
 
@@ -31,7 +32,7 @@ struct MetaFile {
 /// implies, and any other files (`include/`, `share/`, `chaos/`, a checker…),
 /// all of which go into the zip with their relative paths.
 pub fn load_dir(dir: &Path) -> Result<Problem, Failure> {
-    let bad = |m: String| Failure::Runtime(format!("problem directory {}: {m}", dir.display()));
+    let bad = |m: String| Failure::runtime(format!("problem directory {}: {m}", dir.display()));
     let meta_path = dir.join("meta.json");
     let text = std::fs::read_to_string(&meta_path).context(|| format!("reading {}", meta_path.display()))?;
     let typed: MetaFile = serde_json::from_str(&text).map_err(|e| bad(format!("meta.json: {e}")))?;
@@ -62,8 +63,16 @@ pub fn load_dir(dir: &Path) -> Result<Problem, Failure> {
     }
 
     let testdata = zip_dir(dir).context(|| format!("zipping {}", dir.display()))?;
-    let checksum = md5::hex(&[testdata.as_slice(), meta.as_bytes()].concat());
+    let checksum = md5_hex(&[testdata.as_slice(), meta.as_bytes()].concat());
     Ok(Problem { meta, tasks, testdata, checksum })
+}
+
+/// The MD5 digest of `data` in lowercase hex: the testdata checksum must be
+/// the very digest Normal-OJ's backend and runner compute
+/// (`hashlib.md5(...).hexdigest()`), so a Python runner's cache agrees with
+/// ours. Not for anything secret.
+pub fn md5_hex(data: &[u8]) -> String {
+    Md5::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every regular file under `dir` but the top-level `meta.json`, in sorted
@@ -148,7 +157,7 @@ mod tests {
             p.meta,
             r#"{"tasks": [{"timeLimit": 1000, "taskScore": 100, "memoryLimit": 65536, "caseCount": 2}]}"#
         );
-        assert_eq!(p.checksum, md5::hex(&[p.testdata.clone(), p.meta.clone().into_bytes()].concat()));
+        assert_eq!(p.checksum, md5_hex(&[p.testdata.clone(), p.meta.clone().into_bytes()].concat()));
         let mut zip = zip::ZipArchive::new(std::io::Cursor::new(p.testdata.clone())).unwrap();
         let mut names: Vec<String> = (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().to_string()).collect();
         names.sort();

@@ -5,7 +5,9 @@
 //! 100 ms). The queue rules themselves live in [`super::queue`].
 
 use super::{db, fault, problem, queue, runners, submission, Context, Failure};
-use crate::protocol::{envelope, AbortReason, Registration, RunnerConfig};
+use ojrunner_daemon::control::{Event, Inbox};
+use ojrunner_daemon::{readiness, signals};
+use ojrunner_protocol::{envelope, AbortReason, Registration, RunnerConfig};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -58,12 +60,12 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
         log::info!("{extended} leased jobs given a full lease again (the hub was away)");
     }
     let server = tiny_http::Server::http(&cfg.listen)
-        .map_err(|e| Failure::Runtime(format!("listening on {}: {e}", cfg.listen)))?;
-    let addr = server.server_addr().to_ip().ok_or_else(|| Failure::Runtime("not listening on an IP".into()))?;
-    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-    // The same signals as every ojrunner program: HUP and CONT must not kill it.
-    let signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCONT])
-        .context(|| "installing signal handlers".into())?;
+        .map_err(|e| Failure::runtime(format!("listening on {}: {e}", cfg.listen)))?;
+    let addr = server.server_addr().to_ip().ok_or_else(|| Failure::runtime("not listening on an IP"))?;
+    // The same signals as every ojrunner program, the same way: HUP and
+    // CONT must not kill it.
+    let inbox = Inbox::new();
+    signals::forward(inbox.tx.clone()).context(|| "installing signal handlers".into())?;
     let hub = Arc::new(Hub {
         base_url: format!("http://{addr}"),
         port: addr.port(),
@@ -85,45 +87,36 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
     let _ = writeln!(out, "{}", hub.base_url).and_then(|_| out.flush());
     drop(out);
     if let Some(fd) = hub.cfg.notify_fd {
-        notify_ready(fd)?;
+        readiness::notify_fd(fd).map_err(|e| Failure::config(format!("--notify-fd {fd}: {e}")))?;
     }
-    crate::config::sd_notify("READY=1");
+    readiness::sd_notify("READY=1");
     log::info!("listening on {} (database {})", hub.base_url, hub.cfg.db.display());
 
-    let mut signals = signals;
-    for sig in signals.forever() {
+    for sig in inbox.rx.iter().filter_map(|event| match event {
+        Event::Signal(sig) => Some(sig),
+        _ => None,
+    }) {
         match sig {
-            SIGHUP => log::info!("SIGHUP: nothing to reload (the database is read on every request)"),
-            SIGCONT => {}
-            SIGQUIT => {
+            libc::SIGHUP => log::info!("SIGHUP: nothing to reload (the database is read on every request)"),
+            libc::SIGCONT | libc::SIGCHLD => {}
+            libc::SIGQUIT => {
                 log::info!("SIGQUIT: stopped at once");
-                crate::config::sd_notify("STOPPING=1");
+                readiness::sd_notify("STOPPING=1");
                 return Ok(());
             }
             _ => {
-                log::info!("{}: stopping", crate::signals::name(sig));
+                log::info!("{}: stopping", signals::name(sig));
                 break;
             }
         }
     }
-    crate::config::sd_notify("STOPPING=1");
+    readiness::sd_notify("STOPPING=1");
     hub.shutdown.store(true, Ordering::SeqCst);
     for w in workers {
         let _ = w.join();
     }
     log::info!("stopped");
     Ok(())
-}
-
-fn notify_ready(fd: i32) -> Result<(), Failure> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: fcntl only asks whether fd is open; an fd the supervisor handed
-    // us is ours to write once and close.
-    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-        return Err(Failure::Config(format!("--notify-fd {fd}: not an open file descriptor")));
-    }
-    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-    f.write_all(b"\n").map_err(|e| Failure::Config(format!("--notify-fd {fd}: {e}")))
 }
 
 fn work(hub: &Hub, server: &tiny_http::Server, mut conn: Connection) {
