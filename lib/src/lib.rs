@@ -15,6 +15,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod hub;
+pub mod lease;
 pub mod logger;
 pub mod patience;
 pub mod signals;
@@ -41,25 +42,6 @@ pub mod hubd;
 
 /// One module per executable: each holds that program's `main`.
 pub mod stage {
-    /// Discards, and logs, the claims whose lease the runner lost while it
-    /// was down (see [`crate::spool::Spool::drop_lost_claims`]).
-    pub fn drop_lost_claims(spool: &mut crate::spool::Spool) {
-        match spool.drop_lost_claims() {
-            Ok(lost) => {
-                for c in lost {
-                    log::warn!(
-                        "job {} claim {}: {}; dropped without reporting (the hub has reclaimed it)",
-                        c.job_id,
-                        c.id,
-                        c.note
-                    );
-                    let _ = std::fs::remove_dir_all(spool.claim_dir(c.id));
-                }
-            }
-            Err(e) => log::error!("{e}"),
-        }
-    }
-
     pub mod claimd;
     pub mod hubd;
     pub mod judge_exec;

@@ -83,14 +83,6 @@ pub fn spool_poll() -> Duration {
     Duration::from_millis(1000)
 }
 
-/// The lease the hub grants, as the runner assumes it: two heartbeats (the
-/// protocol's 30 s for a 15 s heartbeat). The hub does not tell; assuming
-/// two intervals keeps the runner on the safe side of any hub that follows
-/// the protocol's ratio.
-pub fn assumed_lease(heartbeat_interval_sec: i64) -> Duration {
-    Duration::from_secs(2 * heartbeat_interval_sec.max(1) as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

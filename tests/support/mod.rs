@@ -482,7 +482,7 @@ impl Drop for SmallDisk {
 
 /// When the runner last noted a heartbeat attempted (ms since the epoch),
 /// read as `Spool::last_beat` reads it: the beat file's time, or the
-/// `last_beat_at` control value, whichever is later.
+/// [`ojrunner::lease::LAST_BEAT_AT`] control value, whichever is later.
 pub fn spool_last_beat(spool: &Path) -> i64 {
     let file = std::fs::metadata(spool.join("beat"))
         .and_then(|m| m.modified())
@@ -492,7 +492,8 @@ pub fn spool_last_beat(spool: &Path) -> i64 {
     let row = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .ok()
         .and_then(|c| {
-            c.query_row("SELECT value FROM control WHERE key = 'last_beat_at'", [], |r| r.get::<_, String>(0)).ok()
+            let sql = "SELECT value FROM control WHERE key = ?";
+            c.query_row(sql, [ojrunner::lease::LAST_BEAT_AT], |r| r.get::<_, String>(0)).ok()
         })
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);

@@ -190,7 +190,7 @@ impl Reporter {
         let Ok(Some(id)) = self.spool.identity() else {
             return None;
         };
-        crate::stage::drop_lost_claims(&mut self.spool);
+        crate::lease::drop_lost(&mut self.spool);
         self.send_events(&id.runner_id, &id.token);
         let due = match self.spool.outbox_due(now_ms()) {
             Ok(d) => d,
