@@ -14,6 +14,7 @@ pub mod archive;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod drain;
 pub mod hub;
 pub mod lease;
 pub mod logger;
