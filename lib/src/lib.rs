@@ -11,6 +11,7 @@ pub mod protocol;
 // The runner's shared machinery.
 pub mod answer;
 pub mod archive;
+pub mod claim;
 pub mod config;
 pub mod control;
 pub mod daemon;
