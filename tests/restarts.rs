@@ -383,8 +383,8 @@ fn a_claim_request_in_flight_when_the_drain_begins_is_read_to_the_end_and_handed
     let dir = TempDir::new("r-inflight-claim");
     let hub = hub_with_ab(dir.path());
     let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "20")]);
-    hub.wait_for_a_poll();
+    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "30")]);
+    hub.wait_for_a_poll_lasting(Duration::from_secs(2));
     runner.signal(Signal::SIGTERM);
     wait_for("the drain to begin", Duration::from_secs(10), || {
         (spool_int(&spool, "SELECT count(*) FROM control WHERE key = 'draining'") == Some(1)).then_some(())

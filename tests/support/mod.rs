@@ -229,6 +229,20 @@ impl Hub {
         });
     }
 
+    /// Waits (at most 30 s) until a runner's long poll waits at the hub
+    /// with at least `left` to go: time for a test to act while it waits
+    /// (polls are short under the suite's `OJ_TIME_SCALE`).
+    pub fn wait_for_a_poll_lasting(&self, left: Duration) {
+        let db = self.db.clone();
+        wait_for("a runner's long poll with time left to wait", Duration::from_secs(30), || {
+            let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+            let _ = c.busy_timeout(Duration::from_secs(10));
+            let until: Option<i64> =
+                c.query_row("SELECT max(polling_until) FROM runners", [], |r| r.get(0)).ok().flatten();
+            until.filter(|t| *t >= now_ms() + left.as_millis() as i64).map(|_| ())
+        });
+    }
+
     /// The status of one submission.
     pub fn submission(&self, id: &str) -> serde_json::Value {
         self.status()

@@ -53,7 +53,8 @@ pub struct Cli {
     pub common: Common,
 
     /// Long-poll the hub this many seconds per claim request (0: plain
-    /// polls; decimals are rounded up to whole seconds, the wire's unit).
+    /// polls; scaled by OJ_TIME_SCALE, then rounded up to whole seconds,
+    /// the wire's unit).
     #[arg(long, env = "OJ_CLAIM_WAIT", default_value = "5", value_name = "SEC")]
     pub claim_wait: String,
 
@@ -112,8 +113,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         inbox,
         registration_token,
         name: c.runner_name(),
-        claim_wait: config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cli.claim_wait)?.as_secs_f64().ceil().min(30.0)
-            as u64,
+        claim_wait: patience::claim_wait(config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cli.claim_wait)?),
         last_contact: None,
         woken: false,
         claiming: false,
