@@ -125,6 +125,19 @@ impl Drop for Proc {
     }
 }
 
+/// A loopback address of this hub's own (127.0.0.0/8 is all loopback): a
+/// port is only ever taken on it by this hub, so a hub stopped for an
+/// outage gets its port back, whatever the tests running beside it (in
+/// this process, or another suite's, or another checkout's) bind meanwhile.
+pub fn loopback() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    // pid_max is 32768 here; above it, two processes may share an address.
+    let pid = std::process::id() & 0x7fff;
+    let n = N.fetch_add(1, Ordering::SeqCst) % 250;
+    format!("127.{}.{}.{}", pid >> 8, pid & 0xff, n + 2)
+}
+
 /// Tokens the suite's hubs and runners share.
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
 pub const TESTDATA_TOKEN: &str = "test-testdata-token";
@@ -145,7 +158,7 @@ impl Hub {
     pub fn start(dir: &Path, extra: &[&str]) -> Hub {
         let db = dir.join("hub.db");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Hub::start_on(db, "127.0.0.1:0".into(), extra)
+        Hub::start_on(db, format!("{}:0", loopback()), extra)
     }
 
     fn start_on(db: PathBuf, listen: String, extra: Vec<String>) -> Hub {
