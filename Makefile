@@ -46,10 +46,11 @@ demo: deps build
 	$(CARGO) run -q -p ojrunner-tests --bin ojrunner-demo
 
 # Every test: unit tests, the judging suite, the hub and the end-to-end
-# suites with real processes, signals and sandboxes. Suites that time
-# programs run one test at a time so they do not fight over 2 cores. The
-# daemons' own logs are silenced (OJ_TEST_QUIET=0 shows them); the last
-# line totals every suite.
+# suites with real processes, signals and sandboxes (tests/run-suites).
+# Suites that time programs run one test at a time so they do not fight
+# over 2 cores; the suites that mostly wait then run at once. The daemons'
+# own logs are silenced (OJ_TEST_QUIET=0 shows them); the last line totals
+# every suite.
 SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
@@ -65,7 +66,7 @@ export OJ_SLOT_UID_BASE OJ_SLOT_LOCK_DIR
 
 test: deps build
 	@set -o pipefail; mkdir -p target; \
-	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1 2>&1 | tee target/test.log; rc=$$?; \
+	CARGO="$(CARGO)" tests/run-suites 2>&1 | tee target/test.log; rc=$$?; \
 	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
 	exit $$rc
 
