@@ -531,3 +531,102 @@ pub fn spool_last_beat(spool: &Path) -> i64 {
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
+
+/// One process-level scenario of the restart and drain cases: a scratch
+/// directory, a hub with the A+B problem (`examples/problems/1`), and a
+/// spool for the runner the test starts ([`Scenario::start`]); what the
+/// test does in the middle (a kill, an outage, a drain) is its own.
+pub struct Scenario {
+    pub dir: TempDir,
+    pub hub: Hub,
+    pub spool: PathBuf,
+}
+
+/// A new [`Scenario`] in a directory tagged `tag`, its hub started with
+/// `hub_flags`.
+pub fn scenario(tag: &str, hub_flags: &[&str]) -> Scenario {
+    let dir = TempDir::new(tag);
+    let hub = Hub::start(dir.path(), hub_flags);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let spool = dir.path().join("spool");
+    Scenario { dir, hub, spool }
+}
+
+impl Scenario {
+    /// Submits the C A+B that is AC; its id.
+    pub fn submit_ab(&self) -> String {
+        self.hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"))
+    }
+
+    /// Submits a Python A+B that sleeps `secs` per case (AC, slowly); its id.
+    pub fn submit_slow_ab(&self, secs: f64) -> String {
+        self.hub.submit(1, "python3", &slow_ab(self.dir.path(), secs))
+    }
+
+    /// Starts a runner (`runnerd`) on the scenario's spool.
+    pub fn start(&self, env: &[(&str, &str)]) -> Proc {
+        start_runner(&self.hub, &self.spool, env)
+    }
+
+    /// Starts a runner with its log in `runner.log` (see [`Scenario::log`]).
+    pub fn start_logged(&self, env: &[(&str, &str)]) -> Proc {
+        start_runner_logged(&self.hub, &self.spool, env, &self.dir.path().join("runner.log"))
+    }
+
+    /// What a runner of [`Scenario::start_logged`] has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("runner.log")).unwrap_or_default()
+    }
+
+    /// Waits (at most `limit`) until every submission is judged; `sub`'s status.
+    pub fn judged(&self, sub: &str, limit: Duration) -> serde_json::Value {
+        let all = self.hub.wait_all_judged(limit);
+        all.into_iter().find(|s| s["submission_id"] == sub).unwrap_or_else(|| panic!("no submission {sub}"))
+    }
+
+    /// Waits (at most a minute) until the runner is judging a claim; that claim.
+    pub fn judging_claim(&self) -> SpoolClaim {
+        judging_claim(&self.spool)
+    }
+
+    /// Waits (at most a minute) until `n` cases are judged.
+    pub fn wait_cases(&self, n: i64) {
+        wait_cases(&self.spool, n)
+    }
+
+    /// Waits (at most a minute) until an outcome has been tried `n` times.
+    pub fn wait_outbox_tries(&self, what: &str, n: i64) {
+        wait_for(what, Duration::from_secs(60), || {
+            (spool_int(&self.spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= n).then_some(())
+        });
+    }
+
+    /// Drains `runner` (TERM) and checks that it exits 0.
+    pub fn drain(&self, mut runner: Proc) {
+        runner.signal(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+    }
+}
+
+/// Waits (at most a minute) until a runner on `spool` is judging a claim;
+/// that claim.
+pub fn judging_claim(spool: &Path) -> SpoolClaim {
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(spool).into_iter().find(|c| c.state == "started")
+    })
+}
+
+/// Waits (at most a minute) until `spool` holds `n` case results.
+pub fn wait_cases(spool: &Path, n: i64) {
+    wait_for(&format!("{n} case(s) judged"), Duration::from_secs(60), || {
+        (spool_int(spool, "SELECT count(*) FROM case_results").unwrap_or(0) >= n).then_some(())
+    });
+}
+
+/// Checks a submission ended AC, judged once, on one handout.
+pub fn assert_clean_ac(s: &serde_json::Value) {
+    assert_eq!(s["verdict"], "AC", "{s}");
+    assert_eq!(s["completes"], 1, "{s}");
+    assert_eq!(s["handouts"], 1, "the job was never reclaimed: {s}");
+    assert_eq!(s["attempts"], 1, "{s}");
+}
