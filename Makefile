@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test lint bench install clean
+.PHONY: all build release deps demo test soak lint bench install clean
 
 all: build
 
@@ -69,6 +69,12 @@ test: deps build
 	CARGO="$(CARGO)" tests/run-suites 2>&1 | tee target/test.log; rc=$$?; \
 	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
 	exit $$rc
+
+# A longer chaos run than make test's minute: SOAK_SECS of blows.
+SOAK_SECS ?= 600
+
+soak: deps build
+	OJ_CHAOS_SECS=$(SOAK_SECS) $(CARGO) test --test chaos -- --nocapture
 
 # Speed and accuracy of the sandbox, as ratios against baselines measured
 # in the same run (see BENCHMARKS.md). Reports; never gates.
