@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test lint bench install clean
+.PHONY: all build release deps demo test soak lint bench install clean
 
 all: build
 
@@ -46,10 +46,11 @@ demo: deps build
 	$(CARGO) run -q -p ojrunner-tests --bin ojrunner-demo
 
 # Every test: unit tests, the judging suite, the hub and the end-to-end
-# suites with real processes, signals and sandboxes. Suites that time
-# programs run one test at a time so they do not fight over 2 cores. The
-# daemons' own logs are silenced (OJ_TEST_QUIET=0 shows them); the last
-# line totals every suite.
+# suites with real processes, signals and sandboxes (tests/run-suites).
+# Suites that time programs run one test at a time so they do not fight
+# over 2 cores; the suites that mostly wait then run at once. The daemons'
+# own logs are silenced (OJ_TEST_QUIET=0 shows them); the last line totals
+# every suite.
 SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
@@ -65,9 +66,15 @@ export OJ_SLOT_UID_BASE OJ_SLOT_LOCK_DIR
 
 test: deps build
 	@set -o pipefail; mkdir -p target; \
-	$(CARGO) test --workspace --no-fail-fast -- --test-threads=1 2>&1 | tee target/test.log; rc=$$?; \
+	CARGO="$(CARGO)" tests/run-suites 2>&1 | tee target/test.log; rc=$$?; \
 	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
 	exit $$rc
+
+# A longer chaos run than make test's minute: SOAK_SECS of blows.
+SOAK_SECS ?= 600
+
+soak: deps build
+	OJ_CHAOS_SECS=$(SOAK_SECS) $(CARGO) test --test chaos -- --nocapture
 
 # Speed and accuracy of the sandbox, as ratios against baselines measured
 # in the same run (see BENCHMARKS.md). Reports; never gates.

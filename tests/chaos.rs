@@ -2,7 +2,8 @@
 //! runner is drained and started again, and the hub is stopped and started
 //! again. At the end every submission has exactly one verdict, the right
 //! one; every drain handed its unstarted jobs back as `abort(drain)` and
-//! left none leased. `OJ_CHAOS_SEED=N` replays a run.
+//! left none leased. `OJ_CHAOS_SEED=N` replays a run; `OJ_CHAOS_SECS`
+//! sets how long the blows go on (60 s; `make soak`: 600).
 
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
@@ -81,7 +82,9 @@ fn chaos_costs_no_submission_anything() {
     let mut runner = start_runner(&hub, &spool, &[]);
     let mut expected = Vec::new();
     let (mut kills, mut drains, mut outages) = (0, 0, 0);
-    let end = Instant::now() + Duration::from_secs(60);
+    // A minute in `make test`; longer in `make soak` (OJ_CHAOS_SECS).
+    let secs = std::env::var("OJ_CHAOS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
         // The stream: a few submissions between two blows.
         for _ in 0..1 + dice.below(3) {

@@ -113,26 +113,26 @@ fn every_stage_reports_readiness_on_its_notification_fd() {
 
 #[test]
 fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
-    // Idle, claimd spends nearly all its time in `next-job?wait=15`: a
+    // Idle, claimd spends nearly all its time in `next-job?wait=6`: a
     // status asked meanwhile must not wait for the poll to end (runnerd
-    // gives each stage 3 s).
+    // gives each stage 3 s, so the polls are unscaled and longer).
     let dir = TempDir::new("m-longpoll");
     let hub = Hub::start(dir.path(), &[]);
     let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "15")]);
+    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "6"), ("OJ_TIME_SCALE", "1")]);
     let status = || runnerd_status(&spool)?.into_iter().find(|l| l["stage"] == "claimd");
     // Registered and polling: claimd says who it is.
     let first =
         wait_for("claimd registered", Duration::from_secs(60), || status().filter(|l| l["runner_id"].is_string()));
     assert!(first.get("error").is_none(), "{first}");
     for _ in 0..3 {
-        // Asked while a poll is in flight (it lasts 15 s; a status, ms).
-        hub.wait_for_a_poll();
+        // Asked while a poll has more than runnerd's 3 s to go (a status, ms).
+        hub.wait_for_a_poll_lasting(Duration::from_millis(3500));
         let line = status().expect("no claimd line");
         assert!(line.get("error").is_none(), "claimd did not answer during its long poll: {line}");
         assert_eq!(line["draining"], false, "{line}");
     }
-    // The drain reads the poll in flight to its end (15 s at most).
+    // The drain reads the poll in flight to its end (6 s at most).
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
 }
@@ -147,7 +147,7 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
     let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30")]);
-    hub.wait_for_a_poll();
+    hub.wait_for_a_poll_lasting(Duration::from_secs(2));
     claimd.signal(Signal::SIGQUIT);
     // Still answering while it waits for the poll's end.
     let status = stage_status(&spool, "claimd").expect("claimd answers its control socket");

@@ -7,167 +7,114 @@ use std::path::Path;
 use std::time::Duration;
 use testkit::*;
 
-/// Waits (at most a minute) until the runner is judging a claim; that claim.
-fn judging_claim(spool: &Path) -> SpoolClaim {
-    wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(spool).into_iter().find(|c| c.state == "started")
-    })
-}
-
-fn hub_with_ab(dir: &Path) -> Hub {
-    let hub = Hub::start(dir, &[]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    hub
-}
-
-/// Checks a submission ended AC, judged once, on one handout.
-fn assert_clean_ac(s: &serde_json::Value) {
-    assert_eq!(s["verdict"], "AC", "{s}");
-    assert_eq!(s["completes"], 1, "{s}");
-    assert_eq!(s["handouts"], 1, "the job was never reclaimed: {s}");
-    assert_eq!(s["attempts"], 1, "{s}");
-}
-
-fn case_results(spool: &Path) -> i64 {
-    spool_int(spool, "SELECT count(*) FROM case_results").unwrap_or(0)
-}
-
 #[test]
 fn judge_exec_killed_mid_job_resumes_only_the_unfinished_cases() {
-    let dir = TempDir::new("r-judge");
-    let hub = hub_with_ab(dir.path());
-    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("a first case judged", Duration::from_secs(60), || (case_results(&spool) >= 1).then_some(()));
+    let sc = scenario("r-judge", &[]);
+    let sub = sc.submit_slow_ab(1.0);
+    let runner = sc.start(&[]);
+    sc.wait_cases(1);
     kill_stage(&runner, "judge-exec");
-    let s = hub.wait_all_judged(Duration::from_secs(120));
-    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
-    assert_clean_ac(s);
+    let s = sc.judged(&sub, Duration::from_secs(120));
+    assert_clean_ac(&s);
     // One event per case judged: a rerun case would have sent a fourth.
     assert_eq!(s["events"], 3, "no finished case was judged again: {s}");
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    sc.drain(runner);
 }
 
 #[test]
 fn a_hub_away_while_a_claim_is_prepped_costs_the_job_nothing() {
-    let dir = TempDir::new("r-prep-away");
-    let hub = hub_with_ab(dir.path());
+    let sc = scenario("r-prep-away", &[]);
     // More failures than prep's three tries: an outage, not a bad job.
-    hub.cli(&["fault", "--status", "503", "--count", "8", "--path-contains", "/code/"]);
-    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    let s = hub.wait_all_judged(Duration::from_secs(120));
-    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
-    assert_clean_ac(s);
+    sc.hub.cli(&["fault", "--status", "503", "--count", "8", "--path-contains", "/code/"]);
+    let sub = sc.submit_ab();
+    let runner = sc.start(&[]);
+    let s = sc.judged(&sub, Duration::from_secs(120));
+    assert_clean_ac(&s);
     assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing was handed back: {s}");
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    sc.drain(runner);
 }
 
 #[test]
 fn claimd_killed_during_prep_prepares_the_claim_again() {
-    let dir = TempDir::new("r-claimd");
-    let hub = hub_with_ab(dir.path());
+    let sc = scenario("r-claimd", &[]);
     // The testdata channel fails once: prep waits 1 s (unscaled) before
     // trying again, long enough to be caught in the act.
-    hub.cli(&["fault", "--status", "503", "--count", "1", "--path-contains", "/testdata"]);
-    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let log = dir.path().join("runner.log");
-    let mut runner = start_runner_logged(&hub, &spool, &[("OJ_TIME_SCALE", "1")], &log);
+    sc.hub.cli(&["fault", "--status", "503", "--count", "1", "--path-contains", "/testdata"]);
+    let sub = sc.submit_ab();
+    let runner = sc.start_logged(&[("OJ_TIME_SCALE", "1")]);
     wait_for("the claim waiting in prep", Duration::from_secs(60), || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        (text.contains("prep again in") && spool_claims(&spool).iter().any(|c| c.state == "claimed")).then_some(())
+        (sc.log().contains("prep again in") && spool_claims(&sc.spool).iter().any(|c| c.state == "claimed"))
+            .then_some(())
     });
     kill_stage(&runner, "claimd");
-    let s = hub.wait_all_judged(Duration::from_secs(60));
-    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
-    assert_clean_ac(s);
+    let s = sc.judged(&sub, Duration::from_secs(60));
+    assert_clean_ac(&s);
     assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing was handed back: {s}");
-    assert_eq!(spool_claims(&spool).len(), 1, "the same claim was prepared again, not a new one");
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    assert_eq!(spool_claims(&sc.spool).len(), 1, "the same claim was prepared again, not a new one");
+    sc.drain(runner);
 }
 
 #[test]
 fn reportd_killed_with_an_outcome_queued_sends_it_after_its_restart() {
-    let dir = TempDir::new("r-reportd");
-    let hub = hub_with_ab(dir.path());
-    hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
-    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("the outcome to be retried", Duration::from_secs(60), || {
-        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 2).then_some(())
-    });
+    let sc = scenario("r-reportd", &[]);
+    sc.hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
+    let sub = sc.submit_ab();
+    let runner = sc.start(&[]);
+    sc.wait_outbox_tries("the outcome to be retried", 2);
     kill_stage(&runner, "reportd");
-    hub.cli(&["fault", "--clear"]);
-    let s = hub.wait_all_judged(Duration::from_secs(60));
-    assert_clean_ac(s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap());
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    sc.hub.cli(&["fault", "--clear"]);
+    assert_clean_ac(&sc.judged(&sub, Duration::from_secs(60)));
+    sc.drain(runner);
 }
 
 #[test]
 fn leased_killed_again_and_again_keeps_the_lease() {
-    let dir = TempDir::new("r-leased");
-    let hub = hub_with_ab(dir.path());
-    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.5));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    judging_claim(&spool);
+    let sc = scenario("r-leased", &[]);
+    let sub = sc.submit_slow_ab(1.5);
+    let runner = sc.start(&[]);
+    sc.judging_claim();
     for n in 1..=3 {
         kill_stage(&runner, "leased");
-        wait_for(&format!("{n} case(s) judged"), Duration::from_secs(60), || (case_results(&spool) >= n).then_some(()));
+        sc.wait_cases(n);
     }
-    let s = hub.wait_all_judged(Duration::from_secs(60));
-    assert_clean_ac(s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap());
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    assert_clean_ac(&sc.judged(&sub, Duration::from_secs(60)));
+    sc.drain(runner);
 }
 
 #[test]
 fn the_whole_runner_killed_and_started_within_the_lease_finishes_its_job_as_itself() {
-    let dir = TempDir::new("r-whole");
-    let hub = hub_with_ab(dir.path());
-    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
-    let spool = dir.path().join("spool");
-    let runner = start_runner(&hub, &spool, &[]);
-    wait_for("a first case judged", Duration::from_secs(60), || (case_results(&spool) >= 1).then_some(()));
-    let id = spool_runner_id(&spool).unwrap();
+    let sc = scenario("r-whole", &[]);
+    let sub = sc.submit_slow_ab(1.0);
+    let runner = sc.start(&[]);
+    sc.wait_cases(1);
+    let id = spool_runner_id(&sc.spool).unwrap();
     drop(runner); // SIGKILL: its stages die with it
-    let mut runner = start_runner(&hub, &spool, &[]);
-    let s = hub.wait_all_judged(Duration::from_secs(60));
-    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
-    assert_clean_ac(s);
-    assert_eq!(spool_runner_id(&spool).as_deref(), Some(id.as_str()), "the same identity");
-    assert_eq!(hub.cli(&["status", "--runners"]).lines().count(), 1, "no second registration");
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    let runner = sc.start(&[]);
+    assert_clean_ac(&sc.judged(&sub, Duration::from_secs(60)));
+    assert_eq!(spool_runner_id(&sc.spool).as_deref(), Some(id.as_str()), "the same identity");
+    assert_eq!(sc.hub.cli(&["status", "--runners"]).lines().count(), 1, "no second registration");
+    sc.drain(runner);
 }
 
 #[test]
 fn a_runner_back_after_its_leases_are_gone_drops_its_jobs_without_sending_them() {
-    let dir = TempDir::new("r-late");
-    let hub = hub_with_ab(dir.path());
+    let sc = scenario("r-late", &[]);
+    let (dir, hub) = (&sc.dir, &sc.hub);
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
     let (spool_a, spool_b) = (dir.path().join("spool-a"), dir.path().join("spool-b"));
     // Plain polls: a long poll in flight when the runner is killed would
     // have the hub hand the reclaimed job to the dead connection (a lost
     // handout: the protocol's price, never retried), not to runner B.
     let plain = [("OJ_CLAIM_WAIT", "0")];
-    let runner = start_runner(&hub, &spool_a, &plain);
-    wait_for("a first case judged", Duration::from_secs(60), || (case_results(&spool_a) >= 1).then_some(()));
+    let runner = start_runner(hub, &spool_a, &plain);
+    wait_cases(&spool_a, 1);
     drop(runner);
     // Another runner reclaims the job once the lease has run out.
-    let mut b = start_runner(&hub, &spool_b, &[]);
+    let mut b = start_runner(hub, &spool_b, &[]);
     wait_for("the job to be reclaimed", Duration::from_secs(60), || {
         (hub.submission(&sub)["handouts"] == 2).then_some(())
     });
-    let mut a = start_runner(&hub, &spool_a, &plain);
+    let mut a = start_runner(hub, &spool_a, &plain);
     let s = hub.wait_all_judged(Duration::from_secs(60));
     let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
@@ -183,11 +130,11 @@ fn a_runner_back_after_its_leases_are_gone_drops_its_jobs_without_sending_them()
 
 #[test]
 fn two_401_heartbeats_stop_the_runner_at_once_without_a_drain() {
-    let dir = TempDir::new("r-401");
-    let hub = hub_with_ab(dir.path());
-    let spool = dir.path().join("spool");
+    let sc = scenario("r-401", &[]);
+    let (dir, hub) = (&sc.dir, &sc.hub);
+    let spool = sc.spool.clone();
     let log = dir.path().join("runner.log");
-    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
+    let mut runner = start_runner_logged(hub, &spool, &[], &log);
     wait_for("registration", Duration::from_secs(30), || spool_runner_id(&spool));
     hub.cli(&["fault", "--status", "401", "--count", "100000", "--path-contains", "/heartbeat"]);
     assert_eq!(runner.wait_exit(Duration::from_secs(30)), 1, "identity gone: exit 1");
@@ -198,39 +145,32 @@ fn two_401_heartbeats_stop_the_runner_at_once_without_a_drain() {
 
 #[test]
 fn outcomes_and_events_outlast_a_hub_that_is_away() {
-    let dir = TempDir::new("r-away");
-    let mut hub = hub_with_ab(dir.path());
-    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    judging_claim(&spool);
-    hub.stop();
+    let mut sc = scenario("r-away", &[]);
+    let sub = sc.submit_slow_ab(1.0);
+    let runner = sc.start(&[]);
+    sc.judging_claim();
+    sc.hub.stop();
     // The job finishes while the hub is away; its outcome waits, retried.
-    wait_for("the outcome retried while the hub is away", Duration::from_secs(60), || {
-        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 4).then_some(())
-    });
-    hub.start_again();
-    let s = hub.wait_all_judged(Duration::from_secs(60));
-    let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
-    assert_clean_ac(s);
+    sc.wait_outbox_tries("the outcome retried while the hub is away", 4);
+    sc.hub.start_again();
+    let s = sc.judged(&sub, Duration::from_secs(60));
+    assert_clean_ac(&s);
     assert_eq!(s["events"], 3, "the progress sent while away arrived too: {s}");
     // And through server errors.
-    hub.cli(&["fault", "--status", "503", "--count", "6"]);
-    let sub2 = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let s = hub.wait_all_judged(Duration::from_secs(60));
-    assert_eq!(s.iter().find(|s| s["submission_id"] == sub2.as_str()).unwrap()["completes"], 1);
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    sc.hub.cli(&["fault", "--status", "503", "--count", "6"]);
+    let sub2 = sc.submit_ab();
+    assert_eq!(sc.judged(&sub2, Duration::from_secs(60))["completes"], 1);
+    sc.drain(runner);
 }
 
 #[test]
 fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     use ojrunner::spool::{Spool, MAX_EVENTS_PER_CLAIM};
-    let dir = TempDir::new("r-lost");
-    let mut hub = hub_with_ab(dir.path());
+    let mut sc = scenario("r-lost", &[]);
+    let (dir, spool) = (&sc.dir, sc.spool.clone());
+    let hub = &mut sc.hub;
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
+    let mut runner = start_runner(hub, &spool, &[]);
     let claim = judging_claim(&spool);
     hub.stop();
     // While the hub is away, more progress than the spool keeps for a claim
@@ -279,33 +219,29 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
 
 #[test]
 fn an_outcome_undeliverable_for_too_long_is_moved_aside_and_logged() {
-    let dir = TempDir::new("r-dead");
-    let mut hub = hub_with_ab(dir.path());
-    hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let log = dir.path().join("runner.log");
+    let mut sc = scenario("r-dead", &[]);
+    sc.submit_ab();
     // Two hours become 7 seconds.
-    let mut runner = start_runner_logged(&hub, &spool, &[("OJ_TIME_SCALE", "0.001")], &log);
+    let runner = sc.start_logged(&[("OJ_TIME_SCALE", "0.001")]);
     wait_for("the job to be judging", Duration::from_secs(60), || {
-        spool_claims(&spool).iter().any(|c| c.state == "started" || c.state == "judged").then_some(())
+        spool_claims(&sc.spool).iter().any(|c| c.state == "started" || c.state == "judged").then_some(())
     });
-    hub.stop();
+    sc.hub.stop();
     wait_for("the outcome to be moved aside", Duration::from_secs(60), || {
-        (spool_int(&spool, "SELECT count(*) FROM dead_outcomes") == Some(1)).then_some(())
+        (spool_int(&sc.spool, "SELECT count(*) FROM dead_outcomes") == Some(1)).then_some(())
     });
-    assert!(std::fs::read_to_string(&log).unwrap().contains("moved aside to dead_outcomes"));
-    assert_eq!(spool_int(&spool, "SELECT count(*) FROM outbox"), Some(0));
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    assert!(sc.log().contains("moved aside to dead_outcomes"));
+    assert_eq!(spool_int(&sc.spool, "SELECT count(*) FROM outbox"), Some(0));
+    sc.drain(runner);
 }
 
 #[test]
 fn a_second_term_stops_every_stage_at_once() {
-    let dir = TempDir::new("r-twice");
-    let hub = hub_with_ab(dir.path());
+    let sc = scenario("r-twice", &[]);
+    let (dir, hub) = (&sc.dir, &sc.hub);
     hub.submit(1, "python3", &write_file(dir.path(), "long.py", "import time\ntime.sleep(30)\n"));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
+    let spool = sc.spool.clone();
+    let mut runner = start_runner(hub, &spool, &[]);
     judging_claim(&spool);
     let judge = child_pid(runner.pid(), "judge-exec").unwrap();
     runner.signal(Signal::SIGTERM);
@@ -321,27 +257,28 @@ fn a_second_term_stops_every_stage_at_once() {
 
 #[test]
 fn runnerd_drain_drains_without_a_signal() {
-    let dir = TempDir::new("r-drain-cmd");
-    let hub = hub_with_ab(dir.path());
-    let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    judging_claim(&spool);
-    let out =
-        std::process::Command::new(bin("runnerd")).args(["drain", "--wait"]).env("OJ_SPOOL", &spool).output().unwrap();
+    let sc = scenario("r-drain-cmd", &[]);
+    let sub = sc.submit_slow_ab(1.0);
+    let mut runner = sc.start(&[]);
+    sc.judging_claim();
+    let out = std::process::Command::new(bin("runnerd"))
+        .args(["drain", "--wait"])
+        .env("OJ_SPOOL", &sc.spool)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(runner.wait_exit(Duration::from_secs(10)), 0);
-    assert_clean_ac(&hub.submission(&sub));
+    assert_clean_ac(&sc.hub.submission(&sub));
 }
 
 #[test]
 fn a_drain_past_its_deadline_is_cut_and_leaves_the_job_to_lease_expiry() {
-    let dir = TempDir::new("r-cut");
-    let hub = hub_with_ab(dir.path());
+    let sc = scenario("r-cut", &[]);
+    let (dir, hub) = (&sc.dir, &sc.hub);
     let sub = hub.submit(1, "python3", &write_file(dir.path(), "long.py", "import time\ntime.sleep(30)\n"));
-    let spool = dir.path().join("spool");
+    let spool = sc.spool.clone();
     let log = dir.path().join("runner.log");
-    let mut runner = start_runner_logged(&hub, &spool, &[("DRAIN_TIMEOUT_SEC", "3")], &log);
+    let mut runner = start_runner_logged(hub, &spool, &[("DRAIN_TIMEOUT_SEC", "3")], &log);
     judging_claim(&spool);
     runner.signal(Signal::SIGTERM);
     assert_eq!(runner.wait_exit(Duration::from_secs(30)), 1, "a cut drain exits 1");
@@ -354,37 +291,33 @@ fn a_drain_past_its_deadline_is_cut_and_leaves_the_job_to_lease_expiry() {
 
 #[test]
 fn a_drain_keeps_the_leases_until_its_last_outcome_is_delivered() {
-    let dir = TempDir::new("r-drain-lease");
-    let hub = hub_with_ab(dir.path());
-    hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
-    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
-    wait_for("the outcome to wait for the hub", Duration::from_secs(60), || {
-        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 1).then_some(())
-    });
+    let sc = scenario("r-drain-lease", &[]);
+    sc.hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
+    let sub = sc.submit_ab();
+    let mut runner = sc.start(&[]);
+    sc.wait_outbox_tries("the outcome to wait for the hub", 1);
     runner.signal(Signal::SIGTERM);
     // Six tries take 4.5 s (scaled): longer than the hub's 3 s lease, which
     // must stay renewed all along.
     wait_for("the drain to outlast the lease", Duration::from_secs(60), || {
-        let s = hub.submission(&sub);
+        let s = sc.hub.submission(&sub);
         assert!(s["lease_left_ms"].as_i64().is_some_and(|ms| ms > 0), "the lease ran out during the drain: {s}");
-        (spool_int(&spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 6).then_some(())
+        (spool_int(&sc.spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= 6).then_some(())
     });
-    hub.cli(&["fault", "--clear"]);
+    sc.hub.cli(&["fault", "--clear"]);
     assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
-    let s = hub.submission(&sub);
+    let s = sc.hub.submission(&sub);
     assert_clean_ac(&s);
     assert_eq!(s["complete_calls"], 1, "landed on its first answer, not refused as reclaimed: {s}");
 }
 
 #[test]
 fn a_claim_request_in_flight_when_the_drain_begins_is_read_to_the_end_and_handed_back() {
-    let dir = TempDir::new("r-inflight-claim");
-    let hub = hub_with_ab(dir.path());
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "20")]);
-    hub.wait_for_a_poll();
+    let sc = scenario("r-inflight-claim", &[]);
+    let hub = &sc.hub;
+    let spool = sc.spool.clone();
+    let mut runner = start_runner(hub, &spool, &[("OJ_CLAIM_WAIT", "30")]);
+    hub.wait_for_a_poll_lasting(Duration::from_secs(2));
     runner.signal(Signal::SIGTERM);
     wait_for("the drain to begin", Duration::from_secs(10), || {
         (spool_int(&spool, "SELECT count(*) FROM control WHERE key = 'draining'") == Some(1)).then_some(())
@@ -402,13 +335,13 @@ fn a_claim_request_in_flight_when_the_drain_begins_is_read_to_the_end_and_handed
 
 #[test]
 fn an_old_claims_outcome_still_queued_when_its_job_is_claimed_again_is_never_sent() {
-    let dir = TempDir::new("r-late-outcome");
-    let hub = hub_with_ab(dir.path());
+    let sc = scenario("r-late-outcome", &[]);
+    let hub = &sc.hub;
     // Outcomes wait behind 503s, and so do heartbeats: the hub's lease runs out.
     hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
+    let spool = sc.spool.clone();
+    let mut runner = start_runner(hub, &spool, &[]);
     let first = wait_for("the first claim's outcome to be queued", Duration::from_secs(60), || {
         spool_claims(&spool).into_iter().find(|c| c.state == "judged")
     });
@@ -435,11 +368,9 @@ fn a_beat_the_hub_keeps_waiting_keeps_the_runners_claims() {
     // only when none was attempted (the runner was down): the claim stays,
     // and its outcome is delivered once the hub is back. (The hub's own
     // lease is long: its clock runs while it is stopped.)
-    let dir = TempDir::new("r-hang");
-    let hub = Hub::start(dir.path(), &["--lease-ttl", "600"]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    let spool = dir.path().join("spool");
-    let start = |stage: &str| start_stage(&hub, &spool, stage, &[]);
+    let sc = scenario("r-hang", &["--lease-ttl", "600"]);
+    let (hub, spool) = (&sc.hub, sc.spool.clone());
+    let start = |stage: &str| start_stage(hub, &spool, stage, &[]);
     let (claimd, _judge, _leased) = (start("claimd"), start("judge-exec"), start("leased"));
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     let queued = || spool_int(&spool, "SELECT COUNT(*) FROM outbox");

@@ -15,9 +15,12 @@ pub use ojrunner_protocol as protocol;
 // The runner's shared machinery.
 pub mod answer;
 pub mod archive;
+pub mod claim;
 pub mod config;
 pub mod daemon;
+pub mod drain;
 pub mod hub;
+pub mod lease;
 pub mod patience;
 pub mod spool;
 pub mod testdata;
@@ -35,25 +38,6 @@ pub mod workspace;
 
 /// One module per executable: each holds that program's `main`.
 pub mod stage {
-    /// Discards, and logs, the claims whose lease the runner lost while it
-    /// was down (see [`crate::spool::Spool::drop_lost_claims`]).
-    pub fn drop_lost_claims(spool: &mut crate::spool::Spool) {
-        match spool.drop_lost_claims() {
-            Ok(lost) => {
-                for c in lost {
-                    log::warn!(
-                        "job {} claim {}: {}; dropped without reporting (the hub has reclaimed it)",
-                        c.job_id,
-                        c.id,
-                        c.note
-                    );
-                    let _ = std::fs::remove_dir_all(spool.claim_dir(c.id));
-                }
-            }
-            Err(e) => log::error!("{e}"),
-        }
-    }
-
     pub mod claimd;
     pub mod judge_exec;
     pub mod leased;

@@ -1,9 +1,11 @@
 //! How long to wait, and how often to try again: every retry schedule and
 //! deadline of the runner in one place, each with the protocol's numbers.
 //!
-//! `OJ_TIME_SCALE` (default 1) multiplies every delay and deadline here, so
-//! a test can live through a three-minute hub outage in eighteen seconds
-//! without a single number being different in production.
+//! `OJ_TIME_SCALE` (default 1) multiplies every delay, poll and deadline
+//! here, so a test can live through a three-minute hub outage in eighteen
+//! seconds without a single number being different in production. What
+//! the hub sets (the heartbeat interval, its lease, its poll interval) and
+//! the timeouts of a call are the hub's and the network's, not scaled.
 
 use std::time::Duration;
 
@@ -77,18 +79,16 @@ pub fn testdata_idle_timeout() -> Duration {
     scaled(30.0)
 }
 
-/// How often a stage re-reads the spool when nobody wakes it: a lost
-/// wake-up costs this much latency, never a job.
+/// How often a stage re-reads the spool when nobody wakes it, scaled: a
+/// lost wake-up costs this much latency, never a job.
 pub fn spool_poll() -> Duration {
-    Duration::from_millis(1000)
+    scaled(1.0)
 }
 
-/// The lease the hub grants, as the runner assumes it: two heartbeats (the
-/// protocol's 30 s for a 15 s heartbeat). The hub does not tell; assuming
-/// two intervals keeps the runner on the safe side of any hub that follows
-/// the protocol's ratio.
-pub fn assumed_lease(heartbeat_interval_sec: i64) -> Duration {
-    Duration::from_secs(2 * heartbeat_interval_sec.max(1) as u64)
+/// How long a claim request long-polls the hub, given `OJ_CLAIM_WAIT`:
+/// scaled, then rounded up to whole seconds (the wire's unit), at most 30.
+pub fn claim_wait(asked: Duration) -> u64 {
+    (asked.as_secs_f64() * scale()).ceil().min(30.0) as u64
 }
 
 #[cfg(test)]
@@ -108,5 +108,15 @@ mod tests {
         // Patience lasts at least three minutes before an outcome is only "kept".
         let total: f64 = (1..=16).map(|n| secs(&PATIENT, n).unwrap()).sum();
         assert!(total >= 180.0, "{total}");
+    }
+
+    #[test]
+    fn the_claim_wait_is_whole_seconds_at_most_30() {
+        // Unscaled here (OJ_TIME_SCALE is unset for unit tests).
+        let s = Duration::from_secs_f64;
+        assert_eq!(claim_wait(s(5.0)), (5.0 * scale()).ceil() as u64);
+        assert_eq!(claim_wait(s(0.0)), 0, "0 stays plain polls");
+        assert_eq!(claim_wait(s(0.01)), 1, "a wait never rounds down to a plain poll");
+        assert_eq!(claim_wait(s(600.0)), 30);
     }
 }

@@ -439,7 +439,7 @@ impl Spool {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(SpoolError(format!("spool: read the beat stamp {}: {e}", path.display()))),
         };
-        let older: i64 = self.control("last_beat_at")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+        let older: i64 = self.control(crate::lease::LAST_BEAT_AT)?.and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(noted.max(older))
     }
 
@@ -859,20 +859,20 @@ impl Spool {
     }
 
     /// Discards the claims whose lease ran out while no heartbeat was even
-    /// attempted for them (the runner was down): the hub has reclaimed them,
+    /// attempted for them (the runner was down: [`crate::lease::is_lost`]): the hub has reclaimed them,
     /// and their results would be stale. Every stage that acts on claims
     /// calls this first, so none sends or judges a claim the runner lost.
     /// Returns the claims discarded.
     pub fn drop_lost_claims(&mut self) -> Result<Vec<Claim>> {
         let Some(id) = self.identity()? else { return Ok(Vec::new()) };
-        let lease = crate::patience::assumed_lease(id.config.heartbeat_interval_sec).as_millis() as i64;
+        let lease = crate::lease::assumed(id.config.heartbeat_interval_sec);
         let last_beat = self.last_beat()?;
         let now = now_ms();
         let held: Vec<Claim> =
             self.claims_in(&ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect::<Vec<_>>())?;
         let lost: Vec<Claim> = held
             .into_iter()
-            .filter(|c| c.runner_id == id.runner_id && c.claimed_at.max(last_beat) + lease < now)
+            .filter(|c| c.runner_id == id.runner_id && crate::lease::is_lost(c.claimed_at, last_beat, lease, now))
             .collect();
         if lost.is_empty() {
             return Ok(lost);

@@ -125,6 +125,19 @@ impl Drop for Proc {
     }
 }
 
+/// A loopback address of this hub's own (127.0.0.0/8 is all loopback): a
+/// port is only ever taken on it by this hub, so a hub stopped for an
+/// outage gets its port back, whatever the tests running beside it (in
+/// this process, or another suite's, or another checkout's) bind meanwhile.
+pub fn loopback() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    // pid_max is 32768 here; above it, two processes may share an address.
+    let pid = std::process::id() & 0x7fff;
+    let n = N.fetch_add(1, Ordering::SeqCst) % 250;
+    format!("127.{}.{}.{}", pid >> 8, pid & 0xff, n + 2)
+}
+
 /// Tokens the suite's hubs and runners share.
 pub const REGISTRATION_TOKEN: &str = "test-registration-token";
 pub const TESTDATA_TOKEN: &str = "test-testdata-token";
@@ -145,7 +158,7 @@ impl Hub {
     pub fn start(dir: &Path, extra: &[&str]) -> Hub {
         let db = dir.join("hub.db");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Hub::start_on(db, "127.0.0.1:0".into(), extra)
+        Hub::start_on(db, format!("{}:0", loopback()), extra)
     }
 
     fn start_on(db: PathBuf, listen: String, extra: Vec<String>) -> Hub {
@@ -226,6 +239,20 @@ impl Hub {
     pub fn wait_for_a_poll(&self) {
         wait_for("a runner's long poll to wait at the hub", Duration::from_secs(30), || {
             self.cli(&["status", "--runners"]).lines().any(|l| l.contains("\"polling\":true")).then_some(())
+        });
+    }
+
+    /// Waits (at most 30 s) until a runner's long poll waits at the hub
+    /// with at least `left` to go: time for a test to act while it waits
+    /// (polls are short under the suite's `OJ_TIME_SCALE`).
+    pub fn wait_for_a_poll_lasting(&self, left: Duration) {
+        let db = self.db.clone();
+        wait_for("a runner's long poll with time left to wait", Duration::from_secs(30), || {
+            let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+            let _ = c.busy_timeout(Duration::from_secs(10));
+            let until: Option<i64> =
+                c.query_row("SELECT max(polling_until) FROM runners", [], |r| r.get(0)).ok().flatten();
+            until.filter(|t| *t >= now_ms() + left.as_millis() as i64).map(|_| ())
         });
     }
 
@@ -482,7 +509,7 @@ impl Drop for SmallDisk {
 
 /// When the runner last noted a heartbeat attempted (ms since the epoch),
 /// read as `Spool::last_beat` reads it: the beat file's time, or the
-/// `last_beat_at` control value, whichever is later.
+/// [`ojrunner::lease::LAST_BEAT_AT`] control value, whichever is later.
 pub fn spool_last_beat(spool: &Path) -> i64 {
     let file = std::fs::metadata(spool.join("beat"))
         .and_then(|m| m.modified())
@@ -492,7 +519,8 @@ pub fn spool_last_beat(spool: &Path) -> i64 {
     let row = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .ok()
         .and_then(|c| {
-            c.query_row("SELECT value FROM control WHERE key = 'last_beat_at'", [], |r| r.get::<_, String>(0)).ok()
+            let sql = "SELECT value FROM control WHERE key = ?";
+            c.query_row(sql, [ojrunner::lease::LAST_BEAT_AT], |r| r.get::<_, String>(0)).ok()
         })
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
@@ -502,4 +530,103 @@ pub fn spool_last_beat(spool: &Path) -> i64 {
 /// Milliseconds since the epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// One process-level scenario of the restart and drain cases: a scratch
+/// directory, a hub with the A+B problem (`examples/problems/1`), and a
+/// spool for the runner the test starts ([`Scenario::start`]); what the
+/// test does in the middle (a kill, an outage, a drain) is its own.
+pub struct Scenario {
+    pub dir: TempDir,
+    pub hub: Hub,
+    pub spool: PathBuf,
+}
+
+/// A new [`Scenario`] in a directory tagged `tag`, its hub started with
+/// `hub_flags`.
+pub fn scenario(tag: &str, hub_flags: &[&str]) -> Scenario {
+    let dir = TempDir::new(tag);
+    let hub = Hub::start(dir.path(), hub_flags);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let spool = dir.path().join("spool");
+    Scenario { dir, hub, spool }
+}
+
+impl Scenario {
+    /// Submits the C A+B that is AC; its id.
+    pub fn submit_ab(&self) -> String {
+        self.hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"))
+    }
+
+    /// Submits a Python A+B that sleeps `secs` per case (AC, slowly); its id.
+    pub fn submit_slow_ab(&self, secs: f64) -> String {
+        self.hub.submit(1, "python3", &slow_ab(self.dir.path(), secs))
+    }
+
+    /// Starts a runner (`runnerd`) on the scenario's spool.
+    pub fn start(&self, env: &[(&str, &str)]) -> Proc {
+        start_runner(&self.hub, &self.spool, env)
+    }
+
+    /// Starts a runner with its log in `runner.log` (see [`Scenario::log`]).
+    pub fn start_logged(&self, env: &[(&str, &str)]) -> Proc {
+        start_runner_logged(&self.hub, &self.spool, env, &self.dir.path().join("runner.log"))
+    }
+
+    /// What a runner of [`Scenario::start_logged`] has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("runner.log")).unwrap_or_default()
+    }
+
+    /// Waits (at most `limit`) until every submission is judged; `sub`'s status.
+    pub fn judged(&self, sub: &str, limit: Duration) -> serde_json::Value {
+        let all = self.hub.wait_all_judged(limit);
+        all.into_iter().find(|s| s["submission_id"] == sub).unwrap_or_else(|| panic!("no submission {sub}"))
+    }
+
+    /// Waits (at most a minute) until the runner is judging a claim; that claim.
+    pub fn judging_claim(&self) -> SpoolClaim {
+        judging_claim(&self.spool)
+    }
+
+    /// Waits (at most a minute) until `n` cases are judged.
+    pub fn wait_cases(&self, n: i64) {
+        wait_cases(&self.spool, n)
+    }
+
+    /// Waits (at most a minute) until an outcome has been tried `n` times.
+    pub fn wait_outbox_tries(&self, what: &str, n: i64) {
+        wait_for(what, Duration::from_secs(60), || {
+            (spool_int(&self.spool, "SELECT max(tries) FROM outbox").unwrap_or(0) >= n).then_some(())
+        });
+    }
+
+    /// Drains `runner` (TERM) and checks that it exits 0.
+    pub fn drain(&self, mut runner: Proc) {
+        runner.signal(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+    }
+}
+
+/// Waits (at most a minute) until a runner on `spool` is judging a claim;
+/// that claim.
+pub fn judging_claim(spool: &Path) -> SpoolClaim {
+    wait_for("the job to be judging", Duration::from_secs(60), || {
+        spool_claims(spool).into_iter().find(|c| c.state == "started")
+    })
+}
+
+/// Waits (at most a minute) until `spool` holds `n` case results.
+pub fn wait_cases(spool: &Path, n: i64) {
+    wait_for(&format!("{n} case(s) judged"), Duration::from_secs(60), || {
+        (spool_int(spool, "SELECT count(*) FROM case_results").unwrap_or(0) >= n).then_some(())
+    });
+}
+
+/// Checks a submission ended AC, judged once, on one handout.
+pub fn assert_clean_ac(s: &serde_json::Value) {
+    assert_eq!(s["verdict"], "AC", "{s}");
+    assert_eq!(s["completes"], 1, "{s}");
+    assert_eq!(s["handouts"], 1, "the job was never reclaimed: {s}");
+    assert_eq!(s["attempts"], 1, "{s}");
 }

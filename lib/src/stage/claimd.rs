@@ -25,6 +25,7 @@
 
 use crate::answer::{self, Call, Meaning};
 use crate::archive;
+use crate::claim::{self, Fault, Next};
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
@@ -52,7 +53,8 @@ pub struct Cli {
     pub common: Common,
 
     /// Long-poll the hub this many seconds per claim request (0: plain
-    /// polls; decimals are rounded up to whole seconds, the wire's unit).
+    /// polls; scaled by OJ_TIME_SCALE, then rounded up to whole seconds,
+    /// the wire's unit).
     #[arg(long, env = "OJ_CLAIM_WAIT", default_value = "5", value_name = "SEC")]
     pub claim_wait: String,
 
@@ -111,8 +113,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         inbox,
         registration_token,
         name: c.runner_name(),
-        claim_wait: config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cli.claim_wait)?.as_secs_f64().ceil().min(30.0)
-            as u64,
+        claim_wait: patience::claim_wait(config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cli.claim_wait)?),
         last_contact: None,
         woken: false,
         claiming: false,
@@ -475,20 +476,15 @@ struct Prepper {
 }
 
 impl Prepper {
-    /// Prepares one claim: 3 tries spaced 1 and 2 s, then
-    /// `abort(prep_failed)`, but for what is not the job's fault. A job
-    /// that cannot be judged (a bad payload, a refused archive) goes back
-    /// at once; while the hub is away or the runner's disk is full it keeps
-    /// trying, as patiently as an outcome is delivered; a refused
-    /// `SANDBOX_TOKEN` is left to claimd's main loop. A stop at any point
-    /// hands the claim back as `abort(drain)` instead.
+    /// Prepares one claim, trying again as [`claim::Tries`] says. A stop
+    /// at any point hands the claim back as `abort(drain)` instead.
     fn prep(&self, claim: &Claim) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
         let mut spool = match Spool::open(&self.dir) {
             Ok(s) => s,
             Err(e) => return error!("{tag}: prep: {e}; tried again on claimd's next pass"),
         };
-        let (mut tries, mut waits) = (0, 0);
+        let mut tries = claim::Tries::default();
         let since = std::time::Instant::now();
         loop {
             if self.stops.requested() || spool.draining().unwrap_or(false) {
@@ -503,8 +499,7 @@ impl Prepper {
                 // A spool that cannot be read now: mark_prepped decides later.
                 _ => {}
             }
-            tries += 1;
-            match self.prep_once(&spool, claim) {
+            let fault = match self.prep_once(&spool, claim) {
                 Ok(td) => {
                     match spool.mark_prepped(claim.id, &td) {
                         Ok(true) => {
@@ -516,38 +511,37 @@ impl Prepper {
                     }
                     return;
                 }
-                Err(Prep::Bad(why)) => {
-                    warn!("{tag}: cannot be judged: {why}");
-                    return self.abort(&mut spool, claim, AbortReason::PrepFailed, &why);
+                Err(fault) => fault,
+            };
+            let (Fault::Again(why) | Fault::Wait(why) | Fault::Bad(why) | Fault::Refused(why)) = &fault;
+            // A stop that landed during the last try still makes this a
+            // drain, not a failure.
+            let stopping = || self.stops.requested() || spool.draining().unwrap_or(false);
+            match tries.failed(&fault, since.elapsed(), stopping) {
+                Next::Again { after, counted: false } => {
+                    warn!("{tag}: not the job's fault ({why}); prep again in {after:?}");
+                    self.stops.sleep(after);
                 }
-                Err(Prep::Refused(why)) => {
+                Next::Again { after, counted: true } => {
+                    warn!("{tag}: prep try {} failed: {why}; again in {after:?}", tries.counted());
+                    self.stops.sleep(after);
+                }
+                Next::Refused => {
                     warn!("{tag}: {why}");
-                    *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
                     let _ = self.wake.send(Event::Wake);
                     return;
                 }
-                Err(Prep::Wait(why)) if since.elapsed() < patience::outcome_kept() => {
-                    waits += 1;
-                    tries -= 1;
-                    let d = patience::PATIENT.delay(waits).unwrap_or(Duration::from_secs(15));
-                    warn!("{tag}: not the job's fault ({why}); prep again in {d:?}");
-                    self.stops.sleep(d);
+                Next::Abort(AbortReason::Drain) => {
+                    return self.abort(&mut spool, claim, AbortReason::Drain, "drain: stopped during prep")
                 }
-                Err(Prep::Again(why) | Prep::Wait(why)) => match patience::PREP.delay(tries) {
-                    Some(d) => {
-                        warn!("{tag}: prep try {tries} failed: {why}; again in {d:?}");
-                        self.stops.sleep(d);
+                Next::Abort(reason) => {
+                    match fault {
+                        Fault::Bad(_) => warn!("{tag}: cannot be judged: {why}"),
+                        _ => warn!("{tag}: prep failed {} times: {why}", tries.counted()),
                     }
-                    None => {
-                        // A stop that landed during the last try still
-                        // makes this a drain, not a failure.
-                        if self.stops.requested() || spool.draining().unwrap_or(false) {
-                            return self.abort(&mut spool, claim, AbortReason::Drain, "drain: stopped during prep");
-                        }
-                        warn!("{tag}: prep failed {tries} times: {why}");
-                        return self.abort(&mut spool, claim, AbortReason::PrepFailed, &why);
-                    }
-                },
+                    return self.abort(&mut spool, claim, reason, why);
+                }
             }
         }
     }
@@ -564,16 +558,16 @@ impl Prepper {
         }
     }
 
-    fn prep_once(&self, spool: &Spool, claim: &Claim) -> Result<PathBuf, Prep> {
-        let job = claim.job().map_err(|e| Prep::Bad(e.to_string()))?;
+    fn prep_once(&self, spool: &Spool, claim: &Claim) -> Result<PathBuf, Fault> {
+        let job = claim.job().map_err(|e| Fault::Bad(e.to_string()))?;
         let source = self
             .languages
             .by_id(job.language)
             .map(|l| l.source.clone())
-            .ok_or_else(|| Prep::Bad(format!("language {} is not in this runner's table", job.language)))?;
+            .ok_or_else(|| Fault::Bad(format!("language {} is not in this runner's table", job.language)))?;
         let dir = spool.claim_dir(claim.id);
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| Prep::Wait(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Fault::Wait(format!("{}: {e}", dir.display())))?;
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
         let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
@@ -581,52 +575,27 @@ impl Prepper {
         let zip = dir.join("code.zip");
         self.hub
             .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
-            .map_err(Prep::from)?;
+            .map_err(Fault::from)?;
         let files = archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| match e.1 {
-            archive::Blame::Archive => Prep::Bad(format!("code zip: {e}")),
-            archive::Blame::Ours => Prep::Wait(format!("code zip: {e}")),
+            archive::Blame::Archive => Fault::Bad(format!("code zip: {e}")),
+            archive::Blame::Ours => Fault::Wait(format!("code zip: {e}")),
         })?;
         let _ = std::fs::remove_file(&zip);
         // The protocol names the file main.<ext>; a language may want it
         // named otherwise (Java's Main.java): same name but for case.
         let name = files.first().and_then(|f| f.to_str()).unwrap_or("");
         if files.len() != 1 || !name.eq_ignore_ascii_case(&source) {
-            return Err(Prep::Bad(format!("code zip holds {files:?}, not exactly {source}")));
+            return Err(Fault::Bad(format!("code zip holds {files:?}, not exactly {source}")));
         }
         if name != source {
             std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
-                .map_err(|e| Prep::Wait(format!("{source}: {e}")))?;
+                .map_err(|e| Fault::Wait(format!("{source}: {e}")))?;
         }
-        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Prep::from)?;
+        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Fault::from)?;
         let in_use: Vec<PathBuf> =
             spool.claims_in(&HELD_STATES).unwrap_or_default().into_iter().filter_map(|c| c.testdata).collect();
         self.cache.prune(job.problem_id, &td, &in_use);
-        testdata::check_cases(&td, &job.tasks).map_err(|e| Prep::Bad(format!("problem {}: {e}", job.problem_id)))?;
+        testdata::check_cases(&td, &job.tasks).map_err(|e| Fault::Bad(format!("problem {}: {e}", job.problem_id)))?;
         Ok(td)
-    }
-}
-
-/// A failed prep, by whose fault and what it costs the job.
-enum Prep {
-    /// The hub said no (a 4xx): worth another try or two.
-    Again(String),
-    /// Not the job's fault, maybe for long (the hub away, a download cut
-    /// midway, the runner's own disk): waited out patiently.
-    Wait(String),
-    /// The job cannot be judged (a bad payload, a refused archive): handed
-    /// back at once as `abort(prep_failed)`.
-    Bad(String),
-    /// The testdata channel refused the runner's `SANDBOX_TOKEN`.
-    Refused(String),
-}
-
-impl From<hub::FetchError> for Prep {
-    fn from(e: hub::FetchError) -> Prep {
-        match e.1 {
-            hub::Reach::Away | hub::Reach::Ours => Prep::Wait(e.0),
-            hub::Reach::Answered => Prep::Again(e.0),
-            hub::Reach::Unusable => Prep::Bad(e.0),
-            hub::Reach::Refused => Prep::Refused(e.0),
-        }
     }
 }

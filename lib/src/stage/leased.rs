@@ -26,6 +26,7 @@ use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::Hub;
+use crate::lease;
 use crate::patience;
 use crate::signals::Stops;
 use crate::spool::Spool;
@@ -82,7 +83,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
-            crate::stage::drop_lost_claims(&mut spool);
+            crate::lease::drop_lost(&mut spool);
             let jobs = spool.held_jobs()?;
             if let Some(since) = l.stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
@@ -93,7 +94,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             // Due one interval after the last beat began (the time a beat
             // took is thereby taken off the wait for the next); sooner
             // after a beat that failed.
-            let due = l.last.at.is_none_or(|t| t.elapsed() >= gap(interval, failed));
+            let due = l.last.at.is_none_or(|t| t.elapsed() >= lease::next_beat(interval, failed));
             if due {
                 let t0 = Instant::now();
                 // The attempt, not its answer, is what keeps a claim ours:
@@ -142,7 +143,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             }
             // The next beat is due `interval` after this one began (sooner
             // after a failed one).
-            let next = gap(interval, failed);
+            let next = lease::next_beat(interval, failed);
             wait = l.last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
         }
         if !l.serve(wait) {
@@ -216,32 +217,9 @@ impl Leased {
     }
 }
 
-/// How long after a beat began the next is due: the interval, or sooner
-/// after `failed` beats in a row got no 204.
-fn gap(interval: Duration, failed: usize) -> Duration {
-    match failed {
-        0 => interval,
-        n => patience::BEAT_AGAIN.delay(n).unwrap_or(interval).min(interval),
-    }
-}
-
 #[derive(Default)]
 struct Beat {
     at: Option<Instant>,
     jobs: usize,
     answer: String,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_failed_beat_is_tried_again_soon_never_later_than_the_interval() {
-        let s = Duration::from_secs;
-        assert_eq!(gap(s(15), 0), s(15));
-        assert_eq!(gap(s(15), 1), patience::BEAT_AGAIN.delay(1).unwrap());
-        assert!(gap(s(15), 1) < s(15) && gap(s(15), 9) < s(15), "{:?}", gap(s(15), 9));
-        assert_eq!(gap(Duration::from_millis(500), 3), Duration::from_millis(500));
-    }
 }

@@ -190,7 +190,7 @@ impl Reporter {
         let Ok(Some(id)) = self.spool.identity() else {
             return None;
         };
-        crate::stage::drop_lost_claims(&mut self.spool);
+        crate::lease::drop_lost(&mut self.spool);
         self.send_events(&id.runner_id, &id.token);
         let due = match self.spool.outbox_due(now_ms()) {
             Ok(d) => d,
@@ -209,8 +209,12 @@ impl Reporter {
                 let _ = self.spool.outbox_bury(item.claim_id, "claimed under a previous identity");
                 continue;
             }
-            // A job's progress goes before its outcome.
-            self.send_events_of(item.claim_id, &item.job_id, &id.runner_id, &id.token);
+            // A job's progress goes before its outcome: tried now, whatever
+            // its own schedule (a hub back from away takes both in order).
+            self.send_events_of(item.claim_id, &item.job_id, &id.runner_id, &id.token, true);
+            if self.quit {
+                break;
+            }
             self.send(&item, &id.token);
         }
         self.spool.outbox_len().ok().and_then(|(_, next)| next)
@@ -299,16 +303,17 @@ impl Reporter {
         let Ok(claims) = self.spool.event_claims() else { return };
         for (claim_id, job_id, owner) in claims {
             if owner == runner_id {
-                self.send_events_of(claim_id, &job_id, runner_id, token);
+                self.send_events_of(claim_id, &job_id, runner_id, token, false);
             }
         }
     }
 
     /// Sends a claim's queued events, 200 at a time, until none are left or
-    /// the hub cannot take them (they stay for the next batch).
-    fn send_events_of(&mut self, claim_id: i64, job_id: &str, runner_id: &str, token: &str) {
+    /// the hub cannot take them (they stay for the next batch). Not before
+    /// their next try is due, unless `now`.
+    fn send_events_of(&mut self, claim_id: i64, job_id: &str, runner_id: &str, token: &str, now: bool) {
         if let Some((_, at)) = self.event_retry.get(&claim_id) {
-            if *at > now_ms() {
+            if *at > now_ms() && !now {
                 return;
             }
         }

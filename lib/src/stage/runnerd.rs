@@ -14,7 +14,8 @@
 //!    empty;
 //! 6. `leased` (TERM) last: leases stay renewed until the final sends.
 //!
-//! One deadline (`DRAIN_TIMEOUT_SEC`) spans every step, and the in-flight
+//! The order, each step's share of the deadline and when it is done are one
+//! table, [`crate::drain`]. One deadline (`DRAIN_TIMEOUT_SEC`) spans every step, and the in-flight
 //! wait leaves a reserve for reporting. Past it, what is left is logged and
 //! left to lease expiry, and `runnerd` exits 1. A second TERM or INT, or a
 //! QUIT, kills every stage at once (exit 1). A stage that dies during a
@@ -23,6 +24,7 @@
 
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
+use crate::drain::{self, Step};
 use crate::patience;
 use crate::signals::{self, Stops};
 use crate::spool::{ClaimState, Spool};
@@ -111,15 +113,6 @@ struct Stage {
     /// Told to stop (TERM sent) in this drain step.
     told: bool,
     last_exit: Option<i32>,
-}
-
-/// Where the drain is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    Claimd,
-    Judge,
-    Report,
-    Leased,
 }
 
 struct Supervisor {
@@ -393,23 +386,16 @@ impl Supervisor {
     /// Advances the drain; Some(code) when it is over.
     fn drain_step(&mut self) -> Option<i32> {
         let (step, begun, step_begun) = self.drain?;
-        let deadline = begun + self.drain_total;
         let now = Instant::now();
         // Under systemd: the drain is progress, not a hang.
         if self.extended.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
             self.extended = Some(now);
             config::sd_notify(&format!("EXTEND_TIMEOUT_USEC={}", 30_000_000u64));
         }
-        // Reporting keeps a reserve; claimd gets a capped share.
-        let reserve = (self.drain_total / 6).min(Duration::from_secs(60));
-        let claimd_share = (self.drain_total / 6).min(patience::scaled(60.0).max(Duration::from_secs(20)));
-        let (name, until) = match step {
-            Step::Claimd => ("claimd", (step_begun + claimd_share).min(deadline)),
-            Step::Judge => ("judge-exec", deadline.checked_sub(reserve).unwrap_or(deadline).max(step_begun)),
-            Step::Report => ("reportd", deadline),
-            Step::Leased => ("leased", deadline.max(step_begun + Duration::from_secs(5))),
-        };
-        let done = self.step_done(step);
+        let row = drain::row(step);
+        let name = row.stage;
+        let until = begun + row.until(step_begun - begun, self.drain_total);
+        let done = self.step_done(row);
         if !done && now < until {
             let s = self.stage(name);
             if s.child.is_none() && s.next_start.is_none() {
@@ -427,7 +413,7 @@ impl Supervisor {
         }
         // This step is over: the stage is not restarted.
         self.stage(name).next_start = None;
-        if matches!(step, Step::Claimd | Step::Judge) {
+        if row.scan_after {
             // Scan again: anything claimed or prepped late goes back too.
             match self.spool.abort_unstarted() {
                 Ok(ids) if !ids.is_empty() => info!("drain: handed back {} claim(s) not started: {ids:?}", ids.len()),
@@ -435,50 +421,32 @@ impl Supervisor {
                 Err(e) => error!("drain scan: {e}"),
             }
         }
-        let next = match step {
-            Step::Claimd => Step::Judge,
-            Step::Judge => Step::Report,
-            Step::Report => Step::Leased,
-            Step::Leased => {
-                let code = if self.cut { exit::FAILURE } else { exit::OK };
-                if self.cut {
-                    warn!("drain cut by its deadline: {}; left to lease expiry", self.leftovers());
-                } else {
-                    info!("drained: every job held was finished and reported");
-                }
-                if let Some(why) = &self.misconfigured {
-                    error!("{why}: fix the configuration, then start the runner again");
-                    return Some(exit::CONFIG);
-                }
-                return Some(code);
+        let Some(next) = row.next else {
+            let code = if self.cut { exit::FAILURE } else { exit::OK };
+            if self.cut {
+                warn!("drain cut by its deadline: {}; left to lease expiry", self.leftovers());
+            } else {
+                info!("drained: every job held was finished and reported");
             }
+            if let Some(why) = &self.misconfigured {
+                error!("{why}: fix the configuration, then start the runner again");
+                return Some(exit::CONFIG);
+            }
+            return Some(code);
         };
-        info!(
-            "drain: {name} done; next {}",
-            match next {
-                Step::Judge => "judge-exec (finishing claims in flight)",
-                Step::Report => "reportd (delivering what is queued)",
-                _ => "leased",
-            }
-        );
+        info!("drain: {name} done; next {}", drain::row(next).does);
         self.drain = Some((next, begun, now));
         None
     }
 
     /// Whether a drain step's work is done (its stage exited, and what it
-    /// owns is finished). A stage that died early is restarted by
-    /// `start_due` and told again.
-    fn step_done(&mut self, step: Step) -> bool {
-        let running = |s: &mut Self, n: &str| s.stage(n).child.is_some();
-        match step {
-            Step::Claimd => !running(self, "claimd"),
-            Step::Judge => {
-                let started = self.spool.claims_in(&[ClaimState::Started]).map(|c| c.len()).unwrap_or(1);
-                !running(self, "judge-exec") && started == 0
-            }
-            Step::Report => !running(self, "reportd") && self.spool.outbox_len().map(|o| o.0).unwrap_or(1) == 0,
-            Step::Leased => !running(self, "leased"),
-        }
+    /// owns is finished: [`drain::Row::is_done`]). A stage that died early
+    /// is restarted by `start_due` and told again.
+    fn step_done(&mut self, row: &drain::Row) -> bool {
+        let running = self.stage(row.stage).child.is_some();
+        let started = self.spool.claims_in(&[ClaimState::Started]).map(|c| c.len()).unwrap_or(1);
+        let outbox = self.spool.outbox_len().map(|o| o.0).unwrap_or(1);
+        row.is_done(running, started, outbox)
     }
 
     fn leftovers(&self) -> String {
