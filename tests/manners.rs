@@ -172,7 +172,11 @@ fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     wait_for("the submission judged", Duration::from_secs(60), || {
         (hub.submission(&sub)["state"] == "done").then_some(())
     });
-    let lines = runnerd_status(&spool).expect("runnerd status failed");
+    // The hub has the outcome before reportd marks its claim reported.
+    let lines = wait_for("the claim reported in the spool", Duration::from_secs(30), || {
+        let lines = runnerd_status(&spool).expect("runnerd status failed");
+        (lines[0]["claims"]["reported"] == 1).then_some(lines)
+    });
     let spool_line = &lines[0];
     assert!(spool_line["runner_id"].as_str().unwrap().starts_with("rn_"), "{spool_line}");
     assert_eq!(spool_line["claims"]["reported"], 1, "{spool_line}");
