@@ -57,7 +57,8 @@ pub struct Common {
     pub notify_fd: Option<i32>,
 }
 
-/// A configuration error: the program exits [`exit::CONFIG`].
+/// A configuration error: the program exits
+/// [`ExitCode::Config`](ojrunner_daemon::ExitCode::Config).
 #[derive(Debug)]
 pub struct ConfigError(pub String);
 

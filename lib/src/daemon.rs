@@ -2,10 +2,11 @@
 //! signals and to its control socket (one inbox for both), and turn a
 //! failure into its exit code with one log line.
 
-use crate::config::{exit, ConfigError};
+use crate::config::ConfigError;
 use crate::control::{self, Inbox};
 use crate::signals::{self, Stops};
 use crate::spool::Spool;
+use ojrunner_daemon::ExitCode;
 use std::path::Path;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
@@ -15,13 +16,13 @@ pub use ojrunner_daemon::{exit_code, Failure};
 
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Failure {
-        Failure(exit::CONFIG, e.0)
+        Failure(ExitCode::Config, e.0)
     }
 }
 
 impl From<crate::spool::SpoolError> for Failure {
     fn from(e: crate::spool::SpoolError) -> Failure {
-        Failure(exit::TEMPORARY, e.0)
+        Failure(ExitCode::Temporary, e.0)
     }
 }
 
@@ -38,9 +39,9 @@ impl Daemon {
         let spool = Spool::open(dir)?;
         let inbox = Inbox::new();
         let stops =
-            signals::forward(inbox.tx.clone()).map_err(|e| Failure(exit::TEMPORARY, format!("signals: {e}")))?;
+            signals::forward(inbox.tx.clone()).map_err(|e| Failure(ExitCode::Temporary, format!("signals: {e}")))?;
         control::listen(dir, stage, inbox.tx.clone())
-            .map_err(|e| Failure(exit::TEMPORARY, format!("control socket: {e}")))?;
+            .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
         Ok(Daemon { spool, inbox, stops })
     }
 }
@@ -98,7 +99,7 @@ pub fn serving<T: Send + 'static>(
 pub fn languages(path: Option<&Path>) -> Result<crate::language::Languages, Failure> {
     match path {
         Some(p) => crate::language::Languages::load(p)
-            .map_err(|e| Failure(exit::CONFIG, format!("languages {}: {e}", p.display()))),
+            .map_err(|e| Failure(ExitCode::Config, format!("languages {}: {e}", p.display()))),
         None => Ok(crate::language::Languages::builtin()),
     }
 }

@@ -1,4 +1,4 @@
 fn main() {
     ojrunner::config::keep_inherited_fds_private();
-    std::process::exit(ojrunner::stage::reportd::main());
+    std::process::exit(ojrunner::stage::reportd::main().code());
 }

@@ -3,6 +3,7 @@
 
 use crate::{db, fault, problem, queue, runners, server, status, submission, Context, Failure};
 use clap::{Parser, Subcommand};
+use ojrunner_daemon::ExitCode;
 use ojrunner_protocol::RunnerConfig;
 use std::path::PathBuf;
 
@@ -118,16 +119,17 @@ struct Serve {
     notify_fd: Option<i32>,
 }
 
-pub fn main() -> i32 {
+pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return e.exit_code();
+            // --help and --version are clap errors that go to stdout.
+            return if e.use_stderr() { ExitCode::Usage } else { ExitCode::Ok };
         }
     };
     ojrunner_daemon::logger::init("hubd");
-    ojrunner_daemon::exit_code(run(cli).map(|()| 0))
+    ojrunner_daemon::exit_code(run(cli).map(|()| ExitCode::Ok))
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {

@@ -26,7 +26,7 @@
 use crate::answer::{self, Call, Meaning};
 use crate::archive;
 use crate::claim::{self, Fault, Next};
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{self, Hub};
@@ -38,6 +38,7 @@ use crate::spool::{Claim, ClaimState, Identity, Spool};
 use crate::testdata::{self, Cache};
 use clap::Parser;
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -66,9 +67,9 @@ pub struct Cli {
 /// Claims that may still read their testdata.
 const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
 
-pub fn main() -> i32 {
+pub fn main() -> ExitCode {
     crate::logger::init("claimd");
-    daemon::exit_code(run(Cli::parse()).map(|()| exit::OK))
+    daemon::exit_code(run(Cli::parse()).map(|()| ExitCode::Ok))
 }
 
 struct Claimd {
@@ -162,7 +163,7 @@ impl Claimd {
                     Err(e) => format!("unreadable registration ({e})"),
                 },
                 (Meaning::Rejected, _) => {
-                    return Err(Failure(exit::FAILURE, "the hub refused the registration token (401)".into()));
+                    return Err(Failure(ExitCode::Failure, "the hub refused the registration token (401)".into()));
                 }
                 _ => answer.describe(),
             };
@@ -201,7 +202,7 @@ impl Claimd {
                 let claimed = self.claim_once()?;
                 if self.quit {
                     info!("SIGQUIT: stopped, the claim request in flight answered and recorded");
-                    std::process::exit(exit::OK);
+                    std::process::exit(ExitCode::Ok.code());
                 }
                 if let Some(claimed) = claimed {
                     self.start_prep(claimed);
@@ -224,7 +225,7 @@ impl Claimd {
         error!("the testdata channel refused SANDBOX_TOKEN ({why}); claiming nothing more");
         self.abort_unstarted();
         Err(Failure(
-            exit::CONFIG,
+            ExitCode::Config,
             format!("the testdata channel refused SANDBOX_TOKEN ({why}): fix SANDBOX_TOKEN or SANDBOX_TOKEN_FILE"),
         ))
     }
@@ -254,7 +255,7 @@ impl Claimd {
             }
             Event::Signal(libc::SIGQUIT) => {
                 info!("SIGQUIT: stopped at once");
-                std::process::exit(exit::OK);
+                std::process::exit(ExitCode::Ok.code());
             }
             Event::Signal(libc::SIGHUP) => match &self.languages_path {
                 Some(p) => match Languages::load(p) {
@@ -424,7 +425,7 @@ impl Claimd {
             }
             r => r,
         };
-        let (claim_id, old) = recorded.map_err(|e| Failure(exit::TEMPORARY, format!("job {job_id}: {e}")))?;
+        let (claim_id, old) = recorded.map_err(|e| Failure(ExitCode::Temporary, format!("job {job_id}: {e}")))?;
         if !old.is_empty() {
             info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
             for o in old {

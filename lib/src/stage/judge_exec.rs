@@ -8,7 +8,7 @@
 //! A claim superseded while it runs (the hub handed its job again) stops at
 //! its next case and leaves nothing behind.
 
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
 use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
@@ -21,6 +21,7 @@ use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
 use clap::{Parser, Subcommand};
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -98,7 +99,7 @@ pub enum Command {
     },
 }
 
-pub fn main() -> i32 {
+pub fn main() -> ExitCode {
     crate::logger::init("judge-exec");
     let cli = Cli::parse();
     crate::sandbox::set_netns_per_run(cli.netns_per_run);
@@ -129,7 +130,7 @@ enum Done {
     Claim(i64),
 }
 
-fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
+fn run(cli: &Cli, languages: Languages) -> Result<ExitCode, Failure> {
     // Shared with the workers; SIGHUP reloads it from --languages.
     let languages = Arc::new(RwLock::new(languages));
     let c: &Common = &cli.common;
@@ -155,7 +156,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
             .spawn(move || worker.run(rx))
-            .map_err(|e| Failure(exit::TEMPORARY, format!("worker thread: {e}")))?;
+            .map_err(|e| Failure(ExitCode::Temporary, format!("worker thread: {e}")))?;
         workers.push(Some(tx));
     }
     config::notify_ready(c.notify_fd);
@@ -174,7 +175,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         }
         if stops.count() >= 2 {
             info!("stopped at once; {} claim(s) in flight resume on the next start", busy.len());
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         crate::lease::drop_lost(&mut spool);
         // In flight first: a claim `started` but not being judged was
@@ -209,7 +210,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         }
         if stops.requested() && busy.is_empty() {
             info!("nothing in flight: stopped");
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         match inbox.next(patience::spool_poll()) {
             Some(Event::Command { cmd, reply, .. }) => {
@@ -222,7 +223,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
             }
             Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
                 info!("SIGQUIT: stopped at once");
-                return Ok(exit::OK);
+                return Ok(ExitCode::Ok);
             }
             Some(Event::Signal(sig)) if sig == libc::SIGHUP => reload(cli.languages.as_deref(), &languages),
             Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {

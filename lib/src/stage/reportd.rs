@@ -16,7 +16,7 @@
 //! TERM) abandons the request in flight; its outcome stays queued.
 
 use crate::answer::{self, Call, Meaning};
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::Hub;
@@ -25,6 +25,7 @@ use crate::signals::Stops;
 use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
 use clap::Parser;
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -40,12 +41,12 @@ pub struct Cli {
     pub common: Common,
 }
 
-pub fn main() -> i32 {
+pub fn main() -> ExitCode {
     crate::logger::init("reportd");
     daemon::exit_code(run(Cli::parse()))
 }
 
-fn run(cli: Cli) -> Result<i32, Failure> {
+fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let c = &cli.common;
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool)?;
@@ -76,12 +77,12 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
         if r.quit {
             info!("stopped at once; {left} outcome(s) stay in the spool for the next run");
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         if r.stops.requested() {
             if left == 0 {
                 info!("outbox empty: stopped");
-                return Ok(exit::OK);
+                return Ok(ExitCode::Ok);
             }
             if !said {
                 info!("stopping once the {left} queued outcome(s) are delivered");
