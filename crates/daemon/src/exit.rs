@@ -64,5 +64,11 @@ mod tests {
             assert!(ExitCode::ALL[..i].iter().all(|d| d.code() < c.code()), "ALL is in numeric order");
         }
         assert_eq!(ExitCode::from_code(3), None);
+        // A new variant stops this match compiling: list it in ALL too.
+        for c in ExitCode::ALL {
+            match c {
+                ExitCode::Ok | ExitCode::Failure | ExitCode::Usage | ExitCode::Config | ExitCode::Temporary => {}
+            }
+        }
     }
 }

@@ -5,8 +5,9 @@
 //! 100 ms). The queue rules themselves live in [`super::queue`].
 
 use super::{db, fault, problem, queue, runners, submission, Context, Failure};
-use ojrunner_daemon::control::{Event, Inbox};
-use ojrunner_daemon::{readiness, signals};
+use ojrunner_daemon::control::Event;
+use ojrunner_daemon::readiness;
+use ojrunner_daemon::signals::{self, Shutdown};
 use ojrunner_protocol::{envelope, AbortReason, Registration, RunnerConfig};
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -52,8 +53,9 @@ struct Hub {
     shutdown: AtomicBool,
 }
 
-/// Serves until SIGTERM or SIGINT, then finishes the requests in hand.
-pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
+/// Serves until `shutdown` says TERM or INT (then finishes the requests in
+/// hand) or QUIT (then stops at once).
+pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
     let mut conns = (0..WORKERS).map(|_| db::open(&cfg.db)).collect::<Result<Vec<_>, _>>()?;
     let extended = queue::extend_leases(&mut conns[0], &cfg.policy).context(|| "extending leases".into())?;
     if extended > 0 {
@@ -62,10 +64,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
     let server = tiny_http::Server::http(&cfg.listen)
         .map_err(|e| Failure::runtime(format!("listening on {}: {e}", cfg.listen)))?;
     let addr = server.server_addr().to_ip().ok_or_else(|| Failure::runtime("not listening on an IP"))?;
-    // The same signals as every ojrunner program, the same way: HUP and
-    // CONT must not kill it.
-    let inbox = Inbox::new();
-    signals::forward(inbox.tx.clone()).context(|| "installing signal handlers".into())?;
+    let Shutdown { inbox, .. } = shutdown;
     let hub = Arc::new(Hub {
         base_url: format!("http://{addr}"),
         port: addr.port(),

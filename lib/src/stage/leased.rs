@@ -28,31 +28,18 @@ use crate::daemon::{self, Daemon, Failure};
 use crate::hub::Hub;
 use crate::lease;
 use crate::patience;
-use crate::signals::Stops;
+use crate::signals::{Shutdown, Stops};
 use crate::spool::Spool;
-use clap::Parser;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// leased: heartbeats for every job the runner holds.
-#[derive(Parser, Debug)]
-#[command(name = "leased", version, about = "Keep the leases of the jobs the runner holds")]
-pub struct Cli {
-    #[command(flatten)]
-    pub common: Common,
-}
-
-pub fn main() -> ExitCode {
-    crate::logger::init("leased");
-    daemon::exit_code(run(Cli::parse()))
-}
-
-fn run(cli: Cli) -> Result<ExitCode, Failure> {
-    let c = &cli.common;
+/// Runs leased with the configuration `c` until `shutdown` stops it (or
+/// the hub's answers do); the exit code says why it stopped.
+pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
-    let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool)?;
+    let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let drain_deadline = c.drain_timeout()?;
     let mut unauthorized = 0;

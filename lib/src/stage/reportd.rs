@@ -21,9 +21,8 @@ use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::Hub;
 use crate::patience;
-use crate::signals::Stops;
+use crate::signals::{Shutdown, Stops};
 use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
-use clap::Parser;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
@@ -33,23 +32,11 @@ use std::time::Duration;
 /// Event lines sent in one batch.
 pub const EVENT_BATCH: usize = 200;
 
-/// reportd: delivers outcomes and events to the hub.
-#[derive(Parser, Debug)]
-#[command(name = "reportd", version, about = "Deliver outcomes and progress events to the hub")]
-pub struct Cli {
-    #[command(flatten)]
-    pub common: Common,
-}
-
-pub fn main() -> ExitCode {
-    crate::logger::init("reportd");
-    daemon::exit_code(run(Cli::parse()))
-}
-
-fn run(cli: Cli) -> Result<ExitCode, Failure> {
-    let c = &cli.common;
+/// Runs reportd with the configuration `c` until `shutdown` stops it (or
+/// the hub's answers do); the exit code says why it stopped.
+pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
-    let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool)?;
+    let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter {
         spool,

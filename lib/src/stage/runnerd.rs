@@ -26,9 +26,8 @@ use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
 use crate::drain::{self, Step};
 use crate::patience;
-use crate::signals::{self, Stops};
+use crate::signals::{self, Shutdown, Stops};
 use crate::spool::{ClaimState, Spool};
-use clap::{Parser, Subcommand};
 use log::{error, info, warn};
 use ojrunner_daemon::{ExitCode, Failure};
 use serde_json::{json, Value};
@@ -39,66 +38,19 @@ use std::time::{Duration, Instant};
 /// The stages, in start order; the drain goes through them in reverse.
 pub const STAGES: [&str; 4] = ["leased", "reportd", "judge-exec", "claimd"];
 
-/// runnerd: the runner's supervisor.
-#[derive(Parser, Debug)]
-#[command(name = "runnerd", version, about = "Run and supervise the runner's stages; drain them in order on TERM")]
-pub struct Cli {
-    #[command(flatten)]
+/// What the supervisor is told (its command line, and the commands that
+/// talk to a running one, are `bins/runnerd`'s).
+#[derive(Clone, Debug)]
+pub struct Config {
     pub common: Common,
-
     /// Where the stage programs are (default: beside runnerd, else PATH).
-    #[arg(long, env = "OJ_LIBEXEC", value_name = "DIR")]
     pub libexec: Option<PathBuf>,
-
-    #[command(subcommand)]
-    pub command: Option<Cmd>,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum Cmd {
-    /// Print the runner's state as JSON lines: the spool, then each stage.
-    Status,
-    /// Drain a running runnerd, as TERM would (for supervisors that stop
-    /// services in parallel).
-    Drain {
-        /// Wait until runnerd has exited.
-        #[arg(long)]
-        wait: bool,
-    },
-    /// Exit 0 if runnerd runs with every stage up (runit's ./check).
-    Check,
-    /// Set the spool's drain latch (nothing starts judging from then on),
-    /// or lift it: the first step of a drain done by hand, for layouts
-    /// that run each stage as its own service.
-    Latch {
-        /// Lift the latch instead.
-        #[arg(long)]
-        off: bool,
-    },
-}
-
-pub fn main() -> ExitCode {
-    crate::logger::init("runnerd");
-    let cli = Cli::parse();
-    if cli.command.is_some() {
-        config::default_sigpipe();
-    }
-    match &cli.command {
-        Some(Cmd::Status) => status(&cli.common.spool),
-        Some(Cmd::Drain { wait }) => match cli.common.drain_timeout() {
-            Ok(timeout) => drain_command(&cli.common.spool, *wait, timeout),
-            Err(e) => {
-                error!("{}", e.0);
-                ExitCode::Config
-            }
-        },
-        Some(Cmd::Check) => check(&cli.common.spool),
-        Some(Cmd::Latch { off }) => latch(&cli.common.spool, !*off),
-        None => match Supervisor::new(&cli) {
-            Ok(mut s) => s.run(),
-            Err(failure) => crate::daemon::exit_code(Err(failure)),
-        },
-    }
+/// Runs the runner: starts the stages and supervises them until `shutdown`
+/// drains them (or a stage's exit stops the runner).
+pub fn run(cfg: &Config, shutdown: Shutdown) -> Result<ExitCode, Failure> {
+    Ok(Supervisor::new(cfg, shutdown)?.run())
 }
 
 /// One supervised stage.
@@ -133,8 +85,8 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn new(cli: &Cli) -> Result<Supervisor, Failure> {
-        let c = &cli.common;
+    fn new(cfg: &Config, shutdown: Shutdown) -> Result<Supervisor, Failure> {
+        let c = &cfg.common;
         // Checked here so a bad configuration stops the runner once, not
         // each stage in a restart loop.
         c.backend_url().map_err(|e| Failure(ExitCode::Config, e.0))?;
@@ -151,15 +103,13 @@ impl Supervisor {
         // first one's drain latch).
         std::fs::create_dir_all(&c.spool)
             .map_err(|e| Failure(ExitCode::Temporary, format!("{}: {e}", c.spool.display())))?;
-        let inbox = Inbox::new();
+        let Shutdown { inbox, stops } = shutdown;
         control::listen(&c.spool, "runnerd", inbox.tx.clone())
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
-        let stops =
-            signals::forward(inbox.tx.clone()).map_err(|e| Failure(ExitCode::Temporary, format!("signals: {e}")))?;
         let mut spool = Spool::open(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
         spool.set_draining(false).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
-        let libexec = cli.libexec.clone().or_else(|| {
+        let libexec = cfg.libexec.clone().or_else(|| {
             std::env::current_exe()
                 .ok()
                 .and_then(|e| e.parent().map(Path::to_path_buf))
@@ -529,7 +479,7 @@ fn stage_env(c: &Common) -> Vec<(&'static str, String)> {
 /// `runnerd status`: the spool's view, then each stage's own answer. The
 /// spool is only read (nothing migrated, nothing written); a spool that
 /// cannot be read is an error, never an empty runner.
-fn status(spool_dir: &Path) -> ExitCode {
+pub fn status(spool_dir: &Path) -> ExitCode {
     if !spool_dir.join(crate::spool::DB_FILE).exists() {
         error!("no spool at {}", spool_dir.display());
         return ExitCode::Failure;
@@ -563,7 +513,9 @@ fn status(spool_dir: &Path) -> ExitCode {
     ExitCode::Ok
 }
 
-fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> ExitCode {
+/// `runnerd drain`: drains a running runnerd, as TERM would (`wait`: until
+/// it has exited, at most `drain_timeout` plus 30 s).
+pub fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> ExitCode {
     match control::request(spool_dir, "runnerd", &json!({"cmd": "drain"}), Duration::from_secs(5)) {
         Ok(v) => println!("{v}"),
         Err(e) => {
@@ -584,7 +536,8 @@ fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> ExitC
     ExitCode::Ok
 }
 
-fn latch(spool_dir: &Path, on: bool) -> ExitCode {
+/// `runnerd latch`: sets the spool's drain latch (`on`), or lifts it.
+pub fn latch(spool_dir: &Path, on: bool) -> ExitCode {
     if !spool_dir.join(crate::spool::DB_FILE).exists() {
         error!("no spool at {}", spool_dir.display());
         return ExitCode::Failure;
@@ -616,7 +569,7 @@ fn latch(spool_dir: &Path, on: bool) -> ExitCode {
     }
 }
 
-fn check(spool_dir: &Path) -> ExitCode {
+pub fn check(spool_dir: &Path) -> ExitCode {
     match control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(3)) {
         Ok(v)
             if v["ready"] == true && v["stages"].as_array().is_some_and(|a| a.iter().all(|s| !s["pid"].is_null())) =>
