@@ -501,6 +501,36 @@ fn query_param(query: &str, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// The hub serves in-process until the `Shutdown` its caller handed it
+    /// says TERM: no signal is sent or installed.
+    #[test]
+    fn the_hub_stops_through_its_shutdown_argument() {
+        let dir = std::env::temp_dir().join(format!("ojhubstop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = ServeConfig {
+            db: dir.join("hub.db"),
+            listen: "127.0.0.1:0".into(),
+            registration_token: None,
+            testdata_token: None,
+            runner_config: RunnerConfig { heartbeat_interval_sec: 15, poll_interval_sec: 3, max_concurrent_jobs: 8 },
+            policy: queue::Policy { lease_ttl_ms: 30_000, max_attempts: 3 },
+            notify_fd: None,
+        };
+        let (shutdown, stopper) = Shutdown::new();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(serve(cfg, shutdown).map_err(|f| f.to_string()));
+        });
+        assert!(done.recv_timeout(Duration::from_millis(500)).is_err(), "the hub ended before it was stopped");
+        assert!(stopper.stop(), "the hub's inbox is gone before it was stopped");
+        let ended = done.recv_timeout(Duration::from_secs(10));
+        assert_eq!(ended, Ok(Ok(())), "the hub was not stopped by its shutdown within 10 s");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn query_parameters_are_percent_decoded() {
         assert_eq!(super::query_param("wait=5&token=a%2Bb+c%zz", "token").as_deref(), Some("a+b c%zz"));
