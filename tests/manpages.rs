@@ -109,10 +109,11 @@ fn sections(page: &str) -> Vec<String> {
     page.lines().filter_map(|l| l.strip_prefix(".Sh ")).map(|s| s.trim_matches('"').to_string()).collect()
 }
 
-/// The codes an EXIT STATUS section lists as `.It <code>`.
-fn exit_codes_listed(page: &str) -> BTreeSet<i32> {
+/// The codes the section under `heading` (`.Sh EXIT STATUS`) lists as
+/// `.It <code>`, up to the next `.Sh`.
+fn exit_codes_listed(page: &str, heading: &str) -> BTreeSet<i32> {
     page.lines()
-        .skip_while(|l| *l != ".Sh EXIT STATUS")
+        .skip_while(|l| *l != heading)
         .skip(1)
         .take_while(|l| !l.starts_with(".Sh "))
         .filter_map(|l| l.strip_prefix(".It "))
@@ -174,15 +175,17 @@ fn every_page_has_its_sections() {
     }
 }
 
-/// Each page's EXIT STATUS lists every code of the one table,
+/// Each page's EXIT STATUS, and ojrunner(7)'s table, list every code of the one table,
 /// [`ExitCode::ALL`] (linked, not read from source), and nothing else: a
 /// code a program does not use is still listed, saying so, so that a code
 /// means the same on every page.
 #[test]
 fn every_program_page_lists_exactly_the_shared_exit_codes() {
     let want: BTreeSet<i32> = ExitCode::ALL.iter().map(|c| c.code()).collect();
+    let overview = exit_codes_listed(&page("ojrunner.7"), ".Ss Exit codes");
+    assert_eq!(overview, want, "ojrunner.7: its Exit codes list is not ExitCode::ALL");
     for program in PROGRAMS {
-        let listed = exit_codes_listed(&page(&format!("{program}.8")));
+        let listed = exit_codes_listed(&page(&format!("{program}.8")), ".Sh EXIT STATUS");
         let undocumented: Vec<&i32> = want.difference(&listed).collect();
         let unknown: Vec<&i32> = listed.difference(&want).collect();
         assert!(
