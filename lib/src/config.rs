@@ -8,9 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use ojrunner_daemon::exit;
-pub use ojrunner_daemon::fds::keep_inherited_fds_private;
 pub use ojrunner_daemon::readiness::{notify_ready, sd_notify};
-pub use ojrunner_daemon::signals::default_sigpipe;
 
 /// What every stage of the runner is told.
 #[derive(Args, Clone, Debug)]
@@ -57,7 +55,8 @@ pub struct Common {
     pub notify_fd: Option<i32>,
 }
 
-/// A configuration error: the program exits [`exit::CONFIG`].
+/// A configuration error: the program exits
+/// [`ExitCode::Config`](ojrunner_daemon::ExitCode::Config).
 #[derive(Debug)]
 pub struct ConfigError(pub String);
 

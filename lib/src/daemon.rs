@@ -1,11 +1,13 @@
-//! What every stage does to start and to end: open the spool, listen to
-//! signals and to its control socket (one inbox for both), and turn a
-//! failure into its exit code with one log line.
+//! What every stage does to start: open the spool and listen on its
+//! control socket, feeding the inbox of the [`Shutdown`] its caller handed
+//! it (signals come through the same inbox, forwarded by the program's
+//! `main`; this library installs no handler).
 
-use crate::config::{exit, ConfigError};
+use crate::config::ConfigError;
 use crate::control::{self, Inbox};
-use crate::signals::{self, Stops};
+use crate::signals::{Shutdown, Stops};
 use crate::spool::Spool;
+use ojrunner_daemon::ExitCode;
 use std::path::Path;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
@@ -15,13 +17,13 @@ pub use ojrunner_daemon::{exit_code, Failure};
 
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Failure {
-        Failure(exit::CONFIG, e.0)
+        Failure(ExitCode::Config, e.0)
     }
 }
 
 impl From<crate::spool::SpoolError> for Failure {
     fn from(e: crate::spool::SpoolError) -> Failure {
-        Failure(exit::TEMPORARY, e.0)
+        Failure(ExitCode::Temporary, e.0)
     }
 }
 
@@ -33,14 +35,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Opens the spool in `dir` and listens as `stage`.
-    pub fn start(stage: &str, dir: &Path) -> Result<Daemon, Failure> {
+    /// Opens the spool in `dir` and listens as `stage`, into the inbox of
+    /// `shutdown`.
+    pub fn start(stage: &str, dir: &Path, shutdown: Shutdown) -> Result<Daemon, Failure> {
         let spool = Spool::open(dir)?;
-        let inbox = Inbox::new();
-        let stops =
-            signals::forward(inbox.tx.clone()).map_err(|e| Failure(exit::TEMPORARY, format!("signals: {e}")))?;
+        let Shutdown { inbox, stops } = shutdown;
         control::listen(dir, stage, inbox.tx.clone())
-            .map_err(|e| Failure(exit::TEMPORARY, format!("control socket: {e}")))?;
+            .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
         Ok(Daemon { spool, inbox, stops })
     }
 }
@@ -98,7 +99,67 @@ pub fn serving<T: Send + 'static>(
 pub fn languages(path: Option<&Path>) -> Result<crate::language::Languages, Failure> {
     match path {
         Some(p) => crate::language::Languages::load(p)
-            .map_err(|e| Failure(exit::CONFIG, format!("languages {}: {e}", p.display()))),
+            .map_err(|e| Failure(ExitCode::Config, format!("languages {}: {e}", p.display()))),
         None => Ok(crate::language::Languages::builtin()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Common;
+    use crate::signals::Shutdown;
+    use clap::Parser;
+    use ojrunner_daemon::ExitCode;
+    use std::sync::mpsc;
+
+    #[derive(Parser)]
+    struct Told {
+        #[command(flatten)]
+        common: Common,
+    }
+
+    type Run = fn(&Common, Shutdown) -> Result<ExitCode, Failure>;
+
+    /// Whether SIGTERM still has its default disposition in this process.
+    fn term_is_default() -> bool {
+        // SAFETY: a null new action only reads the current one.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+        }
+    }
+
+    /// A stage runs in-process on a spool of its own until its caller stops
+    /// it through the `Shutdown` it was handed: no signal is sent, and the
+    /// stage installs no handler (TERM keeps its default). A stage that
+    /// ignored its shutdown would still run.
+    #[test]
+    fn a_stage_stops_through_its_shutdown_argument() {
+        let stages: [(&str, Run); 2] = [("reportd", crate::stage::reportd::run), ("leased", crate::stage::leased::run)];
+        for (stage, run) in stages {
+            let dir = std::env::temp_dir().join(format!("ojstop-{}-{stage}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let spool = dir.to_str().unwrap();
+            // An address nothing answers: with no identity, neither stage asks the hub.
+            let told = Told::try_parse_from(["t", "--backend-url", "http://127.0.0.1:9", "--spool", spool]).unwrap();
+            let (shutdown, stopper) = Shutdown::new();
+            let (done_tx, done) = mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = done_tx.send(run(&told.common, shutdown).map_err(|f| f.to_string()));
+            });
+            let started = std::time::Instant::now();
+            while !control::answers(&dir, stage) {
+                assert!(started.elapsed() < Duration::from_secs(10), "{stage}: its control socket never answered");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(done.recv_timeout(Duration::from_millis(300)).is_err(), "{stage} ended before it was stopped");
+            assert!(term_is_default(), "{stage}: the library installed a TERM handler; only a program's main may");
+            assert!(stopper.stop(), "{stage}: its inbox is gone before it was stopped");
+            let ended = done.recv_timeout(Duration::from_secs(10));
+            assert_eq!(ended, Ok(Ok(ExitCode::Ok)), "{stage}: not stopped by its shutdown within 10 s");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }

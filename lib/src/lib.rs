@@ -3,8 +3,11 @@
 //!
 //! The runner is a handful of cooperating processes (`claimd`, `judge-exec`,
 //! `reportd`, `leased`, under the supervisor `runnerd`) sharing one SQLite
-//! [`spool::Spool`]. Each binary is a thin `main` calling into [`stage`];
-//! everything else is here. The wire types are `ojrunner-protocol`'s and the
+//! [`spool::Spool`]. Each binary's `main` holds its command line, logger,
+//! signal handling and exit code, and calls its stage's `run(config,
+//! shutdown)` in [`stage`]; everything else is here. The library installs
+//! no signal handler: a stage stops through the
+//! [`Shutdown`](signals::Shutdown) it is handed. The wire types are `ojrunner-protocol`'s and the
 //! daemon plumbing is `ojrunner-daemon`'s, both shared with the reference
 //! hub (`ojrunner-hub`), which this library does not contain; they are
 //! re-exported under their old paths.
@@ -36,7 +39,7 @@ pub mod standalone;
 pub mod verdict;
 pub mod workspace;
 
-/// One module per executable: each holds that program's `main`.
+/// One module per executable: each holds that program's `run`.
 pub mod stage {
     pub mod claimd;
     pub mod judge_exec;

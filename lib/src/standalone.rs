@@ -6,12 +6,12 @@
 //! tests directory and are compiled into the run's work directory. The
 //! cases run side by side, a slot per core; their lines come in order.
 
-use crate::config::exit;
 use crate::judge::{Case, CaseRun, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
 use crate::protocol::Status;
 use crate::sandbox::slot::SlotPool;
 use log::error;
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::path::Path;
 
@@ -28,11 +28,11 @@ pub fn run(
     time: i64,
     mem: i64,
     checker: Option<&str>,
-) -> i32 {
+) -> ExitCode {
     let Some(lang) = lang.parse::<i64>().ok().and_then(|i| languages.by_id(i)).or_else(|| languages.by_name(lang))
     else {
         error!("unknown language {lang:?}");
-        return exit::USAGE;
+        return ExitCode::Usage;
     };
     let mut names: Vec<String> = std::fs::read_dir(tests)
         .map(|d| {
@@ -44,7 +44,7 @@ pub fn run(
     names.sort();
     if names.is_empty() {
         error!("{}: no TTCC.in cases", tests.display());
-        return exit::USAGE;
+        return ExitCode::Usage;
     }
     let work = std::env::temp_dir().join(format!("judge-exec-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -54,7 +54,7 @@ pub fn run(
     {
         error!("{}: {e}", src.display());
         let _ = std::fs::remove_dir_all(&work);
-        return exit::USAGE;
+        return ExitCode::Usage;
     }
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711));
@@ -103,16 +103,16 @@ pub fn run(
     println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
     let _ = std::fs::remove_dir_all(&work);
     if worst == Status::AC {
-        exit::OK
+        ExitCode::Ok
     } else {
-        exit::FAILURE
+        ExitCode::Failure
     }
 }
 
 /// `judge-exec --probe`: prints, as one JSON object, the sandbox mechanisms
 /// this machine gives the judge, then proves them with one sandboxed run of
 /// `/bin/true`. Exits 0 if that run worked.
-pub fn probe(languages: &crate::language::Languages) -> i32 {
+pub fn probe(languages: &crate::language::Languages) -> ExitCode {
     let m = crate::sandbox::probe_mechanisms();
     let seccomp = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
     let user_notif = seccomp.split_whitespace().any(|a| a == "user_notif");
@@ -160,8 +160,8 @@ pub fn probe(languages: &crate::language::Languages) -> i32 {
     });
     println!("{v}");
     if ok {
-        exit::OK
+        ExitCode::Ok
     } else {
-        exit::FAILURE
+        ExitCode::Failure
     }
 }

@@ -1,4 +1,115 @@
+//! `judge-exec`: its command line (the stage, `--probe`, `judge-exec
+//! run`), logger, signals and exit code; the work is
+//! `ojrunner::stage::judge_exec::run` and `ojrunner::standalone`.
+
+use clap::{Parser, Subcommand};
+use ojrunner::config::Common;
+use ojrunner::stage::judge_exec;
+use ojrunner::standalone;
+use ojrunner_daemon::{exit_code, signals, ExitCode};
+use std::path::PathBuf;
+
+/// judge-exec: compiles and runs submissions in a sandbox, and decides verdicts.
+#[derive(Parser, Debug)]
+#[command(name = "judge-exec", version, about = "Judge prepped claims in a sandbox")]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+
+    /// How many claims are judged at once (default: the number of CPUs).
+    #[arg(long, env = "OJ_WORKERS", value_name = "N")]
+    workers: Option<usize>,
+
+    /// The language table (default: the built-in copy of etc/languages.json).
+    #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
+    languages: Option<PathBuf>,
+
+    /// Print, as JSON, which isolation and measurement mechanisms this
+    /// machine gives the sandbox (cgroups, namespaces, seccomp), and exit.
+    #[arg(long)]
+    probe: bool,
+
+    /// Give each run a new network namespace of its own, not its helper's,
+    /// which is as empty and cheaper (see judge-exec(8)).
+    #[arg(long, env = "OJ_NETNS_PER_RUN", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    netns_per_run: bool,
+
+    /// The first slot uid (workers' slots from it, checkers' 1000 above):
+    /// a range no other runner on the host uses (default 60000).
+    #[arg(long, env = "OJ_SLOT_UID_BASE", value_name = "UID", value_parser = parse_slot_uid_base)]
+    slot_uid_base: Option<u32>,
+
+    /// The directory of the slots' host-wide locks, shared by every runner
+    /// that uses the same slot uids (default /run/ojrunner).
+    #[arg(long, env = "OJ_SLOT_LOCK_DIR", value_name = "DIR")]
+    slot_lock_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+fn parse_slot_uid_base(v: &str) -> Result<u32, String> {
+    ojrunner::judge::parse_slot_uid_base(v)
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Judge one source against a directory of TTCC.in/TTCC.out cases, no
+    /// hub, no spool: one JSON line per case, then a summary line.
+    Run {
+        /// Language name or id (c11, cpp17, python3, …).
+        #[arg(long)]
+        lang: String,
+        /// The source file.
+        #[arg(long)]
+        src: PathBuf,
+        /// The directory of TTCC.in / TTCC.out files.
+        #[arg(long)]
+        tests: PathBuf,
+        /// CPU time limit per case, in ms.
+        #[arg(long, default_value_t = 1000)]
+        time: i64,
+        /// Memory limit per case, in KiB.
+        #[arg(long, default_value_t = 262144)]
+        mem: i64,
+        /// The checker: diff, exact, token, float[:EPS], special, interactive.
+        // (The help text, not a link: clap shows it as written.)
+        #[allow(rustdoc::broken_intra_doc_links)]
+        #[arg(long, value_name = "NAME")]
+        checker: Option<String>,
+    },
+}
+
 fn main() {
-    ojrunner::config::keep_inherited_fds_private();
-    std::process::exit(ojrunner::stage::judge_exec::main());
+    ojrunner_daemon::fds::keep_inherited_fds_private();
+    ojrunner_daemon::logger::init("judge-exec");
+    let cli = Cli::parse();
+    ojrunner::sandbox::set_netns_per_run(cli.netns_per_run);
+    // The settings the library reads once from the environment: a flag
+    // given on the command line wins (before any thread reads them).
+    if let Some(base) = cli.slot_uid_base {
+        std::env::set_var("OJ_SLOT_UID_BASE", base.to_string());
+    }
+    if let Some(dir) = &cli.slot_lock_dir {
+        std::env::set_var("OJ_SLOT_LOCK_DIR", dir);
+    }
+    std::process::exit(dispatch(cli).code());
+}
+
+/// The stage, or `--probe`, or `judge-exec run`.
+fn dispatch(cli: Cli) -> ExitCode {
+    let languages = match ojrunner::daemon::languages(cli.languages.as_deref()) {
+        Ok(l) => l,
+        Err(f) => return exit_code(Err(f)),
+    };
+    if cli.probe {
+        signals::default_sigpipe();
+        return standalone::probe(&languages);
+    }
+    if let Some(Command::Run { lang, src, tests, time, mem, checker }) = &cli.command {
+        return standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref());
+    }
+    let cfg = judge_exec::Config { common: cli.common, workers: cli.workers, languages: cli.languages };
+    exit_code(signals::forwarded().and_then(|shutdown| judge_exec::run(&cfg, languages, shutdown)))
 }

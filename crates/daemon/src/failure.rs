@@ -1,28 +1,28 @@
-//! Why a program stops early: an [`exit`] code and the one
+//! Why a program stops early: an [`ExitCode`] and the one
 //! line it logs. Setup code returns a [`Failure`] and `main` turns it into
 //! the exit code with [`exit_code`], so the reason is printed once, where
 //! the program ends.
 
-use crate::exit;
+use crate::exit::ExitCode;
 use std::fmt;
 
 /// Why a program stops early: its exit code and the line it logs.
 #[derive(Debug)]
-pub struct Failure(pub i32, pub String);
+pub struct Failure(pub ExitCode, pub String);
 
 impl Failure {
     /// The configuration is unusable: a token file, a database, a flag
-    /// ([`exit::CONFIG`]: do not restart until it is fixed).
+    /// ([`ExitCode::Config`]: do not restart until it is fixed).
     pub fn config(message: impl Into<String>) -> Failure {
-        Failure(exit::CONFIG, message.into())
+        Failure(ExitCode::Config, message.into())
     }
 
-    /// Something went wrong while working ([`exit::FAILURE`]).
+    /// Something went wrong while working ([`ExitCode::Failure`]).
     pub fn runtime(message: impl Into<String>) -> Failure {
-        Failure(exit::FAILURE, message.into())
+        Failure(ExitCode::Failure, message.into())
     }
 
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> ExitCode {
         self.0
     }
 }
@@ -47,7 +47,7 @@ impl<T, E: fmt::Display> Context<T> for Result<T, E> {
 }
 
 /// The exit code of a program's run, logging why it failed.
-pub fn exit_code(r: Result<i32, Failure>) -> i32 {
+pub fn exit_code(r: Result<ExitCode, Failure>) -> ExitCode {
     match r {
         Ok(code) => code,
         Err(Failure(code, msg)) => {

@@ -18,4 +18,5 @@ pub mod readiness;
 pub mod signals;
 pub mod token_file;
 
+pub use exit::ExitCode;
 pub use failure::{exit_code, Context, Failure};

@@ -1,8 +1,15 @@
-//! Signals as messages: a thread turns each signal into an [`Event`] on the
-//! stage's inbox, so a main loop waits on one channel for wake-ups, control
-//! commands and signals alike, and never does work in a signal handler.
+//! Signals as messages, and the shutdown a stage is handed. A stage's
+//! `run` takes a [`Shutdown`]: the inbox its main loop waits on (wake-ups,
+//! control commands, signals alike) and the count of stop requests. Its
+//! caller keeps the other end, a [`Stopper`]: a program's `main` gives it
+//! to [`forward`], whose thread turns each signal into an event (no work in
+//! a signal handler); a test calls [`Stopper::stop`] instead, in-process.
+//! The libraries never install a handler: only `bins/*/src/main.rs` calls
+//! [`forward`] (or [`forwarded`]).
 
-use crate::control::Event;
+use crate::control::{Event, Inbox};
+use crate::exit::ExitCode;
+use crate::failure::Failure;
 use signal_hook::consts::{SIGCHLD, SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
@@ -45,23 +52,68 @@ impl Stops {
     }
 }
 
-/// Forwards [`HANDLED`] signals to `tx` from a background thread; returns
-/// the stop counter it keeps.
-pub fn forward(tx: Sender<Event>) -> std::io::Result<Stops> {
-    let stops = Stops::default();
+/// What ends a stage's run, handed to it by its caller: the inbox its main
+/// loop waits on, and the stop requests counted so far. The control socket
+/// feeds the same inbox (through `inbox.tx`).
+pub struct Shutdown {
+    pub inbox: Inbox,
+    pub stops: Stops,
+}
+
+/// The caller's end of a [`Shutdown`]: delivers signals, real or not.
+#[derive(Clone)]
+pub struct Stopper {
+    tx: Sender<Event>,
+    stops: Stops,
+}
+
+impl Shutdown {
+    /// A shutdown and the stopper that triggers it.
+    pub fn new() -> (Shutdown, Stopper) {
+        let inbox = Inbox::new();
+        let stops = Stops::default();
+        let stopper = Stopper { tx: inbox.tx.clone(), stops: stops.clone() };
+        (Shutdown { inbox, stops }, stopper)
+    }
+}
+
+impl Stopper {
+    /// Delivers `sig` as the stage takes a signal: TERM and INT are counted
+    /// first (loops that cannot wait on the inbox read the count), then the
+    /// event is queued. False once the stage's inbox is gone.
+    pub fn signal(&self, sig: i32) -> bool {
+        if sig == SIGTERM || sig == SIGINT {
+            self.stops.request();
+        }
+        self.tx.send(Event::Signal(sig)).is_ok()
+    }
+
+    /// What a first TERM does: the stage finishes what it holds and stops
+    /// (a second one stops it at once).
+    pub fn stop(&self) -> bool {
+        self.signal(SIGTERM)
+    }
+}
+
+/// Forwards [`HANDLED`] signals to `stopper` from a background thread.
+pub fn forward(stopper: Stopper) -> std::io::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new(HANDLED)?;
-    let s = stops.clone();
     std::thread::Builder::new().name("signals".into()).spawn(move || {
         for sig in signals.forever() {
-            if sig == SIGTERM || sig == SIGINT {
-                s.0.fetch_add(1, Ordering::SeqCst);
-            }
-            if tx.send(Event::Signal(sig)).is_err() {
+            if !stopper.signal(sig) {
                 break;
             }
         }
     })?;
-    Ok(stops)
+    Ok(())
+}
+
+/// A [`Shutdown`] that the process's signals trigger ([`forward`]): what
+/// a program's `main` hands its stage.
+pub fn forwarded() -> Result<Shutdown, Failure> {
+    let (shutdown, stopper) = Shutdown::new();
+    forward(stopper).map_err(|e| Failure(ExitCode::Temporary, format!("signals: {e}")))?;
+    Ok(shutdown)
 }
 
 /// A signal's name, for logs.

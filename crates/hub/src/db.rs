@@ -115,7 +115,9 @@ pub fn open(path: &Path) -> Result<Connection, Failure> {
     conn.pragma_update(None, "synchronous", "FULL").map_err(bad)?;
     conn.pragma_update(None, "foreign_keys", true).map_err(bad)?;
     migrate(&mut conn).map_err(|e| match e {
-        Failure(ojrunner_daemon::exit::FAILURE, m) => Failure::config(format!("database {}: {m}", path.display())),
+        Failure(ojrunner_daemon::exit::ExitCode::Failure, m) => {
+            Failure::config(format!("database {}: {m}", path.display()))
+        }
         other => other,
     })?;
     Ok(conn)
@@ -190,6 +192,6 @@ mod tests {
         conn.pragma_update(None, "user_version", 99).unwrap();
         drop(conn);
         let e = super::open(path).unwrap_err();
-        assert_eq!(e.exit_code(), 100, "{e}");
+        assert_eq!(e.exit_code(), ojrunner_daemon::ExitCode::Config, "{e}");
     }
 }

@@ -12,14 +12,14 @@
 //! [`queue`] (the job lifecycle transactions), [`result`] (a `complete` body
 //! into a verdict), [`runners`] (identities), [`problem`] and [`submission`]
 //! (what is judged), [`fault`] (injected outages), [`status`] (the report),
-//! [`server`] (HTTP), [`pyjson`] (Normal-OJ's checksum), and [`cli`] (the
-//! `hubd` program: its command line).
+//! [`server`] (HTTP, stopped through the `Shutdown` its caller hands it),
+//! and [`pyjson`] (Normal-OJ's checksum). The `hubd` program's command
+//! line, signals and exit code are `bins/hubd`'s.
 //!
 //! It shares the wire types with the runner (`ojrunner-protocol`) and the
 //! daemon plumbing too (`ojrunner-daemon`: exit codes, logging, readiness,
 //! signals), and nothing else: no sandbox, no spool.
 
-pub mod cli;
 pub mod db;
 pub mod fault;
 pub mod problem;

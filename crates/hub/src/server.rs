@@ -5,8 +5,9 @@
 //! 100 ms). The queue rules themselves live in [`super::queue`].
 
 use super::{db, fault, problem, queue, runners, submission, Context, Failure};
-use ojrunner_daemon::control::{Event, Inbox};
-use ojrunner_daemon::{readiness, signals};
+use ojrunner_daemon::control::Event;
+use ojrunner_daemon::readiness;
+use ojrunner_daemon::signals::{self, Shutdown};
 use ojrunner_protocol::{envelope, AbortReason, Registration, RunnerConfig};
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -52,8 +53,9 @@ struct Hub {
     shutdown: AtomicBool,
 }
 
-/// Serves until SIGTERM or SIGINT, then finishes the requests in hand.
-pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
+/// Serves until `shutdown` says TERM or INT (then finishes the requests in
+/// hand) or QUIT (then stops at once).
+pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
     let mut conns = (0..WORKERS).map(|_| db::open(&cfg.db)).collect::<Result<Vec<_>, _>>()?;
     let extended = queue::extend_leases(&mut conns[0], &cfg.policy).context(|| "extending leases".into())?;
     if extended > 0 {
@@ -62,10 +64,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), Failure> {
     let server = tiny_http::Server::http(&cfg.listen)
         .map_err(|e| Failure::runtime(format!("listening on {}: {e}", cfg.listen)))?;
     let addr = server.server_addr().to_ip().ok_or_else(|| Failure::runtime("not listening on an IP"))?;
-    // The same signals as every ojrunner program, the same way: HUP and
-    // CONT must not kill it.
-    let inbox = Inbox::new();
-    signals::forward(inbox.tx.clone()).context(|| "installing signal handlers".into())?;
+    let Shutdown { inbox, .. } = shutdown;
     let hub = Arc::new(Hub {
         base_url: format!("http://{addr}"),
         port: addr.port(),
@@ -502,6 +501,36 @@ fn query_param(query: &str, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// The hub serves in-process until the `Shutdown` its caller handed it
+    /// says TERM: no signal is sent or installed.
+    #[test]
+    fn the_hub_stops_through_its_shutdown_argument() {
+        let dir = std::env::temp_dir().join(format!("ojhubstop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = ServeConfig {
+            db: dir.join("hub.db"),
+            listen: "127.0.0.1:0".into(),
+            registration_token: None,
+            testdata_token: None,
+            runner_config: RunnerConfig { heartbeat_interval_sec: 15, poll_interval_sec: 3, max_concurrent_jobs: 8 },
+            policy: queue::Policy { lease_ttl_ms: 30_000, max_attempts: 3 },
+            notify_fd: None,
+        };
+        let (shutdown, stopper) = Shutdown::new();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(serve(cfg, shutdown).map_err(|f| f.to_string()));
+        });
+        assert!(done.recv_timeout(Duration::from_millis(500)).is_err(), "the hub ended before it was stopped");
+        assert!(stopper.stop(), "the hub's inbox is gone before it was stopped");
+        let ended = done.recv_timeout(Duration::from_secs(10));
+        assert_eq!(ended, Ok(Ok(())), "the hub was not stopped by its shutdown within 10 s");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn query_parameters_are_percent_decoded() {
         assert_eq!(super::query_param("wait=5&token=a%2Bb+c%zz", "token").as_deref(), Some("a+b c%zz"));

@@ -26,18 +26,18 @@
 use crate::answer::{self, Call, Meaning};
 use crate::archive;
 use crate::claim::{self, Fault, Next};
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{self, Hub};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
-use crate::signals::{self, Stops};
+use crate::signals::{self, Shutdown, Stops};
 use crate::spool::{Claim, ClaimState, Identity, Spool};
 use crate::testdata::{self, Cache};
-use clap::Parser;
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -45,31 +45,19 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// claimd: claims jobs from the hub and prepares them for judging.
-#[derive(Parser, Debug)]
-#[command(name = "claimd", version, about = "Claim jobs from the hub and prepare them for judging")]
-pub struct Cli {
-    #[command(flatten)]
+/// What claimd is told (its command line is `bins/claimd`'s).
+#[derive(Clone, Debug)]
+pub struct Config {
     pub common: Common,
-
-    /// Long-poll the hub this many seconds per claim request (0: plain
-    /// polls; scaled by OJ_TIME_SCALE, then rounded up to whole seconds,
-    /// the wire's unit).
-    #[arg(long, env = "OJ_CLAIM_WAIT", default_value = "5", value_name = "SEC")]
+    /// Long-poll the hub this many seconds per claim request
+    /// (`OJ_CLAIM_WAIT`, as given: checked by [`run`]).
     pub claim_wait: String,
-
-    /// The language table (default: the built-in copy of etc/languages.json).
-    #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
+    /// The language table (default: the built-in copy).
     pub languages: Option<PathBuf>,
 }
 
 /// Claims that may still read their testdata.
 const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
-
-pub fn main() -> i32 {
-    crate::logger::init("claimd");
-    daemon::exit_code(run(Cli::parse()).map(|()| exit::OK))
-}
 
 struct Claimd {
     spool: Spool,
@@ -97,23 +85,25 @@ struct Claimd {
     paused: Option<String>,
 }
 
-fn run(cli: Cli) -> Result<(), Failure> {
-    let c = &cli.common;
+/// Runs claimd until `shutdown` stops it; an error says why it could not
+/// go on (and its exit code).
+pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
+    let c = &cfg.common;
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
     let registration_token = c.registration_token()?;
-    let languages = daemon::languages(cli.languages.as_deref())?;
-    let Daemon { spool, inbox, stops } = Daemon::start("claimd", &c.spool)?;
+    let languages = daemon::languages(cfg.languages.as_deref())?;
+    let Daemon { spool, inbox, stops } = Daemon::start("claimd", &c.spool, shutdown)?;
     let mut d = Claimd {
         cache: Cache::new(&c.spool),
         spool,
         hub,
         languages,
-        languages_path: cli.languages.clone(),
+        languages_path: cfg.languages.clone(),
         stops,
         inbox,
         registration_token,
         name: c.runner_name(),
-        claim_wait: patience::claim_wait(config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cli.claim_wait)?),
+        claim_wait: patience::claim_wait(config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cfg.claim_wait)?),
         last_contact: None,
         woken: false,
         claiming: false,
@@ -162,7 +152,7 @@ impl Claimd {
                     Err(e) => format!("unreadable registration ({e})"),
                 },
                 (Meaning::Rejected, _) => {
-                    return Err(Failure(exit::FAILURE, "the hub refused the registration token (401)".into()));
+                    return Err(Failure(ExitCode::Failure, "the hub refused the registration token (401)".into()));
                 }
                 _ => answer.describe(),
             };
@@ -201,7 +191,7 @@ impl Claimd {
                 let claimed = self.claim_once()?;
                 if self.quit {
                     info!("SIGQUIT: stopped, the claim request in flight answered and recorded");
-                    std::process::exit(exit::OK);
+                    std::process::exit(ExitCode::Ok.code());
                 }
                 if let Some(claimed) = claimed {
                     self.start_prep(claimed);
@@ -224,7 +214,7 @@ impl Claimd {
         error!("the testdata channel refused SANDBOX_TOKEN ({why}); claiming nothing more");
         self.abort_unstarted();
         Err(Failure(
-            exit::CONFIG,
+            ExitCode::Config,
             format!("the testdata channel refused SANDBOX_TOKEN ({why}): fix SANDBOX_TOKEN or SANDBOX_TOKEN_FILE"),
         ))
     }
@@ -254,7 +244,7 @@ impl Claimd {
             }
             Event::Signal(libc::SIGQUIT) => {
                 info!("SIGQUIT: stopped at once");
-                std::process::exit(exit::OK);
+                std::process::exit(ExitCode::Ok.code());
             }
             Event::Signal(libc::SIGHUP) => match &self.languages_path {
                 Some(p) => match Languages::load(p) {
@@ -424,7 +414,7 @@ impl Claimd {
             }
             r => r,
         };
-        let (claim_id, old) = recorded.map_err(|e| Failure(exit::TEMPORARY, format!("job {job_id}: {e}")))?;
+        let (claim_id, old) = recorded.map_err(|e| Failure(ExitCode::Temporary, format!("job {job_id}: {e}")))?;
         if !old.is_empty() {
             info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
             for o in old {

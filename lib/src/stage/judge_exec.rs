@@ -8,120 +8,33 @@
 //! A claim superseded while it runs (the hub handed its job again) stops at
 //! its next case and leaves nothing behind.
 
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{self, Event};
-use crate::daemon::{self, Daemon, Failure};
+use crate::daemon::{Daemon, Failure};
 use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{CaseResult, Outcome};
 use crate::sandbox::slot::SlotPool;
-use crate::signals;
+use crate::signals::{self, Shutdown};
 use crate::spool::{now_ms, Claim, ClaimState, Spool};
 use crate::testdata;
-use clap::{Parser, Subcommand};
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, RwLock};
 
-/// judge-exec: compiles and runs submissions in a sandbox, and decides verdicts.
-#[derive(Parser, Debug)]
-#[command(name = "judge-exec", version, about = "Judge prepped claims in a sandbox")]
-pub struct Cli {
-    #[command(flatten)]
+/// What the judge-exec stage is told (its command line is
+/// `bins/judge-exec`'s, which also runs `judge-exec run` and `--probe`).
+#[derive(Clone, Debug)]
+pub struct Config {
     pub common: Common,
-
     /// How many claims are judged at once (default: the number of CPUs).
-    #[arg(long, env = "OJ_WORKERS", value_name = "N")]
     pub workers: Option<usize>,
-
-    /// The language table (default: the built-in copy of etc/languages.json).
-    #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
+    /// The language table SIGHUP reloads (default: the built-in copy).
     pub languages: Option<PathBuf>,
-
-    /// Print, as JSON, which isolation and measurement mechanisms this
-    /// machine gives the sandbox (cgroups, namespaces, seccomp), and exit.
-    #[arg(long)]
-    pub probe: bool,
-
-    /// Give each run a new network namespace of its own, not its helper's,
-    /// which is as empty and cheaper (see judge-exec(8)).
-    #[arg(long, env = "OJ_NETNS_PER_RUN", action = clap::ArgAction::SetTrue,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub netns_per_run: bool,
-
-    /// The first slot uid (workers' slots from it, checkers' 1000 above):
-    /// a range no other runner on the host uses (default 60000).
-    #[arg(long, env = "OJ_SLOT_UID_BASE", value_name = "UID", value_parser = parse_slot_uid_base)]
-    pub slot_uid_base: Option<u32>,
-
-    /// The directory of the slots' host-wide locks, shared by every runner
-    /// that uses the same slot uids (default /run/ojrunner).
-    #[arg(long, env = "OJ_SLOT_LOCK_DIR", value_name = "DIR")]
-    pub slot_lock_dir: Option<PathBuf>,
-
-    #[command(subcommand)]
-    pub command: Option<Command>,
-}
-
-fn parse_slot_uid_base(v: &str) -> Result<u32, String> {
-    crate::judge::parse_slot_uid_base(v)
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Judge one source against a directory of TTCC.in/TTCC.out cases, no
-    /// hub, no spool: one JSON line per case, then a summary line.
-    Run {
-        /// Language name or id (c11, cpp17, python3, …).
-        #[arg(long)]
-        lang: String,
-        /// The source file.
-        #[arg(long)]
-        src: PathBuf,
-        /// The directory of TTCC.in / TTCC.out files.
-        #[arg(long)]
-        tests: PathBuf,
-        /// CPU time limit per case, in ms.
-        #[arg(long, default_value_t = 1000)]
-        time: i64,
-        /// Memory limit per case, in KiB.
-        #[arg(long, default_value_t = 262144)]
-        mem: i64,
-        /// The checker: diff, exact, token, float[:EPS], special, interactive.
-        // (The help text, not a link: clap shows it as written.)
-        #[allow(rustdoc::broken_intra_doc_links)]
-        #[arg(long, value_name = "NAME")]
-        checker: Option<String>,
-    },
-}
-
-pub fn main() -> i32 {
-    crate::logger::init("judge-exec");
-    let cli = Cli::parse();
-    crate::sandbox::set_netns_per_run(cli.netns_per_run);
-    // The settings the library reads once from the environment: a flag
-    // given on the command line wins (before any thread reads them).
-    if let Some(base) = cli.slot_uid_base {
-        std::env::set_var("OJ_SLOT_UID_BASE", base.to_string());
-    }
-    if let Some(dir) = &cli.slot_lock_dir {
-        std::env::set_var("OJ_SLOT_LOCK_DIR", dir);
-    }
-    let languages = match daemon::languages(cli.languages.as_deref()) {
-        Ok(l) => l,
-        Err(f) => return daemon::exit_code(Err(f)),
-    };
-    if cli.probe {
-        config::default_sigpipe();
-        return crate::standalone::probe(&languages);
-    }
-    if let Some(Command::Run { lang, src, tests, time, mem, checker }) = &cli.command {
-        return crate::standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref());
-    }
-    daemon::exit_code(run(&cli, languages))
 }
 
 /// What a worker reports back to the main loop.
@@ -129,13 +42,16 @@ enum Done {
     Claim(i64),
 }
 
-fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
+/// Runs the stage with `languages` (read from `cfg.languages` by the
+/// caller, so a table it cannot read is refused before anything starts)
+/// until `shutdown` stops it.
+pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     // Shared with the workers; SIGHUP reloads it from --languages.
     let languages = Arc::new(RwLock::new(languages));
-    let c: &Common = &cli.common;
-    let Daemon { mut spool, inbox, stops } = Daemon::start("judge-exec", &c.spool)?;
+    let c: &Common = &cfg.common;
+    let Daemon { mut spool, inbox, stops } = Daemon::start("judge-exec", &c.spool, shutdown)?;
     let n =
-        cli.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
+        cfg.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
     let judge = Judge::default();
     let (done_tx, done_rx) = mpsc::channel::<Done>();
     // One slot per worker; a lone claim borrows the idle workers' slots.
@@ -155,7 +71,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         std::thread::Builder::new()
             .name(format!("worker-{i}"))
             .spawn(move || worker.run(rx))
-            .map_err(|e| Failure(exit::TEMPORARY, format!("worker thread: {e}")))?;
+            .map_err(|e| Failure(ExitCode::Temporary, format!("worker thread: {e}")))?;
         workers.push(Some(tx));
     }
     config::notify_ready(c.notify_fd);
@@ -174,7 +90,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         }
         if stops.count() >= 2 {
             info!("stopped at once; {} claim(s) in flight resume on the next start", busy.len());
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         crate::lease::drop_lost(&mut spool);
         // In flight first: a claim `started` but not being judged was
@@ -209,7 +125,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         }
         if stops.requested() && busy.is_empty() {
             info!("nothing in flight: stopped");
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         match inbox.next(patience::spool_poll()) {
             Some(Event::Command { cmd, reply, .. }) => {
@@ -222,9 +138,9 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
             }
             Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
                 info!("SIGQUIT: stopped at once");
-                return Ok(exit::OK);
+                return Ok(ExitCode::Ok);
             }
-            Some(Event::Signal(sig)) if sig == libc::SIGHUP => reload(cli.languages.as_deref(), &languages),
+            Some(Event::Signal(sig)) if sig == libc::SIGHUP => reload(cfg.languages.as_deref(), &languages),
             Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
                 info!("{}: finishing the {} claim(s) in flight, starting none", signals::name(sig), busy.len());
             }

@@ -22,36 +22,24 @@
 //! socket is answered, and SIGQUIT or a second TERM still stops at once.
 
 use crate::answer::{self, Call, Meaning};
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::Hub;
 use crate::lease;
 use crate::patience;
-use crate::signals::Stops;
+use crate::signals::{Shutdown, Stops};
 use crate::spool::Spool;
-use clap::Parser;
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// leased: heartbeats for every job the runner holds.
-#[derive(Parser, Debug)]
-#[command(name = "leased", version, about = "Keep the leases of the jobs the runner holds")]
-pub struct Cli {
-    #[command(flatten)]
-    pub common: Common,
-}
-
-pub fn main() -> i32 {
-    crate::logger::init("leased");
-    daemon::exit_code(run(Cli::parse()))
-}
-
-fn run(cli: Cli) -> Result<i32, Failure> {
-    let c = &cli.common;
+/// Runs leased with the configuration `c` until `shutdown` stops it (or
+/// the hub's answers do); the exit code says why it stopped.
+pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
-    let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool)?;
+    let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let drain_deadline = c.drain_timeout()?;
     let mut unauthorized = 0;
@@ -69,7 +57,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
     loop {
         if l.stops.count() >= 2 {
             info!("stopped at once");
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         if l.stops.requested() && l.stopping_since.is_none() {
             l.stopping_since = Some(Instant::now());
@@ -78,7 +66,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         let id = spool.identity()?;
         if id.is_none() && l.stopping_since.is_some() {
             info!("stopped (no identity: nothing to keep)");
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
@@ -88,7 +76,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             if let Some(since) = l.stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
                     info!("stopped ({} job(s) still held)", jobs.len());
-                    return Ok(exit::OK);
+                    return Ok(ExitCode::Ok);
                 }
             }
             // Due one interval after the last beat began (the time a beat
@@ -115,7 +103,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                     },
                 );
                 l.beating_since = None;
-                let Some(answer) = answer else { return Ok(exit::OK) };
+                let Some(answer) = answer else { return Ok(ExitCode::Ok) };
                 l.note_beat(&spool);
                 l.beats += 1;
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
@@ -131,7 +119,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                         if unauthorized >= 2 {
                             let _ = spool.forget_identity(&id.runner_id);
                             error!("the hub no longer knows runner {}: exiting at once, without a drain", id.runner_id);
-                            return Ok(exit::FAILURE);
+                            return Ok(ExitCode::Failure);
                         }
                     }
                     Meaning::Final | Meaning::Retry => {
@@ -147,7 +135,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
             wait = l.last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
         }
         if !l.serve(wait) {
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
     }
 }

@@ -16,15 +16,15 @@
 //! TERM) abandons the request in flight; its outcome stays queued.
 
 use crate::answer::{self, Call, Meaning};
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::Hub;
 use crate::patience;
-use crate::signals::Stops;
+use crate::signals::{Shutdown, Stops};
 use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
-use clap::Parser;
 use log::{error, info, warn};
+use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,23 +32,11 @@ use std::time::Duration;
 /// Event lines sent in one batch.
 pub const EVENT_BATCH: usize = 200;
 
-/// reportd: delivers outcomes and events to the hub.
-#[derive(Parser, Debug)]
-#[command(name = "reportd", version, about = "Deliver outcomes and progress events to the hub")]
-pub struct Cli {
-    #[command(flatten)]
-    pub common: Common,
-}
-
-pub fn main() -> i32 {
-    crate::logger::init("reportd");
-    daemon::exit_code(run(Cli::parse()))
-}
-
-fn run(cli: Cli) -> Result<i32, Failure> {
-    let c = &cli.common;
+/// Runs reportd with the configuration `c` until `shutdown` stops it (or
+/// the hub's answers do); the exit code says why it stopped.
+pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
-    let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool)?;
+    let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter {
         spool,
@@ -76,12 +64,12 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
         if r.quit {
             info!("stopped at once; {left} outcome(s) stay in the spool for the next run");
-            return Ok(exit::OK);
+            return Ok(ExitCode::Ok);
         }
         if r.stops.requested() {
             if left == 0 {
                 info!("outbox empty: stopped");
-                return Ok(exit::OK);
+                return Ok(ExitCode::Ok);
             }
             if !said {
                 info!("stopping once the {left} queued outcome(s) are delivered");

@@ -22,14 +22,14 @@
 //! drain before its step is done is started again, so a crash never strands
 //! a job.
 
-use crate::config::{self, exit, Common};
+use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
 use crate::drain::{self, Step};
 use crate::patience;
-use crate::signals::{self, Stops};
+use crate::signals::{self, Shutdown, Stops};
 use crate::spool::{ClaimState, Spool};
-use clap::{Parser, Subcommand};
 use log::{error, info, warn};
+use ojrunner_daemon::{ExitCode, Failure};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -38,69 +38,19 @@ use std::time::{Duration, Instant};
 /// The stages, in start order; the drain goes through them in reverse.
 pub const STAGES: [&str; 4] = ["leased", "reportd", "judge-exec", "claimd"];
 
-/// runnerd: the runner's supervisor.
-#[derive(Parser, Debug)]
-#[command(name = "runnerd", version, about = "Run and supervise the runner's stages; drain them in order on TERM")]
-pub struct Cli {
-    #[command(flatten)]
+/// What the supervisor is told (its command line, and the commands that
+/// talk to a running one, are `bins/runnerd`'s).
+#[derive(Clone, Debug)]
+pub struct Config {
     pub common: Common,
-
     /// Where the stage programs are (default: beside runnerd, else PATH).
-    #[arg(long, env = "OJ_LIBEXEC", value_name = "DIR")]
     pub libexec: Option<PathBuf>,
-
-    #[command(subcommand)]
-    pub command: Option<Cmd>,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum Cmd {
-    /// Print the runner's state as JSON lines: the spool, then each stage.
-    Status,
-    /// Drain a running runnerd, as TERM would (for supervisors that stop
-    /// services in parallel).
-    Drain {
-        /// Wait until runnerd has exited.
-        #[arg(long)]
-        wait: bool,
-    },
-    /// Exit 0 if runnerd runs with every stage up (runit's ./check).
-    Check,
-    /// Set the spool's drain latch (nothing starts judging from then on),
-    /// or lift it: the first step of a drain done by hand, for layouts
-    /// that run each stage as its own service.
-    Latch {
-        /// Lift the latch instead.
-        #[arg(long)]
-        off: bool,
-    },
-}
-
-pub fn main() -> i32 {
-    crate::logger::init("runnerd");
-    let cli = Cli::parse();
-    if cli.command.is_some() {
-        config::default_sigpipe();
-    }
-    match &cli.command {
-        Some(Cmd::Status) => status(&cli.common.spool),
-        Some(Cmd::Drain { wait }) => match cli.common.drain_timeout() {
-            Ok(timeout) => drain_command(&cli.common.spool, *wait, timeout),
-            Err(e) => {
-                error!("{}", e.0);
-                exit::CONFIG
-            }
-        },
-        Some(Cmd::Check) => check(&cli.common.spool),
-        Some(Cmd::Latch { off }) => latch(&cli.common.spool, !*off),
-        None => match Supervisor::new(&cli) {
-            Ok(mut s) => s.run(),
-            Err((code, msg)) => {
-                error!("{msg}");
-                code
-            }
-        },
-    }
+/// Runs the runner: starts the stages and supervises them until `shutdown`
+/// drains them (or a stage's exit stops the runner).
+pub fn run(cfg: &Config, shutdown: Shutdown) -> Result<ExitCode, Failure> {
+    Ok(Supervisor::new(cfg, shutdown)?.run())
 }
 
 /// One supervised stage.
@@ -135,13 +85,13 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn new(cli: &Cli) -> Result<Supervisor, (i32, String)> {
-        let c = &cli.common;
+    fn new(cfg: &Config, shutdown: Shutdown) -> Result<Supervisor, Failure> {
+        let c = &cfg.common;
         // Checked here so a bad configuration stops the runner once, not
         // each stage in a restart loop.
-        c.backend_url().map_err(|e| (exit::CONFIG, e.0))?;
-        c.registration_token().map_err(|e| (exit::CONFIG, e.0))?;
-        let drain_total = c.drain_timeout().map_err(|e| (exit::CONFIG, e.0))?;
+        c.backend_url().map_err(|e| Failure(ExitCode::Config, e.0))?;
+        c.registration_token().map_err(|e| Failure(ExitCode::Config, e.0))?;
+        let drain_total = c.drain_timeout().map_err(|e| Failure(ExitCode::Config, e.0))?;
         // What judge-exec will judge (its table: OJ_LANGUAGES, passed on),
         // said once here; a table it cannot read, judge-exec refuses.
         let table = std::env::var_os("OJ_LANGUAGES").map(std::path::PathBuf::from);
@@ -151,15 +101,15 @@ impl Supervisor {
         // The socket first: nothing is written before this runnerd knows it
         // is the only one on the spool (a second one must not lift the
         // first one's drain latch).
-        std::fs::create_dir_all(&c.spool).map_err(|e| (exit::TEMPORARY, format!("{}: {e}", c.spool.display())))?;
-        let inbox = Inbox::new();
+        std::fs::create_dir_all(&c.spool)
+            .map_err(|e| Failure(ExitCode::Temporary, format!("{}: {e}", c.spool.display())))?;
+        let Shutdown { inbox, stops } = shutdown;
         control::listen(&c.spool, "runnerd", inbox.tx.clone())
-            .map_err(|e| (exit::TEMPORARY, format!("control socket: {e}")))?;
-        let stops = signals::forward(inbox.tx.clone()).map_err(|e| (exit::TEMPORARY, format!("signals: {e}")))?;
-        let mut spool = Spool::open(&c.spool).map_err(|e| (exit::TEMPORARY, e.0))?;
+            .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
+        let mut spool = Spool::open(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
-        spool.set_draining(false).map_err(|e| (exit::TEMPORARY, e.0))?;
-        let libexec = cli.libexec.clone().or_else(|| {
+        spool.set_draining(false).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
+        let libexec = cfg.libexec.clone().or_else(|| {
             std::env::current_exe()
                 .ok()
                 .and_then(|e| e.parent().map(Path::to_path_buf))
@@ -195,7 +145,7 @@ impl Supervisor {
         })
     }
 
-    fn run(&mut self) -> i32 {
+    fn run(&mut self) -> ExitCode {
         info!("starting {}", STAGES.join(", "));
         loop {
             if let Some(code) = self.reap() {
@@ -320,7 +270,7 @@ impl Supervisor {
 
     /// Collects stages that exited; schedules restarts. Some(code) when the
     /// runner must stop.
-    fn reap(&mut self) -> Option<i32> {
+    fn reap(&mut self) -> Option<ExitCode> {
         let mut fatal = None;
         let mut misconfigured = None;
         for s in &mut self.stages {
@@ -336,16 +286,18 @@ impl Supervisor {
             } else {
                 warn!("{}: exited {code} after {ran:.1?}", s.name);
             }
-            match (s.name, code) {
+            match (s.name, ExitCode::from_code(code)) {
                 // claimd found the configuration wrong while jobs may be in
                 // flight (a refused SANDBOX_TOKEN): they are finished first.
-                ("claimd", exit::CONFIG) => misconfigured = Some("claimd: bad configuration".to_string()),
-                (_, exit::CONFIG) => fatal = Some((exit::CONFIG, format!("{}: bad configuration", s.name))),
-                ("leased", exit::FAILURE) => {
-                    fatal = Some((exit::FAILURE, "leased: the hub no longer knows this runner".into()))
+                ("claimd", Some(ExitCode::Config)) => misconfigured = Some("claimd: bad configuration".to_string()),
+                (_, Some(ExitCode::Config)) => {
+                    fatal = Some((ExitCode::Config, format!("{}: bad configuration", s.name)))
                 }
-                ("claimd", exit::FAILURE) => {
-                    fatal = Some((exit::FAILURE, "claimd: the hub refused registration".into()))
+                ("leased", Some(ExitCode::Failure)) => {
+                    fatal = Some((ExitCode::Failure, "leased: the hub no longer knows this runner".into()))
+                }
+                ("claimd", Some(ExitCode::Failure)) => {
+                    fatal = Some((ExitCode::Failure, "claimd: the hub refused registration".into()))
                 }
                 _ => {}
             }
@@ -384,7 +336,7 @@ impl Supervisor {
     }
 
     /// Advances the drain; Some(code) when it is over.
-    fn drain_step(&mut self) -> Option<i32> {
+    fn drain_step(&mut self) -> Option<ExitCode> {
         let (step, begun, step_begun) = self.drain?;
         let now = Instant::now();
         // Under systemd: the drain is progress, not a hang.
@@ -422,7 +374,7 @@ impl Supervisor {
             }
         }
         let Some(next) = row.next else {
-            let code = if self.cut { exit::FAILURE } else { exit::OK };
+            let code = if self.cut { ExitCode::Failure } else { ExitCode::Ok };
             if self.cut {
                 warn!("drain cut by its deadline: {}; left to lease expiry", self.leftovers());
             } else {
@@ -430,7 +382,7 @@ impl Supervisor {
             }
             if let Some(why) = &self.misconfigured {
                 error!("{why}: fix the configuration, then start the runner again");
-                return Some(exit::CONFIG);
+                return Some(ExitCode::Config);
             }
             return Some(code);
         };
@@ -490,10 +442,10 @@ impl Supervisor {
         }
     }
 
-    fn stop_now(&mut self, why: &str) -> i32 {
+    fn stop_now(&mut self, why: &str) -> ExitCode {
         warn!("{why}: stopping every stage at once; {}", self.leftovers());
         self.kill_all();
-        exit::FAILURE
+        ExitCode::Failure
     }
 }
 
@@ -527,10 +479,10 @@ fn stage_env(c: &Common) -> Vec<(&'static str, String)> {
 /// `runnerd status`: the spool's view, then each stage's own answer. The
 /// spool is only read (nothing migrated, nothing written); a spool that
 /// cannot be read is an error, never an empty runner.
-fn status(spool_dir: &Path) -> i32 {
+pub fn status(spool_dir: &Path) -> ExitCode {
     if !spool_dir.join(crate::spool::DB_FILE).exists() {
         error!("no spool at {}", spool_dir.display());
-        return exit::FAILURE;
+        return ExitCode::Failure;
     }
     let view = Spool::open_read_only(spool_dir).and_then(|spool| {
         let id = spool.identity()?;
@@ -550,7 +502,7 @@ fn status(spool_dir: &Path) -> i32 {
         Ok(v) => println!("{v}"),
         Err(e) => {
             error!("{e}");
-            return exit::FAILURE;
+            return ExitCode::Failure;
         }
     }
     for name in std::iter::once("runnerd").chain(STAGES) {
@@ -558,15 +510,17 @@ fn status(spool_dir: &Path) -> i32 {
             .unwrap_or_else(|e| json!({"stage": name, "error": format!("not answering: {e}")}));
         println!("{line}");
     }
-    exit::OK
+    ExitCode::Ok
 }
 
-fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> i32 {
+/// `runnerd drain`: drains a running runnerd, as TERM would (`wait`: until
+/// it has exited, at most `drain_timeout` plus 30 s).
+pub fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> ExitCode {
     match control::request(spool_dir, "runnerd", &json!({"cmd": "drain"}), Duration::from_secs(5)) {
         Ok(v) => println!("{v}"),
         Err(e) => {
             error!("runnerd is not answering on {}: {e}", control::socket_path(spool_dir, "runnerd").display());
-            return exit::FAILURE;
+            return ExitCode::Failure;
         }
     }
     if wait {
@@ -574,18 +528,19 @@ fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> i32 {
         while control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(2)).is_ok() {
             if Instant::now() > end {
                 error!("runnerd still runs after the drain timeout");
-                return exit::FAILURE;
+                return ExitCode::Failure;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    exit::OK
+    ExitCode::Ok
 }
 
-fn latch(spool_dir: &Path, on: bool) -> i32 {
+/// `runnerd latch`: sets the spool's drain latch (`on`), or lifts it.
+pub fn latch(spool_dir: &Path, on: bool) -> ExitCode {
     if !spool_dir.join(crate::spool::DB_FILE).exists() {
         error!("no spool at {}", spool_dir.display());
-        return exit::FAILURE;
+        return ExitCode::Failure;
     }
     let r = Spool::open(spool_dir).and_then(|mut s| {
         s.set_draining(on)?;
@@ -605,22 +560,22 @@ fn latch(spool_dir: &Path, on: bool) -> i32 {
             for stage in ["claimd", "judge-exec"] {
                 control::poke(spool_dir, stage);
             }
-            exit::OK
+            ExitCode::Ok
         }
         Err(e) => {
             error!("{e}");
-            exit::TEMPORARY
+            ExitCode::Temporary
         }
     }
 }
 
-fn check(spool_dir: &Path) -> i32 {
+pub fn check(spool_dir: &Path) -> ExitCode {
     match control::request(spool_dir, "runnerd", &json!({"cmd": "status"}), Duration::from_secs(3)) {
         Ok(v)
             if v["ready"] == true && v["stages"].as_array().is_some_and(|a| a.iter().all(|s| !s["pid"].is_null())) =>
         {
-            exit::OK
+            ExitCode::Ok
         }
-        _ => exit::FAILURE,
+        _ => ExitCode::Failure,
     }
 }
