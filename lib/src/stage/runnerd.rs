@@ -58,11 +58,18 @@ pub enum Cmd {
     /// Print the runner's state as JSON lines: the spool, then each stage.
     Status,
     /// Drain a running runnerd, as TERM would (for supervisors that stop
-    /// services in parallel).
+    /// services in parallel); with --services, drain the split layout.
     Drain {
         /// Wait until runnerd has exited.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "services")]
         wait: bool,
+        /// Drain the split layout instead (one service per stage): DIR
+        /// holds its ojrunner-* service directories.
+        #[arg(long, value_name = "DIR", requires = "supervisor")]
+        services: Option<PathBuf>,
+        /// The supervisor of the --services layout.
+        #[arg(long, value_enum, value_name = "NAME", requires = "services")]
+        supervisor: Option<crate::services::Supervisor>,
     },
     /// Exit 0 if runnerd runs with every stage up (runit's ./check).
     Check,
@@ -84,7 +91,8 @@ pub fn main() -> i32 {
     }
     match &cli.command {
         Some(Cmd::Status) => status(&cli.common.spool),
-        Some(Cmd::Drain { wait }) => match cli.common.drain_timeout() {
+        Some(Cmd::Drain { services: Some(dir), supervisor: Some(sup), .. }) => crate::services::drain(dir, *sup),
+        Some(Cmd::Drain { wait, .. }) => match cli.common.drain_timeout() {
             Ok(timeout) => drain_command(&cli.common.spool, *wait, timeout),
             Err(e) => {
                 error!("{}", e.0);
@@ -582,7 +590,8 @@ fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> i32 {
     exit::OK
 }
 
-fn latch(spool_dir: &Path, on: bool) -> i32 {
+/// `runnerd latch`; also the first step of [`crate::services::drain`].
+pub(crate) fn latch(spool_dir: &Path, on: bool) -> i32 {
     if !spool_dir.join(crate::spool::DB_FILE).exists() {
         error!("no spool at {}", spool_dir.display());
         return exit::FAILURE;
