@@ -295,6 +295,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_step_waits_for_its_own_work_and_an_unreadable_spool_is_never_done() {
+        let view = |started, outbox| SpoolView { started, outbox, ..SpoolView::default() };
+        assert!(awaited(Done::Exited).is_none(), "claimd and leased: their exit is their work");
+        let (no_started, ..) = awaited(Done::NoneStarted).unwrap();
+        assert!(no_started(&view(Some(0), Some(3))) && !no_started(&view(Some(1), Some(0))));
+        let (no_outbox, ..) = awaited(Done::OutboxEmpty).unwrap();
+        assert!(no_outbox(&view(Some(2), Some(0))) && !no_outbox(&view(Some(0), Some(1))));
+        let unreadable = SpoolView::default();
+        assert!(!no_started(&unreadable) && !no_outbox(&unreadable));
+        // What each row of the table waits for.
+        let waits: Vec<bool> = drain::ORDER.iter().map(|r| awaited(r.done).is_some()).collect();
+        assert_eq!(waits, [false, true, true, false]);
+    }
+
+    #[test]
     fn an_env_file_is_read_as_plain_key_value_lines() {
         let text = "# a comment\n\nBACKEND_URL=http://hub:8080\n#OJ_SPOOL=/nowhere\n  OJ_SPOOL=/srv/spool\n\
                     not a line\n1X=no\nDRAIN_TIMEOUT_SEC=60\nEMPTY=\n";
