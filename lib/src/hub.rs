@@ -171,8 +171,11 @@ impl Hub {
         self.call("POST", &format!("/runners/{runner_id}/jobs/{job_id}/events"), Some(token), Some(body), None)
     }
 
+    /// The testdata channel's URL for `what`, the token in its query
+    /// (encoded by ureq).
     fn problem_url(&self, pid: i64, what: &str) -> String {
-        format!("{}/problem/{pid}/{what}?token={}", self.testdata_base, urlencode(&self.sandbox_token))
+        let req = self.agent.get(&format!("{}/problem/{pid}/{what}", self.testdata_base));
+        req.query("token", &self.sandbox_token).url().to_string()
     }
 
     /// `GET /problem/{pid}/checksum`: opaque to the runner.
@@ -285,11 +288,13 @@ fn read_body(resp: ureq::Response) -> std::io::Result<String> {
     Ok(s)
 }
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_testdata_token_is_encoded_in_the_query() {
+        let hub = super::Hub::new("http://hub", "http://hub/api/", "a+b c&d=\u{e9}/~");
+        assert_eq!(hub.problem_url(7, "meta"), "http://hub/api/problem/7/meta?token=a%2Bb+c%26d%3D%C3%A9%2F%7E");
+        let plain = super::Hub::new("http://hub", "http://hub", "KoNoSandboxDa");
+        assert_eq!(plain.problem_url(1, "testdata"), "http://hub/problem/1/testdata?token=KoNoSandboxDa");
+    }
 }

@@ -25,6 +25,7 @@ pub mod drain;
 pub mod hub;
 pub mod lease;
 pub mod patience;
+pub mod services;
 pub mod spool;
 pub mod testdata;
 

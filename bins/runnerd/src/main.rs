@@ -31,8 +31,15 @@ enum Cmd {
     /// services in parallel).
     Drain {
         /// Wait until runnerd has exited.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "services")]
         wait: bool,
+        /// Drain the split layout instead (one service per stage): DIR
+        /// holds its ojrunner-* service directories.
+        #[arg(long, value_name = "DIR", requires = "supervisor")]
+        services: Option<PathBuf>,
+        /// The supervisor of the --services layout.
+        #[arg(long, value_enum, value_name = "NAME", requires = "services")]
+        supervisor: Option<ojrunner::services::Supervisor>,
     },
     /// Exit 0 if runnerd runs with every stage up (runit's ./check).
     Check,
@@ -61,7 +68,8 @@ fn dispatch(cli: Cli) -> ExitCode {
     let spool = &cli.common.spool;
     match &cli.command {
         Some(Cmd::Status) => runnerd::status(spool),
-        Some(Cmd::Drain { wait }) => match cli.common.drain_timeout() {
+        Some(Cmd::Drain { services: Some(dir), supervisor: Some(sup), .. }) => ojrunner::services::drain(dir, *sup),
+        Some(Cmd::Drain { wait, .. }) => match cli.common.drain_timeout() {
             Ok(timeout) => runnerd::drain_command(spool, *wait, timeout),
             Err(e) => exit_code(Err(Failure::from(e))),
         },

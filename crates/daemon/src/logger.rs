@@ -2,25 +2,37 @@
 //! journald) expect: `LEVEL stage: message`, no colours, no timestamps of
 //! our own (the logger adds them; `OJ_LOG_TIME=1` adds ours for bare use).
 //!
-//! The level comes from `RUST_LOG` (`error`, `warn`, `info`, `debug`,
-//! `trace`; default `info`), so operators use the convention they know.
+//! What is logged comes from `RUST_LOG`, read as env_logger reads it, so
+//! operators use the convention they know: comma-separated directives,
+//! each a level (`error`, `warn`, `info`, `debug`, `trace`, `off`) for
+//! every target, or `target=level` for the targets starting with `target`
+//! (the longest match wins), as in `warn,ojrunner::spool=trace`. A bare
+//! word that is not a level names a target to log in full. Targets no
+//! directive names log at `info`, the default. A `RUST_LOG` with a part
+//! that cannot be read (`ojrunner=loud`) is ignored as a whole, for the
+//! default, and the first line logged says so.
+//!
+//! The parsing and matching are `env_filter`'s (the filter of env_logger,
+//! maintained with it): the same rules as every other Rust program, with
+//! none of env_logger's output, which would not be ours.
 
+use env_filter::Filter;
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use std::io::Write;
 
 struct StderrLog {
     stage: String,
-    level: LevelFilter,
+    filter: Filter,
     time: bool,
 }
 
 impl Log for StderrLog {
     fn enabled(&self, m: &Metadata) -> bool {
-        m.level() <= self.level
+        self.filter.enabled(m)
     }
 
     fn log(&self, r: &Record) {
-        if !self.enabled(r.metadata()) {
+        if !self.filter.matches(r) {
             return;
         }
         let level = match r.level() {
@@ -43,38 +55,86 @@ impl Log for StderrLog {
     fn flush(&self) {}
 }
 
-/// The level `RUST_LOG` asks for: its last bare level word (module filters
-/// such as `ojrunner=debug` are read as their level).
-pub fn level_from_env() -> LevelFilter {
-    let spec = std::env::var("RUST_LOG").unwrap_or_default();
-    spec.split(',')
-        .filter_map(|part| part.rsplit('=').next())
-        .filter_map(|w| w.trim().parse::<LevelFilter>().ok())
-        .next_back()
-        .unwrap_or(LevelFilter::Info)
+/// What is logged when `RUST_LOG` is unset, or ignored.
+const DEFAULT: LevelFilter = LevelFilter::Info;
+
+impl StderrLog {
+    /// A logger for the program `stage`, filtering by `spec` (`RUST_LOG`),
+    /// and why `spec` was ignored, if it was.
+    fn new(stage: &str, spec: Option<&str>, time: bool) -> (StderrLog, Option<String>) {
+        let mut filter = env_filter::Builder::new();
+        filter.filter_level(DEFAULT);
+        // try_parse leaves the builder as it was when the spec is refused.
+        let refused = spec.and_then(|spec| filter.try_parse(spec).err().map(|e| format!("RUST_LOG={spec:?}: {e}")));
+        (StderrLog { stage: stage.to_string(), filter: filter.build(), time }, refused)
+    }
 }
 
 /// Installs the logger for a program named `stage`. Safe to call twice
 /// (the second call changes nothing).
 pub fn init(stage: &str) {
-    let level = level_from_env();
     let time = std::env::var_os("OJ_LOG_TIME").is_some_and(|v| v != "0");
-    if log::set_boxed_logger(Box::new(StderrLog { stage: stage.to_string(), level, time })).is_ok() {
+    let (log, refused) = StderrLog::new(stage, std::env::var("RUST_LOG").ok().as_deref(), time);
+    let level = log.filter.filter();
+    if log::set_boxed_logger(Box::new(log)).is_ok() {
         log::set_max_level(level);
+        if let Some(why) = refused {
+            log::warn!("{why}; ignored, logging at {}", DEFAULT.as_str().to_lowercase());
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use log::{Level, Log};
+
+    /// Whether a logger made for `RUST_LOG=spec` writes a `level` record
+    /// of `target`.
+    fn writes(spec: &str, target: &str, level: Level) -> bool {
+        let (log, _) = super::StderrLog::new("test", Some(spec), false);
+        log.enabled(&log::MetadataBuilder::new().target(target).level(level).build())
+    }
+
     #[test]
-    fn rust_log_levels_are_read() {
-        // Only this test touches RUST_LOG in this binary.
-        std::env::set_var("RUST_LOG", "ojrunner=debug");
-        assert_eq!(super::level_from_env(), log::LevelFilter::Debug);
-        std::env::set_var("RUST_LOG", "warn");
-        assert_eq!(super::level_from_env(), log::LevelFilter::Warn);
-        std::env::set_var("RUST_LOG", "nonsense");
-        assert_eq!(super::level_from_env(), log::LevelFilter::Info);
-        std::env::remove_var("RUST_LOG");
+    fn a_bare_level_applies_everywhere() {
+        assert!(writes("debug", "ojrunner::spool", Level::Debug));
+        assert!(writes("debug", "ureq::unit", Level::Debug));
+        assert!(!writes("debug", "ojrunner::spool", Level::Trace));
+        assert!(!writes("warn", "ojrunner", Level::Info));
+        // A word that is no level is a target, logged in full.
+        assert!(writes("ojrunner::spool", "ojrunner::spool", Level::Trace));
+        assert!(!writes("ojrunner::spool", "ojrunner::claim", Level::Debug));
+    }
+
+    #[test]
+    fn a_target_gets_its_own_level_and_the_rest_the_default() {
+        let spec = "ojrunner=debug,ureq=warn";
+        assert!(writes(spec, "ojrunner::stage::claimd", Level::Debug));
+        assert!(!writes(spec, "ojrunner::stage::claimd", Level::Trace));
+        assert!(writes(spec, "ureq::unit", Level::Warn));
+        assert!(!writes(spec, "ureq::unit", Level::Info));
+        // Not named: the default, info.
+        assert!(writes(spec, "rusqlite", Level::Info));
+        assert!(!writes(spec, "rusqlite", Level::Debug));
+    }
+
+    #[test]
+    fn the_longest_matching_target_wins_over_the_bare_level() {
+        let spec = "warn,ojrunner::spool=trace";
+        assert!(writes(spec, "ojrunner::spool", Level::Trace));
+        assert!(!writes(spec, "ojrunner::stage::claimd", Level::Info));
+        assert!(writes(spec, "ojrunner::stage::claimd", Level::Warn));
+    }
+
+    #[test]
+    fn a_spec_that_cannot_be_read_is_ignored_for_the_default() {
+        for garbage in ["ojrunner=loud", "a=b=c", "debug/x/y"] {
+            assert!(writes(garbage, "ojrunner", Level::Info), "{garbage}");
+            assert!(!writes(garbage, "ojrunner", Level::Debug), "{garbage}");
+        }
+        assert!(super::StderrLog::new("test", Some("ojrunner=loud"), false).1.is_some(), "and said so");
+        // Unset or empty: the default.
+        assert!(writes("", "ojrunner", Level::Info) && !writes("", "ojrunner", Level::Debug));
+        assert!(super::StderrLog::new("test", None, false).1.is_none());
     }
 }
