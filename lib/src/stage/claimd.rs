@@ -23,18 +23,18 @@
 //! freed to record a claim the full disk would refuse. While the reserve
 //! cannot be made again, claiming pauses, and `status` says why.
 
-use crate::answer::{self, Call, Meaning};
+use crate::answer::Answer;
 use crate::archive;
 use crate::claim::{self, Fault, Next};
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::{self, Hub};
+use crate::hub::{self, HubClient};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Stops};
-use crate::spool::{Claim, ClaimState, Identity, Spool};
+use crate::spool::{ClaimRow, ClaimState, Identity, Spool};
 use crate::testdata::{self, Cache};
 use clap::Parser;
 use log::{error, info, warn};
@@ -73,7 +73,7 @@ pub fn main() -> i32 {
 
 struct Claimd {
     spool: Spool,
-    hub: Hub,
+    hub: HubClient,
     cache: Cache,
     languages: Languages,
     languages_path: Option<PathBuf>,
@@ -99,7 +99,7 @@ struct Claimd {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let c = &cli.common;
-    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
+    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
     let registration_token = c.registration_token()?;
     let languages = daemon::languages(cli.languages.as_deref())?;
     let Daemon { spool, inbox, stops } = Daemon::start("claimd", &c.spool)?;
@@ -141,8 +141,8 @@ impl Claimd {
             }
             tries += 1;
             let answer = self.hub.register(&self.registration_token, &self.name);
-            let why = match (answer::classify(Call::Register, &answer), &answer) {
-                (Meaning::Settled, hub::Answer::Status(_, body)) => match hub::parse_registration(body) {
+            let why = match &answer {
+                Answer::Done { body, .. } => match hub::parse_registration(body) {
                     Ok(reg) => {
                         let gone = self.spool.set_identity(&reg)?;
                         info!(
@@ -161,7 +161,7 @@ impl Claimd {
                     }
                     Err(e) => format!("unreadable registration ({e})"),
                 },
-                (Meaning::Rejected, _) => {
+                Answer::Unauthorized(_) => {
                     return Err(Failure(exit::FAILURE, "the hub refused the registration token (401)".into()));
                 }
                 _ => answer.describe(),
@@ -316,7 +316,7 @@ impl Claimd {
         Duration::from_secs(secs.clamp(1, 60) as u64)
     }
 
-    fn claims(&self, states: &[ClaimState]) -> Vec<Claim> {
+    fn claims(&self, states: &[ClaimState]) -> Vec<ClaimRow> {
         self.spool.claims_in(states).unwrap_or_else(|e| {
             error!("{e}");
             Vec::new()
@@ -356,7 +356,7 @@ impl Claimd {
     }
 
     /// Asks the hub for one job if there is room; the new claim, if any.
-    fn claim_once(&mut self) -> Result<Option<Claim>, Failure> {
+    fn claim_once(&mut self) -> Result<Option<ClaimRow>, Failure> {
         let Some(id) = self.identity()? else { return Ok(None) };
         let held = self.spool.held_count()?;
         if held >= id.config.max_concurrent_jobs.max(1) || !self.room_to_record() {
@@ -369,21 +369,21 @@ impl Claimd {
         self.claiming = true;
         let answer = self.serving(move || hub.next_job(&rn, &token, wait));
         self.claiming = false;
-        match (answer::classify(Call::NextJob, &answer), answer) {
-            (Meaning::Settled, hub::Answer::Status(200, body)) => {
+        match answer {
+            Answer::Done { body, .. } => {
                 self.last_contact = Some(crate::spool::now_ms());
                 self.record_claim(&id, &body)
             }
-            (Meaning::Settled, _) => {
+            Answer::NoWork => {
                 self.last_contact = Some(crate::spool::now_ms());
                 Ok(None)
             }
-            (_, hub::Answer::Status(401, _)) => {
+            Answer::Unauthorized(_) => {
                 // The heartbeat owns fail-fast; here we only idle and ask again.
                 warn!("next-job: 401 (the heartbeat decides whether the identity is gone)");
                 Ok(None)
             }
-            (_, hub::Answer::Status(200, body)) => {
+            Answer::Garbled { body, .. } => {
                 // No job was handed out that this runner could see: if the
                 // hub did hand one, its lease expires.
                 let why = serde_json::from_str::<serde_json::Value>(&body).err().map(|e| e.to_string());
@@ -394,7 +394,7 @@ impl Claimd {
                 );
                 Ok(None)
             }
-            (_, a) => {
+            a => {
                 // Never retried through a lost connection: we simply ask again later.
                 warn!("next-job: {}", a.describe());
                 Ok(None)
@@ -404,7 +404,7 @@ impl Claimd {
 
     /// Records the job the hub just handed out, using the spool's reserve
     /// if the disk filled since it was made.
-    fn record_claim(&mut self, id: &Identity, body: &str) -> Result<Option<Claim>, Failure> {
+    fn record_claim(&mut self, id: &Identity, body: &str) -> Result<Option<ClaimRow>, Failure> {
         let Some(job_id) = Job::id_of(body) else {
             let why = match Job::parse(body) {
                 Err(e) => e.to_string(),
@@ -438,7 +438,7 @@ impl Claimd {
     }
 
     /// Prepares `claim` on a thread of its own, unless one already does.
-    fn start_prep(&mut self, claim: Claim) {
+    fn start_prep(&mut self, claim: ClaimRow) {
         if self.preps.contains_key(&claim.id) {
             return;
         }
@@ -465,7 +465,7 @@ impl Claimd {
 /// rest.
 struct Prepper {
     dir: PathBuf,
-    hub: Hub,
+    hub: HubClient,
     cache: Cache,
     languages: Languages,
     stops: Stops,
@@ -478,7 +478,7 @@ struct Prepper {
 impl Prepper {
     /// Prepares one claim, trying again as [`claim::Tries`] says. A stop
     /// at any point hands the claim back as `abort(drain)` instead.
-    fn prep(&self, claim: &Claim) {
+    fn prep(&self, claim: &ClaimRow) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
         let mut spool = match Spool::open(&self.dir) {
             Ok(s) => s,
@@ -546,7 +546,7 @@ impl Prepper {
         }
     }
 
-    fn abort(&self, spool: &mut Spool, claim: &Claim, reason: AbortReason, why: &str) {
+    fn abort(&self, spool: &mut Spool, claim: &ClaimRow, reason: AbortReason, why: &str) {
         match spool.abort(claim.id, reason, why) {
             Ok(true) => {
                 info!("job {} claim {}: handed back as abort({})", claim.job_id, claim.id, reason.as_str());
@@ -558,7 +558,7 @@ impl Prepper {
         }
     }
 
-    fn prep_once(&self, spool: &Spool, claim: &Claim) -> Result<PathBuf, Fault> {
+    fn prep_once(&self, spool: &Spool, claim: &ClaimRow) -> Result<PathBuf, Fault> {
         let job = claim.job().map_err(|e| Fault::Bad(e.to_string()))?;
         let source = self
             .languages

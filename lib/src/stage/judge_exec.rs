@@ -13,11 +13,11 @@ use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
 use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
+use crate::outcome;
 use crate::patience;
-use crate::protocol::{CaseResult, Outcome};
 use crate::sandbox::slot::SlotPool;
 use crate::signals;
-use crate::spool::{now_ms, Claim, ClaimState, Spool};
+use crate::spool::{now_ms, ClaimRow, ClaimState, Spool};
 use crate::testdata;
 use clap::{Parser, Subcommand};
 use log::{error, info, warn};
@@ -142,7 +142,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
     let pool = Arc::new(SlotPool::new(0..n));
     let mut workers = Vec::new();
     for i in 0..n {
-        let (tx, rx) = mpsc::channel::<Claim>();
+        let (tx, rx) = mpsc::channel::<ClaimRow>();
         let worker = Worker {
             i,
             spool_dir: c.spool.clone(),
@@ -179,7 +179,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
         crate::lease::drop_lost(&mut spool);
         // In flight first: a claim `started` but not being judged was
         // interrupted (a crash) and goes on. Then new ones, unless draining.
-        let mut todo: Vec<Claim> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
+        let mut todo: Vec<ClaimRow> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
         if !stops.requested() {
             todo.extend(spool.claims_in(&[ClaimState::Prepped]).unwrap_or_default());
         }
@@ -248,7 +248,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(self, rx: mpsc::Receiver<Claim>) {
+    fn run(self, rx: mpsc::Receiver<ClaimRow>) {
         let mut spool = match Spool::open(&self.spool_dir) {
             Ok(s) => s,
             Err(e) => return error!("worker {}: {e}", self.i),
@@ -281,7 +281,7 @@ fn judge_claim(
     spool: &mut Spool,
     judge: &Judge,
     languages: &Languages,
-    claim: &Claim,
+    claim: &ClaimRow,
     slot: &Slot,
     pool: &SlotPool,
 ) -> Result<bool, String> {
@@ -304,12 +304,8 @@ fn judge_claim(
         checker: checker.map_err(|e| format!("checker: {e}")),
     };
     // The cases not finished before (by an earlier try of this claim).
-    let todo: Vec<Case> = job
-        .tasks
-        .iter()
-        .enumerate()
-        .flat_map(|(t, task)| (0..task.case_count as usize).map(move |c| (t, c)))
-        .filter(|tc| !done.contains_key(tc))
+    let todo: Vec<Case> = outcome::cases_left(&job.tasks, &done)
+        .into_iter()
         .map(|(t, c)| Case {
             task: t,
             case: c,
@@ -346,18 +342,10 @@ fn judge_claim(
     if moved {
         return Ok(false);
     }
-    let mut tasks = Vec::with_capacity(job.tasks.len());
-    for (t, task) in job.tasks.iter().enumerate() {
-        let mut cases = Vec::with_capacity(task.case_count as usize);
-        for c in 0..task.case_count as usize {
-            cases.push(done.remove(&(t, c)).unwrap_or_else(|| CaseResult::judge_error("case result missing")));
-        }
-        tasks.push(cases);
-    }
     if matches!(compiled, Compiled::JudgeError(_)) {
         warn!("job {} claim {}: judged JE: the judge could not compile", claim.job_id, claim.id);
     }
-    spool.finish(claim.id, &Outcome { tasks }).map_err(|e| e.0)
+    spool.mark_judged(claim.id, &outcome::assemble(&job.tasks, done)).map_err(|e| e.0)
 }
 
 /// SIGHUP: reads the language table again. A table that does not load is

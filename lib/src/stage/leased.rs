@@ -21,12 +21,13 @@
 //! that hangs keeps it waiting (up to the request's timeout), the control
 //! socket is answered, and SIGQUIT or a second TERM still stops at once.
 
-use crate::answer::{self, Call, Meaning};
+use crate::answer::Call;
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::lease;
+use crate::outcome::{self, Meaning};
 use crate::patience;
 use crate::signals::Stops;
 use crate::spool::Spool;
@@ -50,7 +51,7 @@ pub fn main() -> i32 {
 
 fn run(cli: Cli) -> Result<i32, Failure> {
     let c = &cli.common;
-    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool)?;
     config::notify_ready(c.notify_fd);
     let drain_deadline = c.drain_timeout()?;
@@ -119,7 +120,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 l.note_beat(&spool);
                 l.beats += 1;
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                match answer::classify(Call::Heartbeat, &answer) {
+                match outcome::classify(Call::Heartbeat, &answer) {
                     Meaning::Settled => {
                         unauthorized = 0;
                         failed = 0;

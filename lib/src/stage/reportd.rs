@@ -2,7 +2,7 @@
 //! the hub, patiently.
 //!
 //! An outcome leaves the spool only when the hub has answered finally (204
-//! for `complete`, 202 for `abort`, 404, 409: [`answer::classify`]), in the
+//! for `complete`, 202 for `abort`, 404, 409: [`outcome::delivery`]), in the
 //! same transaction that marks its claim reported; a crash between the
 //! answer and that commit sends it once more, which the hub answers as a
 //! duplicate. A result the hub rejects (400, 413) is kept as evidence and
@@ -15,14 +15,15 @@
 //! that hangs leaves the control socket answered, and SIGQUIT (or a second
 //! TERM) abandons the request in flight; its outcome stays queued.
 
-use crate::answer::{self, Call, Meaning};
+use crate::answer::Call;
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::Hub;
+use crate::hub::HubClient;
+use crate::outcome::{self, Delivery, Meaning, OutcomeKind};
 use crate::patience;
 use crate::signals::Stops;
-use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
+use crate::spool::{now_ms, OutboxItem, Spool};
 use clap::Parser;
 use log::{error, info, warn};
 use serde_json::json;
@@ -47,7 +48,7 @@ pub fn main() -> i32 {
 
 fn run(cli: Cli) -> Result<i32, Failure> {
     let c = &cli.common;
-    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter {
@@ -99,7 +100,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
 
 struct Reporter {
     spool: Spool,
-    hub: Hub,
+    hub: HubClient,
     inbox: Inbox,
     stops: Stops,
     /// Claims whose events the hub could not take, and when to try again.
@@ -154,7 +155,11 @@ impl Reporter {
     /// Runs `ask`, a request to the hub described by `what`, serving the
     /// inbox meanwhile ([`daemon::serving`]); `None` if the stage must
     /// stop at once (the request is abandoned).
-    fn ask<T: Send + 'static>(&mut self, what: String, ask: impl FnOnce(&Hub) -> T + Send + 'static) -> Option<T> {
+    fn ask<T: Send + 'static>(
+        &mut self,
+        what: String,
+        ask: impl FnOnce(&HubClient) -> T + Send + 'static,
+    ) -> Option<T> {
         // A stop that came since the last request is heard before this one.
         self.serve(Duration::ZERO);
         if self.quit {
@@ -222,44 +227,37 @@ impl Reporter {
 
     fn send(&mut self, item: &OutboxItem, token: &str) {
         let tag = format!("job {} claim {}", item.job_id, item.claim_id);
-        let (verb, what) = match &item.kind {
-            OutboxKind::Complete => ("complete", "complete".to_string()),
-            OutboxKind::Abort(r) => ("abort", format!("abort({})", r.as_str())),
-        };
+        let what = item.kind.shown();
         let (runner, token, job, body) =
             (item.runner_id.clone(), token.to_string(), item.job_id.clone(), item.body.clone());
-        let Some(answer) = self.ask(format!("{tag} {what}"), move |h| h.outcome(&runner, &token, &job, verb, &body))
-        else {
-            return;
-        };
+        let kind = item.kind;
+        let asked = self.ask(format!("{tag} {what}"), move |h| match kind {
+            OutcomeKind::Complete => h.complete(&runner, &token, &job, &body),
+            OutcomeKind::Abort(_) => h.abort(&runner, &token, &job, &body),
+        });
+        let Some(answer) = asked else { return };
         self.last_answer = format!("{tag} {what}: {}", answer.describe());
-        let call = match item.kind {
-            OutboxKind::Complete => Call::Complete,
-            OutboxKind::Abort(_) => Call::Abort,
-        };
-        let r = match (answer::classify(call, &answer), &item.kind) {
-            (Meaning::Settled, _) => {
+        let r = match outcome::delivery(item.kind, &answer) {
+            Delivery::Delivered => {
                 info!("{tag}: {what} delivered");
                 self.sent += 1;
                 self.settle(item, "delivered")
             }
-            (Meaning::Final, _) => {
+            Delivery::NotHeld => {
                 info!("{tag}: {what}: {}: the hub no longer holds it for us; dropped", answer.describe());
                 self.settle(item, &format!("hub answered {}", answer.describe()))
             }
-            (Meaning::Rejected, OutboxKind::Complete) => {
+            Delivery::Reject => {
                 let why = answer.describe();
                 warn!("{tag}: the hub rejected the result ({why}); evidence kept, sending abort(rejected)");
                 self.keep_evidence(item);
                 self.spool.outbox_reject(item.claim_id, &format!("complete rejected: {why}"))
             }
-            (Meaning::Rejected, OutboxKind::Abort(_)) => {
-                // An abort is a few bytes the hub cannot take: sending them
-                // again cannot help, and the lease lapses on its own.
+            Delivery::AbortRefused => {
                 error!("{tag}: the hub refused {what} ({}); dropped", answer.describe());
                 self.settle(item, &format!("{what} refused: {}", answer.describe()))
             }
-            (Meaning::Retry, _) => return self.postpone(item, &answer.describe()),
+            Delivery::Again => return self.postpone(item, &answer.describe()),
         };
         if let Err(e) = r {
             error!("{tag}: {e}");
@@ -338,7 +336,7 @@ impl Reporter {
             let asked = self
                 .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
             let Some(answer) = asked else { return };
-            match answer::classify(Call::Events, &answer) {
+            match outcome::classify(Call::Events, &answer) {
                 Meaning::Settled => {
                     let _ = self.spool.events_sent(claim_id, last_id);
                     self.event_retry.remove(&claim_id);
