@@ -24,7 +24,7 @@
 //! restarted stage can start judging after a drain began.
 
 use crate::outcome::{self, OutcomeKind};
-use crate::protocol::{AbortReason, CaseResult, Job, Outcome, Registration, RunnerConfig};
+use crate::protocol::{AbortReason, BadJob, CaseResult, Job, Outcome, Registration, RunnerConfig};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -141,18 +141,13 @@ pub struct ClaimRow {
     pub job_id: String,
     pub runner_id: String,
     pub state: ClaimState,
-    /// The payload as the hub sent it.
-    pub payload: String,
+    /// The job, parsed from the payload the hub sent (stored as sent) when
+    /// the row is read, so that no stage parses it on its own; a claim is
+    /// only ever prepped with a payload that parsed.
+    pub job: std::result::Result<Job, BadJob>,
     pub claimed_at: i64,
     pub testdata: Option<PathBuf>,
     pub note: String,
-}
-
-impl ClaimRow {
-    /// The parsed job; a claim is only ever prepped with a payload that parsed.
-    pub fn job(&self) -> std::result::Result<Job, crate::protocol::BadJob> {
-        Job::parse(&self.payload)
-    }
 }
 
 /// What the runner knows of itself at the hub.
@@ -913,7 +908,7 @@ fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<ClaimRow>> {
         job_id: r.get(1).unwrap_or_default(),
         runner_id: r.get(2).unwrap_or_default(),
         state,
-        payload: r.get(4).unwrap_or_default(),
+        job: Job::parse(&r.get::<_, String>(4).unwrap_or_default()),
         claimed_at: r.get(5).unwrap_or_default(),
         testdata: testdata.map(PathBuf::from),
         note: r.get(7).unwrap_or_default(),
@@ -1023,6 +1018,20 @@ mod tests {
         assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Reported);
         assert_eq!(s.outbox_len().unwrap().0, 0);
         assert_eq!(s.held_count().unwrap(), 0);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_claim_row_carries_its_job_parsed_or_why_it_cannot_be() {
+        let d = tmp("parsed");
+        let mut s = Spool::open(&d).unwrap();
+        let (good, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        let (bad, _) = s.insert_claim("rn_1", "jb_2", r#"{"job_id":"jb_2","tasks":[]}"#).unwrap();
+        let row = s.claim(good).unwrap().unwrap();
+        let job = row.job.as_ref().expect("the payload parses");
+        assert_eq!((job.job_id.as_str(), job.problem_id, job.tasks.len()), ("jb_1", 1, 1));
+        // Kept as the hub sent it, refused as a job: prep ends it as prep_failed.
+        assert!(s.claim(bad).unwrap().unwrap().job.is_err());
         let _ = std::fs::remove_dir_all(d);
     }
 

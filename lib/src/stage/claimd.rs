@@ -559,7 +559,7 @@ impl Prepper {
     }
 
     fn prep_once(&self, spool: &Spool, claim: &ClaimRow) -> Result<PathBuf, Fault> {
-        let job = claim.job().map_err(|e| Fault::Bad(e.to_string()))?;
+        let job = claim.job.as_ref().map_err(|e| Fault::Bad(e.to_string()))?;
         let source = self
             .languages
             .by_id(job.language)

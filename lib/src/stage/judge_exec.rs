@@ -285,7 +285,7 @@ fn judge_claim(
     slot: &Slot,
     pool: &SlotPool,
 ) -> Result<bool, String> {
-    let job = claim.job().map_err(|e| e.to_string())?;
+    let job = claim.job.as_ref().map_err(|e| e.to_string())?;
     let dir = spool.claim_dir(claim.id);
     let Some(td) = claim.testdata.clone() else {
         return Err("started without testdata (corrupt row?)".into());
