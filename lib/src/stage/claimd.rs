@@ -24,7 +24,6 @@
 //! cannot be made again, claiming pauses, and `status` says why.
 
 use crate::answer::Answer;
-use crate::archive;
 use crate::claim::{self, Fault, Next};
 use crate::config::{self, exit, Common};
 use crate::control::{self, Event, Inbox};
@@ -35,7 +34,7 @@ use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Stops};
 use crate::spool::{ClaimRow, ClaimState, Identity, Spool};
-use crate::testdata::{self, Cache};
+use crate::testdata::Cache;
 use clap::Parser;
 use log::{error, info, warn};
 use serde_json::json;
@@ -62,9 +61,6 @@ pub struct Cli {
     #[arg(long, env = "OJ_LANGUAGES", value_name = "FILE")]
     pub languages: Option<PathBuf>,
 }
-
-/// Claims that may still read their testdata.
-const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
 
 pub fn main() -> i32 {
     crate::logger::init("claimd");
@@ -499,7 +495,7 @@ impl Prepper {
                 // A spool that cannot be read now: mark_prepped decides later.
                 _ => {}
             }
-            let fault = match self.prep_once(&spool, claim) {
+            let fault = match claim::prepare(&spool, &self.hub, &self.cache, &self.languages, claim) {
                 Ok(td) => {
                     match spool.mark_prepped(claim.id, &td) {
                         Ok(true) => {
@@ -556,46 +552,5 @@ impl Prepper {
             Ok(false) => {}
             Err(e) => error!("job {} claim {}: {e}", claim.job_id, claim.id),
         }
-    }
-
-    fn prep_once(&self, spool: &Spool, claim: &ClaimRow) -> Result<PathBuf, Fault> {
-        let job = claim.job.as_ref().map_err(|e| Fault::Bad(e.to_string()))?;
-        let source = self
-            .languages
-            .by_id(job.language)
-            .map(|l| l.source.clone())
-            .ok_or_else(|| Fault::Bad(format!("language {} is not in this runner's table", job.language)))?;
-        let dir = spool.claim_dir(claim.id);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| Fault::Wait(format!("{}: {e}", dir.display())))?;
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
-        let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
-        // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
-        let zip = dir.join("code.zip");
-        self.hub
-            .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
-            .map_err(Fault::from)?;
-        let files = archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| match e.1 {
-            archive::Blame::Archive => Fault::Bad(format!("code zip: {e}")),
-            archive::Blame::Ours => Fault::Wait(format!("code zip: {e}")),
-        })?;
-        let _ = std::fs::remove_file(&zip);
-        // The protocol names the file main.<ext>; a language may want it
-        // named otherwise (Java's Main.java): same name but for case.
-        let name = files.first().and_then(|f| f.to_str()).unwrap_or("");
-        if files.len() != 1 || !name.eq_ignore_ascii_case(&source) {
-            return Err(Fault::Bad(format!("code zip holds {files:?}, not exactly {source}")));
-        }
-        if name != source {
-            std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
-                .map_err(|e| Fault::Wait(format!("{source}: {e}")))?;
-        }
-        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Fault::from)?;
-        let in_use: Vec<PathBuf> =
-            spool.claims_in(&HELD_STATES).unwrap_or_default().into_iter().filter_map(|c| c.testdata).collect();
-        self.cache.prune(job.problem_id, &td, &in_use);
-        testdata::check_cases(&td, &job.tasks).map_err(|e| Fault::Bad(format!("problem {}: {e}", job.problem_id)))?;
-        Ok(td)
     }
 }
