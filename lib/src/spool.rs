@@ -879,6 +879,25 @@ impl Spool {
         })
     }
 
+    /// Discards, and logs, the claims whose lease the runner lost while it
+    /// was down ([`Spool::drop_lost_claims`]), with their work directories.
+    pub fn drop_lost(&mut self) {
+        match self.drop_lost_claims() {
+            Ok(lost) => {
+                for c in lost {
+                    log::warn!(
+                        "job {} claim {}: {}; dropped without reporting (the hub has reclaimed it)",
+                        c.job_id,
+                        c.id,
+                        c.note
+                    );
+                    let _ = std::fs::remove_dir_all(self.claim_dir(c.id));
+                }
+            }
+            Err(e) => log::error!("{e}"),
+        }
+    }
+
     /// Removes work directories of claims that have ended. Best effort.
     pub fn sweep_dirs(&self) -> Result<usize> {
         let root = self.dir.join("claims");

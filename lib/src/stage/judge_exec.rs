@@ -176,7 +176,7 @@ fn run(cli: &Cli, languages: Languages) -> Result<i32, Failure> {
             info!("stopped at once; {} claim(s) in flight resume on the next start", busy.len());
             return Ok(exit::OK);
         }
-        crate::lease::drop_lost(&mut spool);
+        spool.drop_lost();
         // In flight first: a claim `started` but not being judged was
         // interrupted (a crash) and goes on. Then new ones, unless draining.
         let mut todo: Vec<ClaimRow> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();

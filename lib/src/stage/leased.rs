@@ -84,7 +84,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
-            crate::lease::drop_lost(&mut spool);
+            spool.drop_lost();
             let jobs = spool.held_jobs()?;
             if let Some(since) = l.stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {

@@ -195,7 +195,7 @@ impl Reporter {
         let Ok(Some(id)) = self.spool.identity() else {
             return None;
         };
-        crate::lease::drop_lost(&mut self.spool);
+        self.spool.drop_lost();
         self.send_events(&id.runner_id, &id.token);
         let due = match self.spool.outbox_due(now_ms()) {
             Ok(d) => d,
