@@ -74,6 +74,22 @@ impl OutcomeKind {
         }
     }
 
+    /// How the spool's outbox keeps it (`kind`): `complete`, `abort:drain`.
+    pub fn row(self) -> String {
+        match self {
+            OutcomeKind::Complete => "complete".into(),
+            OutcomeKind::Abort(r) => format!("abort:{}", r.as_str()),
+        }
+    }
+
+    /// Reads [`OutcomeKind::row`] back; `None` for a kind it never writes.
+    pub fn from_row(row: &str) -> Option<OutcomeKind> {
+        match row {
+            "complete" => Some(OutcomeKind::Complete),
+            _ => row.strip_prefix("abort:").and_then(AbortReason::parse).map(OutcomeKind::Abort),
+        }
+    }
+
     /// For logs: `complete`, `abort(drain)`.
     pub fn shown(self) -> String {
         match self {
@@ -225,6 +241,22 @@ mod tests {
         let mut rows = vec![(200, "*", Settled)];
         rows.extend((400..500).filter(|c| ![408, 429].contains(c)).map(|c| (c, "hub", Final)));
         check(Code, &rows);
+    }
+
+    #[test]
+    fn an_outcome_kind_is_kept_as_the_spool_page_says_and_read_back() {
+        let kinds = [
+            (OutcomeKind::Complete, "complete"),
+            (OutcomeKind::Abort(AbortReason::Drain), "abort:drain"),
+            (OutcomeKind::Abort(AbortReason::PrepFailed), "abort:prep_failed"),
+            (OutcomeKind::Abort(AbortReason::Rejected), "abort:rejected"),
+        ];
+        for (kind, row) in kinds {
+            assert_eq!(kind.row(), row);
+            assert_eq!(OutcomeKind::from_row(row), Some(kind));
+        }
+        assert_eq!(OutcomeKind::from_row("abort:later"), None);
+        assert_eq!(OutcomeKind::from_row("abort"), None);
     }
 
     #[test]

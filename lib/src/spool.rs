@@ -652,8 +652,8 @@ impl Spool {
                 return Ok(false);
             }
             tx.execute(
-                "INSERT INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, 'complete', ?, ?, ?)",
-                params![claim_id, body, now, now],
+                "INSERT INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
+                params![claim_id, OutcomeKind::Complete.row(), body, now, now],
             )?;
             Ok(true)
         })
@@ -693,15 +693,9 @@ impl Spool {
         let mut out = Vec::new();
         for row in rows {
             let (claim_id, job_id, runner_id, kind, body, created_at, tries) = row.ctx("read outbox row")?;
-            let kind = match kind.as_str() {
-                "complete" => OutcomeKind::Complete,
-                k => match k.strip_prefix("abort:").and_then(AbortReason::parse) {
-                    Some(r) => OutcomeKind::Abort(r),
-                    None => {
-                        log::error!("claim {claim_id}: outbox row of unknown kind {k:?} (corrupt row); skipped");
-                        continue;
-                    }
-                },
+            let Some(kind) = OutcomeKind::from_row(&kind) else {
+                log::error!("claim {claim_id}: outbox row of unknown kind {kind:?} (corrupt row); skipped");
+                continue;
             };
             out.push(OutboxItem { claim_id, job_id, runner_id, kind, body, created_at, tries });
         }
@@ -733,13 +727,17 @@ impl Spool {
     /// `abort(rejected)` instead, in one transaction.
     pub fn outbox_reject(&mut self, claim_id: i64, note: &str) -> Result<()> {
         let body = outcome::abort_body(AbortReason::Rejected);
+        let kind = OutcomeKind::Abort(AbortReason::Rejected).row();
         self.write("reject outcome", |tx| {
             let now = now_ms();
             tx.execute(
-                "UPDATE outbox SET kind = 'abort:rejected', body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
-                params![body, now, note, claim_id],
+                "UPDATE outbox SET kind = ?, body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
+                params![kind, body, now, note, claim_id],
             )?;
-            tx.execute("UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?", params![note, now, claim_id])?;
+            tx.execute(
+                "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?",
+                params![note, now, claim_id],
+            )?;
             Ok(())
         })
     }
@@ -951,7 +949,7 @@ fn abort_in(tx: &rusqlite::Transaction, claim_id: i64, reason: AbortReason, note
     }
     tx.execute(
         "INSERT OR REPLACE INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
-        params![claim_id, format!("abort:{}", reason.as_str()), outcome::abort_body(reason), now, now],
+        params![claim_id, OutcomeKind::Abort(reason).row(), outcome::abort_body(reason), now, now],
     )?;
     Ok(true)
 }
