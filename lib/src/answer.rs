@@ -1,6 +1,6 @@
 //! What the hub said to a call, in the protocol's words: the typed
 //! [`Answer`] every call of [`crate::hub::HubClient`] returns, read from
-//! the status and body by the rows of `PROTOCOL.md` for that [`Call`].
+//! the status and body by the rows of `PROTOCOL.md` for that [`HubCall`].
 //!
 //! This module says what was said, not what to do about it: that is
 //! [`crate::outcome::classify`]'s. It sits below both (it imports neither),
@@ -14,7 +14,7 @@
 
 /// The calls a runner makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Call {
+pub enum HubCall {
     Register,
     Heartbeat,
     NextJob,
@@ -29,22 +29,22 @@ pub enum Call {
 
 /// What came back from the wire, before it is read as the hub's word.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
+pub enum HttpReply {
     /// An answer with this status and body.
     Status(u16, String),
     /// No answer: refused connection, timeout, broken response.
     Unreachable(String),
 }
 
-impl Reply {
+impl HttpReply {
     /// For logs: `HTTP 503: <start of body>` or the transport error.
     pub fn describe(&self) -> String {
         match self {
-            Reply::Status(c, b) => {
+            HttpReply::Status(c, b) => {
                 let b: String = b.chars().take(200).collect();
                 format!("HTTP {c}{}{b}", if b.is_empty() { "" } else { ": " })
             }
-            Reply::Unreachable(e) => format!("unreachable: {e}"),
+            HttpReply::Unreachable(e) => format!("unreachable: {e}"),
         }
     }
 }
@@ -61,35 +61,35 @@ pub enum Answer {
     NoWork,
     /// The token was refused: register and heartbeat 401 (the hub's),
     /// next-job 401 (any), the testdata channel 401 or 403 (any).
-    Unauthorized(Reply),
+    Unauthorized(HttpReply),
     /// complete, abort, events: 404 or 409 (the hub's): the job is not
     /// this runner's, or not there.
-    NotHeld(Reply),
+    NotHeld(HttpReply),
     /// complete, abort: 400 (the hub's) or 413 (any); events: 413 or
     /// another 4xx of the hub's (but 401, 408, 429): what was sent is
     /// refused, and would be again.
-    Refused(Reply),
+    Refused(HttpReply),
     /// A download's 4xx of the hub's (but 408, 429, and the token's).
-    NotServed(Reply),
+    NotServed(HttpReply),
     /// The call's success status with a body that is not the hub's (a
     /// proxy's page where a job or a registration was due).
     Garbled { status: u16, body: String },
     /// Not the hub's word: no answer, 3xx, 5xx, 401 where it is not the
     /// token's last word, 408, 429, another 2xx, a proxy's page.
-    NoWord(Reply),
+    NoWord(HttpReply),
 }
 
 impl Answer {
     /// Reads `reply` as the answer to `call`.
-    pub fn of(call: Call, reply: Reply) -> Answer {
-        use Call::*;
+    pub fn of(call: HubCall, reply: HttpReply) -> Answer {
+        use HubCall::*;
         let (code, hubs) = match &reply {
-            Reply::Unreachable(_) => return Answer::NoWord(reply),
-            Reply::Status(code, body) => (*code, is_hub_body(body)),
+            HttpReply::Unreachable(_) => return Answer::NoWord(reply),
+            HttpReply::Status(code, body) => (*code, is_hub_body(body)),
         };
-        let done = |reply: Reply, garbled: bool| match reply {
-            Reply::Status(status, body) if garbled => Answer::Garbled { status, body },
-            Reply::Status(status, body) => Answer::Done { status, body },
+        let done = |reply: HttpReply, garbled: bool| match reply {
+            HttpReply::Status(status, body) if garbled => Answer::Garbled { status, body },
+            HttpReply::Status(status, body) => Answer::Done { status, body },
             r => Answer::NoWord(r),
         };
         match (call, code) {
@@ -109,11 +109,11 @@ impl Answer {
         }
     }
 
-    /// For logs: what came back (see [`Reply::describe`]).
+    /// For logs: what came back (see [`HttpReply::describe`]).
     pub fn describe(&self) -> String {
         match self {
             Answer::Done { status, body } | Answer::Garbled { status, body } => {
-                Reply::Status(*status, body.clone()).describe()
+                HttpReply::Status(*status, body.clone()).describe()
             }
             Answer::NoWork => "no work (HTTP 204)".into(),
             Answer::Unauthorized(r)
@@ -145,8 +145,8 @@ mod tests {
 
     #[test]
     fn a_reply_is_described_for_logs_by_its_status_and_the_start_of_its_body() {
-        assert_eq!(Reply::Status(503, String::new()).describe(), "HTTP 503");
-        assert_eq!(Reply::Status(400, "x".repeat(300)).describe(), format!("HTTP 400: {}", "x".repeat(200)));
-        assert_eq!(Reply::Unreachable("refused".into()).describe(), "unreachable: refused");
+        assert_eq!(HttpReply::Status(503, String::new()).describe(), "HTTP 503");
+        assert_eq!(HttpReply::Status(400, "x".repeat(300)).describe(), format!("HTTP 400: {}", "x".repeat(200)));
+        assert_eq!(HttpReply::Unreachable("refused".into()).describe(), "unreachable: refused");
     }
 }

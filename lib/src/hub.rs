@@ -6,7 +6,7 @@
 //! followed: a redirect would turn a `PUT` into a `GET` without its body or
 //! token, and its answer would be taken for the hub's.
 
-use crate::answer::{Answer, Call, Reply};
+use crate::answer::{Answer, HttpReply, HubCall};
 use crate::patience;
 use crate::protocol::{unwrap_envelope, Registration};
 use std::io::{Read, Write};
@@ -94,7 +94,7 @@ impl HubClient {
     /// Makes `call` and reads what came back as its [`Answer`].
     fn send(
         &self,
-        call: Call,
+        call: HubCall,
         method: &str,
         path: &str,
         token: Option<&str>,
@@ -114,7 +114,7 @@ impl HubClient {
         };
         let reply = match r {
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => reply_of(resp),
-            Err(ureq::Error::Transport(t)) => Reply::Unreachable(t.to_string()),
+            Err(ureq::Error::Transport(t)) => HttpReply::Unreachable(t.to_string()),
         };
         Answer::of(call, reply)
     }
@@ -122,13 +122,20 @@ impl HubClient {
     /// `POST /runners/register`.
     pub fn register(&self, registration_token: &str, name: &str) -> Answer {
         let body = serde_json::json!({"registration_token": registration_token, "name": name}).to_string();
-        self.send(Call::Register, "POST", "/runners/register", None, Some(&body), None)
+        self.send(HubCall::Register, "POST", "/runners/register", None, Some(&body), None)
     }
 
     /// `POST /runners/{rn}/heartbeat`.
     pub fn heartbeat(&self, runner_id: &str, token: &str, jobs: &[String]) -> Answer {
         let body = serde_json::json!({ "active_job_ids": jobs }).to_string();
-        self.send(Call::Heartbeat, "POST", &format!("/runners/{runner_id}/heartbeat"), Some(token), Some(&body), None)
+        self.send(
+            HubCall::Heartbeat,
+            "POST",
+            &format!("/runners/{runner_id}/heartbeat"),
+            Some(token),
+            Some(&body),
+            None,
+        )
     }
 
     /// `GET /runners/{rn}/next-job?wait=S`.
@@ -139,25 +146,25 @@ impl HubClient {
             format!("/runners/{runner_id}/next-job")
         };
         let timeout = patience::request_timeout() + Duration::from_secs(wait_sec);
-        self.send(Call::NextJob, "GET", &path, Some(token), None, Some(timeout))
+        self.send(HubCall::NextJob, "GET", &path, Some(token), None, Some(timeout))
     }
 
     /// `PUT /runners/{rn}/jobs/{jb}/complete`, with a body already made.
     pub fn complete(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
         let path = format!("/runners/{runner_id}/jobs/{job_id}/complete");
-        self.send(Call::Complete, "PUT", &path, Some(token), Some(body), None)
+        self.send(HubCall::Complete, "PUT", &path, Some(token), Some(body), None)
     }
 
     /// `PUT /runners/{rn}/jobs/{jb}/abort`, with a body already made.
     pub fn abort(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
         let path = format!("/runners/{runner_id}/jobs/{job_id}/abort");
-        self.send(Call::Abort, "PUT", &path, Some(token), Some(body), None)
+        self.send(HubCall::Abort, "PUT", &path, Some(token), Some(body), None)
     }
 
     /// `POST /runners/{rn}/jobs/{jb}/events`.
     pub fn events(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
         let path = format!("/runners/{runner_id}/jobs/{job_id}/events");
-        self.send(Call::Events, "POST", &path, Some(token), Some(body), None)
+        self.send(HubCall::Events, "POST", &path, Some(token), Some(body), None)
     }
 
     fn problem_url(&self, pid: i64, what: &str) -> String {
@@ -180,7 +187,7 @@ impl HubClient {
     fn problem_json(&self, pid: i64, what: &str) -> Result<serde_json::Value, FetchError> {
         let url = self.problem_url(pid, what);
         let shown = format!("problem {pid} {what}");
-        let resp = self.get(&self.agent, &url, &shown, Call::Testdata)?;
+        let resp = self.get(&self.agent, &url, &shown, HubCall::Testdata)?;
         let body = read_body(resp).map_err(|e| FetchError(format!("{shown}: reading the body: {e}"), Reach::Away))?;
         // Not JSON: a page from something in between, not the hub's answer.
         let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
@@ -191,17 +198,17 @@ impl HubClient {
 
     /// `GET /problem/{pid}/testdata` into `dest`, at most `max` bytes.
     pub fn testdata(&self, pid: i64, dest: &Path, max: u64) -> Result<u64, FetchError> {
-        self.fetch(&self.problem_url(pid, "testdata"), &format!("problem {pid} testdata"), Call::Testdata, dest, max)
+        self.fetch(&self.problem_url(pid, "testdata"), &format!("problem {pid} testdata"), HubCall::Testdata, dest, max)
     }
 
     /// Downloads the job's code from `url` into `dest`, refusing more than
     /// `max` bytes. `shown` names it in errors (URLs may carry tokens:
     /// never logged).
     pub fn download(&self, url: &str, shown: &str, dest: &Path, max: u64) -> Result<u64, FetchError> {
-        self.fetch(url, shown, Call::Code, dest, max)
+        self.fetch(url, shown, HubCall::Code, dest, max)
     }
 
-    fn fetch(&self, url: &str, shown: &str, call: Call, dest: &Path, max: u64) -> Result<u64, FetchError> {
+    fn fetch(&self, url: &str, shown: &str, call: HubCall, dest: &Path, max: u64) -> Result<u64, FetchError> {
         let resp = self.get(&self.downloads, url, shown, call)?;
         let mut f =
             std::fs::File::create(dest).map_err(|e| FetchError::ours(format!("{shown}: {}: {e}", dest.display())))?;
@@ -228,7 +235,7 @@ impl HubClient {
     }
 
     /// A GET answered 200, or the failure its [`Answer`] is.
-    fn get(&self, agent: &ureq::Agent, url: &str, shown: &str, call: Call) -> Result<ureq::Response, FetchError> {
+    fn get(&self, agent: &ureq::Agent, url: &str, shown: &str, call: HubCall) -> Result<ureq::Response, FetchError> {
         let resp = match agent.get(url).call() {
             Ok(resp) if resp.status() == 200 => return Ok(resp),
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp,
@@ -255,13 +262,13 @@ fn start(body: &str) -> String {
     body.chars().take(200).collect()
 }
 
-/// A response as a [`Reply`]: a body cut or stalled midway is no answer
+/// A response as a [`HttpReply`]: a body cut or stalled midway is no answer
 /// (the hub is away).
-fn reply_of(resp: ureq::Response) -> Reply {
+fn reply_of(resp: ureq::Response) -> HttpReply {
     let code = resp.status();
     match read_body(resp) {
-        Ok(body) => Reply::Status(code, body),
-        Err(e) => Reply::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
+        Ok(body) => HttpReply::Status(code, body),
+        Err(e) => HttpReply::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
     }
 }
 

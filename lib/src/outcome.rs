@@ -21,7 +21,7 @@
 //! What is not the hub's word ([`Answer::NoWord`]) is `Retry`: waiting
 //! costs a job nothing where a wrong drop costs it a judging.
 
-use crate::answer::{Answer, Call};
+use crate::answer::{Answer, HubCall};
 use crate::protocol::{AbortReason, CaseResult, Outcome, Task};
 use std::collections::BTreeMap;
 
@@ -37,11 +37,11 @@ pub enum Meaning {
 }
 
 /// The table: what `answer` means for `call`.
-pub fn classify(call: Call, answer: &Answer) -> Meaning {
+pub fn classify(call: HubCall, answer: &Answer) -> Meaning {
     match answer {
         Answer::Done { .. } | Answer::NoWork => Meaning::Settled,
         // next-job 401: idle and ask again; the heartbeat decides.
-        Answer::Unauthorized(_) if call == Call::NextJob => Meaning::Retry,
+        Answer::Unauthorized(_) if call == HubCall::NextJob => Meaning::Retry,
         Answer::Unauthorized(_) | Answer::Refused(_) => Meaning::Rejected,
         Answer::NotHeld(_) | Answer::NotServed(_) => Meaning::Final,
         Answer::Garbled { .. } | Answer::NoWord(_) => Meaning::Retry,
@@ -59,10 +59,10 @@ pub enum OutcomeKind {
 
 impl OutcomeKind {
     /// The call that delivers it.
-    pub fn call(self) -> Call {
+    pub fn call(self) -> HubCall {
         match self {
-            OutcomeKind::Complete => Call::Complete,
-            OutcomeKind::Abort(_) => Call::Abort,
+            OutcomeKind::Complete => HubCall::Complete,
+            OutcomeKind::Abort(_) => HubCall::Abort,
         }
     }
 
@@ -169,23 +169,23 @@ pub fn delivery(kind: OutcomeKind, answer: &Answer) -> Delivery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answer::Reply;
+    use crate::answer::HttpReply;
     use crate::protocol::Status;
-    use Call::*;
+    use HubCall::*;
     use Meaning::*;
 
     const JSON: &str = r#"{"error": "x"}"#;
     const HTML: &str = "<html><body><h1>Moved</h1></body></html>";
 
-    fn at(call: Call, code: u16, body: &str) -> Meaning {
-        classify(call, &Answer::of(call, Reply::Status(code, body.to_string())))
+    fn at(call: HubCall, code: u16, body: &str) -> Meaning {
+        classify(call, &Answer::of(call, HttpReply::Status(code, body.to_string())))
     }
 
     /// Every status from 100 to 599, with an empty, a JSON and an HTML
     /// body, and no answer at all, against the protocol's rows for `call`:
     /// `rows` lists what is not `Retry`.
-    fn check(call: Call, rows: &[(u16, &str, Meaning)]) {
-        let none = Answer::of(call, Reply::Unreachable("refused".into()));
+    fn check(call: HubCall, rows: &[(u16, &str, Meaning)]) {
+        let none = Answer::of(call, HttpReply::Unreachable("refused".into()));
         assert_eq!(classify(call, &none), Retry, "{call:?}: no answer");
         for code in 100..600 {
             for body in ["", JSON, HTML] {
@@ -263,7 +263,7 @@ mod tests {
     fn what_reportd_does_follows_the_meaning_and_the_kind() {
         let drain = OutcomeKind::Abort(AbortReason::Drain);
         let of = |kind: OutcomeKind, code: u16, body: &str| {
-            delivery(kind, &Answer::of(kind.call(), Reply::Status(code, body.into())))
+            delivery(kind, &Answer::of(kind.call(), HttpReply::Status(code, body.into())))
         };
         assert_eq!(of(OutcomeKind::Complete, 204, ""), Delivery::Delivered);
         assert_eq!(of(drain, 202, ""), Delivery::Delivered);
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(of(OutcomeKind::Complete, 400, JSON), Delivery::Reject);
         assert_eq!(of(drain, 400, JSON), Delivery::AbortRefused);
         assert_eq!(of(OutcomeKind::Complete, 503, ""), Delivery::Again);
-        assert_eq!(delivery(drain, &Answer::of(Abort, Reply::Unreachable("timeout".into()))), Delivery::Again);
+        assert_eq!(delivery(drain, &Answer::of(Abort, HttpReply::Unreachable("timeout".into()))), Delivery::Again);
     }
 
     fn task(cases: i64) -> Task {

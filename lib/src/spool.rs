@@ -150,9 +150,10 @@ pub struct ClaimRow {
     pub note: String,
 }
 
-/// What the runner knows of itself at the hub.
+/// What the runner knows of itself at the hub (not the sandbox's
+/// `Identity`, the uid and gid a program runs as).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
+pub struct RunnerIdentity {
     pub runner_id: String,
     pub token: String,
     pub config: RunnerConfig,
@@ -327,7 +328,7 @@ impl Spool {
 
     // ---- identity ----------------------------------------------------------
 
-    pub fn identity(&self) -> Result<Option<Identity>> {
+    pub fn identity(&self) -> Result<Option<RunnerIdentity>> {
         let row: Option<(String, String, String)> = self
             .conn
             .query_row("SELECT runner_id, token, config FROM identity WHERE id = 1", [], |r| {
@@ -339,7 +340,7 @@ impl Spool {
             None => Ok(None),
             Some((runner_id, token, config)) => {
                 let config = serde_json::from_str(&config).ctx("identity config (corrupt row)")?;
-                Ok(Some(Identity { runner_id, token, config }))
+                Ok(Some(RunnerIdentity { runner_id, token, config }))
             }
         }
     }

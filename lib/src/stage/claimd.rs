@@ -33,7 +33,7 @@ use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Stops};
-use crate::spool::{ClaimRow, ClaimState, Identity, Spool};
+use crate::spool::{ClaimRow, ClaimState, RunnerIdentity, Spool};
 use crate::testdata::Cache;
 use clap::Parser;
 use log::{error, info, warn};
@@ -126,7 +126,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
 impl Claimd {
     /// The identity in the spool, registering first if there is none. None
     /// if told to stop while registering.
-    fn identity(&mut self) -> Result<Option<Identity>, Failure> {
+    fn identity(&mut self) -> Result<Option<RunnerIdentity>, Failure> {
         if let Some(id) = self.spool.identity()? {
             return Ok(Some(id));
         }
@@ -400,7 +400,7 @@ impl Claimd {
 
     /// Records the job the hub just handed out, using the spool's reserve
     /// if the disk filled since it was made.
-    fn record_claim(&mut self, id: &Identity, body: &str) -> Result<Option<ClaimRow>, Failure> {
+    fn record_claim(&mut self, id: &RunnerIdentity, body: &str) -> Result<Option<ClaimRow>, Failure> {
         let Some(job_id) = Job::id_of(body) else {
             let why = match Job::parse(body) {
                 Err(e) => e.to_string(),

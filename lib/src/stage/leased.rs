@@ -21,7 +21,7 @@
 //! that hangs keeps it waiting (up to the request's timeout), the control
 //! socket is answered, and SIGQUIT or a second TERM still stops at once.
 
-use crate::answer::Call;
+use crate::answer::HubCall;
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
@@ -120,7 +120,7 @@ fn run(cli: Cli) -> Result<i32, Failure> {
                 l.note_beat(&spool);
                 l.beats += 1;
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                match outcome::classify(Call::Heartbeat, &answer) {
+                match outcome::classify(HubCall::Heartbeat, &answer) {
                     Meaning::Settled => {
                         unauthorized = 0;
                         failed = 0;

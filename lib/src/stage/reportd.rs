@@ -15,7 +15,7 @@
 //! that hangs leaves the control socket answered, and SIGQUIT (or a second
 //! TERM) abandons the request in flight; its outcome stays queued.
 
-use crate::answer::Call;
+use crate::answer::HubCall;
 use crate::config::{self, exit, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
@@ -336,7 +336,7 @@ impl Reporter {
             let asked = self
                 .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
             let Some(answer) = asked else { return };
-            match outcome::classify(Call::Events, &answer) {
+            match outcome::classify(HubCall::Events, &answer) {
                 Meaning::Settled => {
                     let _ = self.spool.events_sent(claim_id, last_id);
                     self.event_retry.remove(&claim_id);
