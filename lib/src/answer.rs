@@ -1,23 +1,20 @@
-//! What the hub's answer to a call means: one table for every call the
-//! runner makes, written from `PROTOCOL.md`'s rows, so that no stage reads a
-//! status code on its own.
+//! What the hub said to a call, in the protocol's words: the typed
+//! [`Answer`] every call of [`crate::hub::HubClient`] returns, read from
+//! the status and body by the rows of `PROTOCOL.md` for that [`HubCall`].
 //!
-//! Four meanings. [`Meaning::Settled`]: the call did what it asked.
-//! [`Meaning::Rejected`]: the hub refused what the runner sent, and would
-//! refuse it again (a result: keep the evidence and send `abort(rejected)`;
-//! a testdata token: stop claiming and exit 100; a runner token: the
-//! identity is gone). [`Meaning::Final`]: the hub's last word on this call
-//! (the job is not ours or not there): drop it. [`Meaning::Retry`]: no
-//! answer from the hub yet: try again, patiently. Anything the table does
-//! not name is `Retry`: a status the protocol does not give is not the hub's
-//! word (a redirect, a proxy's page, a 200 where 204 is due), and waiting
-//! costs a job nothing where a wrong drop costs it a judging.
-
-use crate::hub::Answer;
+//! This module says what was said, not what to do about it: that is
+//! [`crate::outcome::classify`]'s. It sits below both (it imports neither),
+//! so the client and the classifier meet here and not in each other.
+//!
+//! A status is the hub's word only with the hub's kind of body (none, or
+//! JSON; a zip for a download): a page from something in between (a
+//! redirect, a proxy) is [`Answer::NoWord`], but for a 413, which a proxy's
+//! body limit sends as its own page and which the same bytes would meet
+//! again.
 
 /// The calls a runner makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Call {
+pub enum HubCall {
     Register,
     Heartbeat,
     NextJob,
@@ -30,51 +27,101 @@ pub enum Call {
     Code,
 }
 
-/// What an answer means for the call it answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Meaning {
-    Settled,
-    Rejected,
-    Final,
-    Retry,
+/// What came back from the wire, before it is read as the hub's word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpReply {
+    /// An answer with this status and body.
+    Status(u16, String),
+    /// No answer: refused connection, timeout, broken response.
+    Unreachable(String),
 }
 
-/// The table. A status is the hub's word only with the hub's kind of body
-/// (none, or JSON; a zip for a download); a page from something in between
-/// is retried, but for a 413, which a proxy's body limit sends as its own
-/// page and which the same bytes would meet again.
-pub fn classify(call: Call, answer: &Answer) -> Meaning {
-    use Call::*;
-    use Meaning::*;
-    let (code, body) = match answer {
-        Answer::Unreachable(_) => return Retry,
-        Answer::Status(code, body) => (*code, body.as_str()),
-    };
-    let hubs = is_hub_body(body);
-    match (call, code) {
-        (Register, 201) if hubs => Settled,
-        (Register, 401) if hubs => Rejected,
-        (Heartbeat, 204) => Settled,
-        (Heartbeat, 401) if hubs => Rejected,
-        (NextJob, 200) if hubs => Settled,
-        (NextJob, 204) => Settled,
-        // next-job 401: idle and ask again; the heartbeat decides.
-        (Complete, 204) => Settled,
-        (Abort, 202) if hubs => Settled,
-        (Complete | Abort, 404 | 409) if hubs => Final,
-        (Complete | Abort, 400) if hubs => Rejected,
-        (Complete | Abort, 413) => Rejected,
-        (Events, 204) => Settled,
-        (Events, 404) if hubs => Final,
-        // Patience: "a 4xx other than 401 is final for that call" (the batch).
-        (Events, 413) => Rejected,
-        (Events, 400..=499) if hubs && !matches!(code, 401 | 408 | 429) => Rejected,
-        // Downloads: the body is a zip (or JSON), read by its own parser.
-        (Testdata | Code, 200) => Settled,
-        (Testdata, 401 | 403) => Rejected,
-        (Testdata | Code, 408 | 429) => Retry,
-        (Testdata | Code, 400..=499) if hubs => Final,
-        _ => Retry,
+impl HttpReply {
+    /// For logs: `HTTP 503: <start of body>` or the transport error.
+    pub fn describe(&self) -> String {
+        match self {
+            HttpReply::Status(c, b) => {
+                let b: String = b.chars().take(200).collect();
+                format!("HTTP {c}{}{b}", if b.is_empty() { "" } else { ": " })
+            }
+            HttpReply::Unreachable(e) => format!("unreachable: {e}"),
+        }
+    }
+}
+
+/// The hub's answer to one call, by the protocol's row for that call.
+/// Which call can hear which variant is said on each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The call's own success, with the body: register 201, next-job 200,
+    /// abort 202, a download 200, and 204 for heartbeat, complete and
+    /// events. The status is kept for the logs.
+    Done { status: u16, body: String },
+    /// next-job 204: no work now.
+    NoWork,
+    /// The token was refused: register and heartbeat 401 (the hub's),
+    /// next-job 401 (any), the testdata channel 401 or 403 (any).
+    Unauthorized(HttpReply),
+    /// complete, abort, events: 404 or 409 (the hub's): the job is not
+    /// this runner's, or not there.
+    NotHeld(HttpReply),
+    /// complete, abort: 400 (the hub's) or 413 (any); events: 413 or
+    /// another 4xx of the hub's (but 401, 408, 429): what was sent is
+    /// refused, and would be again.
+    Refused(HttpReply),
+    /// A download's 4xx of the hub's (but 408, 429, and the token's).
+    NotServed(HttpReply),
+    /// The call's success status with a body that is not the hub's (a
+    /// proxy's page where a job or a registration was due).
+    Garbled { status: u16, body: String },
+    /// Not the hub's word: no answer, 3xx, 5xx, 401 where it is not the
+    /// token's last word, 408, 429, another 2xx, a proxy's page.
+    NoWord(HttpReply),
+}
+
+impl Answer {
+    /// Reads `reply` as the answer to `call`.
+    pub fn of(call: HubCall, reply: HttpReply) -> Answer {
+        use HubCall::*;
+        let (code, hubs) = match &reply {
+            HttpReply::Unreachable(_) => return Answer::NoWord(reply),
+            HttpReply::Status(code, body) => (*code, is_hub_body(body)),
+        };
+        let done = |reply: HttpReply, garbled: bool| match reply {
+            HttpReply::Status(status, body) if garbled => Answer::Garbled { status, body },
+            HttpReply::Status(status, body) => Answer::Done { status, body },
+            r => Answer::NoWord(r),
+        };
+        match (call, code) {
+            (Register, 201) | (NextJob, 200) | (Abort, 202) => done(reply, !hubs),
+            (Heartbeat | Complete | Events, 204) | (Testdata | Code, 200) => done(reply, false),
+            (NextJob, 204) => Answer::NoWork,
+            (Register | Heartbeat, 401) if hubs => Answer::Unauthorized(reply),
+            (NextJob, 401) | (Testdata, 401 | 403) => Answer::Unauthorized(reply),
+            (Complete | Abort | Events, 404) if hubs => Answer::NotHeld(reply),
+            (Complete | Abort, 409) if hubs => Answer::NotHeld(reply),
+            (Complete | Abort | Events, 413) => Answer::Refused(reply),
+            (Complete | Abort, 400) if hubs => Answer::Refused(reply),
+            (Events, 400..=499) if hubs && !matches!(code, 401 | 408 | 429) => Answer::Refused(reply),
+            (Testdata | Code, 408 | 429) => Answer::NoWord(reply),
+            (Testdata | Code, 400..=499) if hubs => Answer::NotServed(reply),
+            _ => Answer::NoWord(reply),
+        }
+    }
+
+    /// For logs: what came back (see [`HttpReply::describe`]).
+    pub fn describe(&self) -> String {
+        match self {
+            Answer::Done { status, body } | Answer::Garbled { status, body } => {
+                HttpReply::Status(*status, body.clone()).describe()
+            }
+            Answer::NoWork => "no work (HTTP 204)".into(),
+            Answer::Unauthorized(r)
+            | Answer::NotHeld(r)
+            | Answer::Refused(r)
+            | Answer::NotServed(r)
+            | Answer::NoWord(r) => r.describe(),
+        }
     }
 }
 
@@ -87,90 +134,19 @@ pub fn is_hub_body(body: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Call::*;
-    use Meaning::*;
-
-    const JSON: &str = r#"{"error": "x"}"#;
-    const HTML: &str = "<html><body><h1>Moved</h1></body></html>";
-
-    fn at(call: Call, code: u16, body: &str) -> Meaning {
-        classify(call, &Answer::Status(code, body.to_string()))
-    }
-
-    /// Every status from 100 to 599, with an empty, a JSON and an HTML
-    /// body, and no answer at all, against the protocol's rows for `call`:
-    /// `rows` lists what is not `Retry`.
-    fn check(call: Call, rows: &[(u16, &str, Meaning)]) {
-        assert_eq!(classify(call, &Answer::Unreachable("refused".into())), Retry, "{call:?}: no answer");
-        for code in 100..600 {
-            for body in ["", JSON, HTML] {
-                let want = rows
-                    .iter()
-                    .find(|(c, b, _)| *c == code && (*b == "*" || *b == body || (*b == "hub" && body != HTML)))
-                    .map_or(Retry, |r| r.2);
-                assert_eq!(at(call, code, body), want, "{call:?} answered {code} with {body:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn complete_lands_only_on_204_and_abort_on_202() {
-        // PROTOCOL.md, complete: 204 landed, and only 204; 409, 404 final;
-        // 400 and 413 rejected; 401, 408, 429, 5xx, 3xx, other 2xx, a body
-        // not the hub's, no connection: retry.
-        check(
-            Complete,
-            &[
-                (204, "*", Settled),
-                (404, "hub", Final),
-                (409, "hub", Final),
-                (400, "hub", Rejected),
-                (413, "*", Rejected),
-            ],
-        );
-        // "The same rules hold for abort with 202."
-        check(
-            Abort,
-            &[
-                (202, "hub", Settled),
-                (404, "hub", Final),
-                (409, "hub", Final),
-                (400, "hub", Rejected),
-                (413, "*", Rejected),
-            ],
-        );
-    }
-
-    #[test]
-    fn events_settle_on_204_and_a_404_ends_the_jobs_events() {
-        // A 4xx but 401 (and 408, 429: "try again later") ends the batch.
-        let mut rows = vec![(204, "*", Settled), (404, "hub", Final), (413, "*", Rejected)];
-        rows.extend((400..500).filter(|c| ![401, 404, 408, 413, 429].contains(c)).map(|c| (c, "hub", Rejected)));
-        check(Events, &rows);
-    }
-
-    #[test]
-    fn heartbeat_register_and_next_job_follow_their_rows() {
-        check(Heartbeat, &[(204, "*", Settled), (401, "hub", Rejected)]);
-        check(Register, &[(201, "hub", Settled), (401, "hub", Rejected)]);
-        // 401 on next-job: idle and ask again (the heartbeat owns fail-fast).
-        check(NextJob, &[(200, "hub", Settled), (204, "*", Settled)]);
-    }
-
-    #[test]
-    fn the_testdata_channel_refusing_the_token_is_the_runners_configuration() {
-        let mut rows = vec![(200, "*", Settled), (401, "*", Rejected), (403, "*", Rejected)];
-        let answered: Vec<u16> = (400..500).filter(|c| ![401, 403, 408, 429].contains(c)).collect();
-        rows.extend(answered.iter().map(|c| (*c, "hub", Final)));
-        check(Testdata, &rows);
-        let mut rows = vec![(200, "*", Settled)];
-        rows.extend((400..500).filter(|c| ![408, 429].contains(c)).map(|c| (c, "hub", Final)));
-        check(Code, &rows);
-    }
 
     #[test]
     fn hub_bodies_are_empty_or_json() {
+        const JSON: &str = r#"{"error": "x"}"#;
+        const HTML: &str = "<html><body><h1>Moved</h1></body></html>";
         assert!(is_hub_body("") && is_hub_body(" \n") && is_hub_body(JSON) && is_hub_body("\"ok\""));
         assert!(!is_hub_body(HTML) && !is_hub_body("{\"job_id\": \"jb_1\""));
+    }
+
+    #[test]
+    fn a_reply_is_described_for_logs_by_its_status_and_the_start_of_its_body() {
+        assert_eq!(HttpReply::Status(503, String::new()).describe(), "HTTP 503");
+        assert_eq!(HttpReply::Status(400, "x".repeat(300)).describe(), format!("HTTP 400: {}", "x".repeat(200)));
+        assert_eq!(HttpReply::Unreachable("refused".into()).describe(), "unreachable: refused");
     }
 }

@@ -1,6 +1,8 @@
-//! Preparing a claim: what a failed try costs the job, and what comes next.
-//! `claimd` runs the tries ([`crate::stage::claimd`]); the rule is here, so
-//! it can be read, and tested, without a hub.
+//! Preparing a claim: one try ([`prepare`]: code, testdata, checks), what
+//! a failed try costs the job, and what comes next ([`Tries`]). `claimd`
+//! runs the tries, a thread per claim ([`crate::stage::claimd`]); the
+//! pipeline and the rule are here, so they can be read, and the rule
+//! tested, without a hub.
 //!
 //! Only the job's own faults cost it an attempt. A job that cannot be
 //! judged goes back at once as `abort(prep_failed)`; a hub that said no is
@@ -10,10 +12,18 @@
 //! refused `SANDBOX_TOKEN` is the runner's configuration, left to claimd's
 //! main loop. A stop during the last try makes it a drain, not a failure.
 
-use crate::hub;
+use crate::archive;
+use crate::hub::{self, HubClient};
+use crate::language::Languages;
 use crate::patience;
 use crate::protocol::AbortReason;
+use crate::spool::{ClaimRow, ClaimState, Spool};
+use crate::testdata::{self, Cache};
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// Claims that may still read their testdata.
+const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
 
 /// A failed try, by whose fault and what it costs the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +98,55 @@ impl Tries {
     pub fn counted(&self) -> usize {
         self.counted
     }
+}
+
+/// One try at preparing `claim` in its directory: the code (one zip
+/// holding exactly the language's source file), the problem's testdata
+/// (cached per host by the hub's checksum), and the cases the tasks name.
+/// The testdata directory on success; on failure, whose fault it is.
+pub fn prepare(
+    spool: &Spool,
+    hub: &HubClient,
+    cache: &Cache,
+    languages: &Languages,
+    claim: &ClaimRow,
+) -> Result<PathBuf, Fault> {
+    let job = claim.job.as_ref().map_err(|e| Fault::Bad(e.to_string()))?;
+    let source = languages
+        .by_id(job.language)
+        .map(|l| l.source.clone())
+        .ok_or_else(|| Fault::Bad(format!("language {} is not in this runner's table", job.language)))?;
+    let dir = spool.claim_dir(claim.id);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| Fault::Wait(format!("{}: {e}", dir.display())))?;
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
+    let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
+    // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
+    let zip = dir.join("code.zip");
+    hub.download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
+        .map_err(Fault::from)?;
+    let files = archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| match e.1 {
+        archive::Blame::Archive => Fault::Bad(format!("code zip: {e}")),
+        archive::Blame::Ours => Fault::Wait(format!("code zip: {e}")),
+    })?;
+    let _ = std::fs::remove_file(&zip);
+    // The protocol names the file main.<ext>; a language may want it
+    // named otherwise (Java's Main.java): same name but for case.
+    let name = files.first().and_then(|f| f.to_str()).unwrap_or("");
+    if files.len() != 1 || !name.eq_ignore_ascii_case(&source) {
+        return Err(Fault::Bad(format!("code zip holds {files:?}, not exactly {source}")));
+    }
+    if name != source {
+        std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
+            .map_err(|e| Fault::Wait(format!("{source}: {e}")))?;
+    }
+    let td = cache.ensure(hub, job.problem_id).map_err(Fault::from)?;
+    let in_use: Vec<PathBuf> =
+        spool.claims_in(&HELD_STATES).unwrap_or_default().into_iter().filter_map(|c| c.testdata).collect();
+    cache.prune(job.problem_id, &td, &in_use);
+    testdata::check_cases(&td, &job.tasks).map_err(|e| Fault::Bad(format!("problem {}: {e}", job.problem_id)))?;
+    Ok(td)
 }
 
 #[cfg(test)]

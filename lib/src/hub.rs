@@ -1,39 +1,17 @@
 //! The runner's side of the hub protocol: one method per call, each bounded
-//! in time, each returning what the hub answered (or that it could not be
-//! reached) and deciding nothing. What an answer means is
-//! [`crate::answer::classify`]'s; retries and patience belong to the stage
-//! that makes the call. Redirects are never followed: a redirect would turn
-//! a `PUT` into a `GET` without its body or token, and its answer would be
-//! taken for the hub's.
+//! in time, each returning what the hub said as a typed [`Answer`] (read by
+//! the call's row of `PROTOCOL.md`, [`Answer::of`]) and deciding nothing.
+//! What an answer means is [`crate::outcome::classify`]'s; retries and
+//! patience belong to the stage that makes the call. Redirects are never
+//! followed: a redirect would turn a `PUT` into a `GET` without its body or
+//! token, and its answer would be taken for the hub's.
 
-use crate::answer::{self, Call, Meaning};
+use crate::answer::{Answer, HttpReply, HubCall};
 use crate::patience;
 use crate::protocol::{unwrap_envelope, Registration};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
-
-/// What a call came back with.
-#[derive(Debug)]
-pub enum Answer {
-    /// The hub answered with this status and body.
-    Status(u16, String),
-    /// No answer: refused connection, timeout, broken response.
-    Unreachable(String),
-}
-
-impl Answer {
-    /// For logs: `HTTP 503: <start of body>` or the transport error.
-    pub fn describe(&self) -> String {
-        match self {
-            Answer::Status(c, b) => {
-                let b: String = b.chars().take(200).collect();
-                format!("HTTP {c}{}{b}", if b.is_empty() { "" } else { ": " })
-            }
-            Answer::Unreachable(e) => format!("unreachable: {e}"),
-        }
-    }
-}
 
 /// A failure fetching code or testdata.
 #[derive(Debug)]
@@ -77,9 +55,9 @@ impl std::fmt::Display for FetchError {
     }
 }
 
-/// A client for one hub.
+/// A client for one hub (the server is `ojrunner-hub`'s).
 #[derive(Clone)]
-pub struct Hub {
+pub struct HubClient {
     agent: ureq::Agent,
     downloads: ureq::Agent,
     base: String,
@@ -87,8 +65,8 @@ pub struct Hub {
     sandbox_token: String,
 }
 
-impl Hub {
-    pub fn new(base: &str, testdata_base: &str, sandbox_token: &str) -> Hub {
+impl HubClient {
+    pub fn new(base: &str, testdata_base: &str, sandbox_token: &str) -> HubClient {
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(patience::request_timeout())
             .timeout(patience::request_timeout())
@@ -104,7 +82,7 @@ impl Hub {
             .redirects(0)
             .user_agent(concat!("ojrunner/", env!("CARGO_PKG_VERSION")))
             .build();
-        Hub {
+        HubClient {
             agent,
             downloads,
             base: base.trim_end_matches('/').to_string(),
@@ -113,8 +91,10 @@ impl Hub {
         }
     }
 
-    fn call(
+    /// Makes `call` and reads what came back as its [`Answer`].
+    fn send(
         &self,
+        call: HubCall,
         method: &str,
         path: &str,
         token: Option<&str>,
@@ -132,22 +112,30 @@ impl Hub {
             Some(b) => req.set("Content-Type", "application/json").send_string(b),
             None => req.call(),
         };
-        match r {
-            Ok(resp) | Err(ureq::Error::Status(_, resp)) => answer_of(resp),
-            Err(ureq::Error::Transport(t)) => Answer::Unreachable(t.to_string()),
-        }
+        let reply = match r {
+            Ok(resp) | Err(ureq::Error::Status(_, resp)) => reply_of(resp),
+            Err(ureq::Error::Transport(t)) => HttpReply::Unreachable(t.to_string()),
+        };
+        Answer::of(call, reply)
     }
 
     /// `POST /runners/register`.
     pub fn register(&self, registration_token: &str, name: &str) -> Answer {
         let body = serde_json::json!({"registration_token": registration_token, "name": name}).to_string();
-        self.call("POST", "/runners/register", None, Some(&body), None)
+        self.send(HubCall::Register, "POST", "/runners/register", None, Some(&body), None)
     }
 
     /// `POST /runners/{rn}/heartbeat`.
     pub fn heartbeat(&self, runner_id: &str, token: &str, jobs: &[String]) -> Answer {
         let body = serde_json::json!({ "active_job_ids": jobs }).to_string();
-        self.call("POST", &format!("/runners/{runner_id}/heartbeat"), Some(token), Some(&body), None)
+        self.send(
+            HubCall::Heartbeat,
+            "POST",
+            &format!("/runners/{runner_id}/heartbeat"),
+            Some(token),
+            Some(&body),
+            None,
+        )
     }
 
     /// `GET /runners/{rn}/next-job?wait=S`.
@@ -158,17 +146,25 @@ impl Hub {
             format!("/runners/{runner_id}/next-job")
         };
         let timeout = patience::request_timeout() + Duration::from_secs(wait_sec);
-        self.call("GET", &path, Some(token), None, Some(timeout))
+        self.send(HubCall::NextJob, "GET", &path, Some(token), None, Some(timeout))
     }
 
-    /// `PUT /runners/{rn}/jobs/{jb}/complete` or `/abort`, with a body already made.
-    pub fn outcome(&self, runner_id: &str, token: &str, job_id: &str, verb: &str, body: &str) -> Answer {
-        self.call("PUT", &format!("/runners/{runner_id}/jobs/{job_id}/{verb}"), Some(token), Some(body), None)
+    /// `PUT /runners/{rn}/jobs/{jb}/complete`, with a body already made.
+    pub fn complete(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
+        let path = format!("/runners/{runner_id}/jobs/{job_id}/complete");
+        self.send(HubCall::Complete, "PUT", &path, Some(token), Some(body), None)
+    }
+
+    /// `PUT /runners/{rn}/jobs/{jb}/abort`, with a body already made.
+    pub fn abort(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
+        let path = format!("/runners/{runner_id}/jobs/{job_id}/abort");
+        self.send(HubCall::Abort, "PUT", &path, Some(token), Some(body), None)
     }
 
     /// `POST /runners/{rn}/jobs/{jb}/events`.
     pub fn events(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
-        self.call("POST", &format!("/runners/{runner_id}/jobs/{job_id}/events"), Some(token), Some(body), None)
+        let path = format!("/runners/{runner_id}/jobs/{job_id}/events");
+        self.send(HubCall::Events, "POST", &path, Some(token), Some(body), None)
     }
 
     /// The testdata channel's URL for `what`, the token in its query
@@ -194,7 +190,7 @@ impl Hub {
     fn problem_json(&self, pid: i64, what: &str) -> Result<serde_json::Value, FetchError> {
         let url = self.problem_url(pid, what);
         let shown = format!("problem {pid} {what}");
-        let resp = self.get(&self.agent, &url, &shown, Call::Testdata)?;
+        let resp = self.get(&self.agent, &url, &shown, HubCall::Testdata)?;
         let body = read_body(resp).map_err(|e| FetchError(format!("{shown}: reading the body: {e}"), Reach::Away))?;
         // Not JSON: a page from something in between, not the hub's answer.
         let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
@@ -205,17 +201,17 @@ impl Hub {
 
     /// `GET /problem/{pid}/testdata` into `dest`, at most `max` bytes.
     pub fn testdata(&self, pid: i64, dest: &Path, max: u64) -> Result<u64, FetchError> {
-        self.fetch(&self.problem_url(pid, "testdata"), &format!("problem {pid} testdata"), Call::Testdata, dest, max)
+        self.fetch(&self.problem_url(pid, "testdata"), &format!("problem {pid} testdata"), HubCall::Testdata, dest, max)
     }
 
     /// Downloads the job's code from `url` into `dest`, refusing more than
     /// `max` bytes. `shown` names it in errors (URLs may carry tokens:
     /// never logged).
     pub fn download(&self, url: &str, shown: &str, dest: &Path, max: u64) -> Result<u64, FetchError> {
-        self.fetch(url, shown, Call::Code, dest, max)
+        self.fetch(url, shown, HubCall::Code, dest, max)
     }
 
-    fn fetch(&self, url: &str, shown: &str, call: Call, dest: &Path, max: u64) -> Result<u64, FetchError> {
+    fn fetch(&self, url: &str, shown: &str, call: HubCall, dest: &Path, max: u64) -> Result<u64, FetchError> {
         let resp = self.get(&self.downloads, url, shown, call)?;
         let mut f =
             std::fs::File::create(dest).map_err(|e| FetchError::ours(format!("{shown}: {}: {e}", dest.display())))?;
@@ -241,19 +237,18 @@ impl Hub {
         Ok(n)
     }
 
-    /// A GET whose answer [`answer::classify`] settles, or the failure it
-    /// means.
-    fn get(&self, agent: &ureq::Agent, url: &str, shown: &str, call: Call) -> Result<ureq::Response, FetchError> {
+    /// A GET answered 200, or the failure its [`Answer`] is.
+    fn get(&self, agent: &ureq::Agent, url: &str, shown: &str, call: HubCall) -> Result<ureq::Response, FetchError> {
         let resp = match agent.get(url).call() {
             Ok(resp) if resp.status() == 200 => return Ok(resp),
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => resp,
             Err(ureq::Error::Transport(t)) => return Err(FetchError(format!("{shown}: {}", t.kind()), Reach::Away)),
         };
-        let answer = answer_of(resp);
-        let reach = match answer::classify(call, &answer) {
-            Meaning::Rejected => Reach::Refused,
-            Meaning::Final => Reach::Answered,
-            Meaning::Settled | Meaning::Retry => Reach::Away,
+        let answer = Answer::of(call, reply_of(resp));
+        let reach = match answer {
+            Answer::Unauthorized(_) => Reach::Refused,
+            Answer::NotServed(_) => Reach::Answered,
+            _ => Reach::Away,
         };
         Err(FetchError(format!("{shown}: {}", answer.describe()), reach))
     }
@@ -270,13 +265,13 @@ fn start(body: &str) -> String {
     body.chars().take(200).collect()
 }
 
-/// A response as an [`Answer`]: a body cut or stalled midway is no answer
+/// A response as a [`HttpReply`]: a body cut or stalled midway is no answer
 /// (the hub is away).
-fn answer_of(resp: ureq::Response) -> Answer {
+fn reply_of(resp: ureq::Response) -> HttpReply {
     let code = resp.status();
     match read_body(resp) {
-        Ok(body) => Answer::Status(code, body),
-        Err(e) => Answer::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
+        Ok(body) => HttpReply::Status(code, body),
+        Err(e) => HttpReply::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
     }
 }
 
@@ -292,9 +287,9 @@ fn read_body(resp: ureq::Response) -> std::io::Result<String> {
 mod tests {
     #[test]
     fn the_testdata_token_is_encoded_in_the_query() {
-        let hub = super::Hub::new("http://hub", "http://hub/api/", "a+b c&d=\u{e9}/~");
+        let hub = super::HubClient::new("http://hub", "http://hub/api/", "a+b c&d=\u{e9}/~");
         assert_eq!(hub.problem_url(7, "meta"), "http://hub/api/problem/7/meta?token=a%2Bb+c%26d%3D%C3%A9%2F%7E");
-        let plain = super::Hub::new("http://hub", "http://hub", "KoNoSandboxDa");
+        let plain = super::HubClient::new("http://hub", "http://hub", "KoNoSandboxDa");
         assert_eq!(plain.problem_url(1, "testdata"), "http://hub/problem/1/testdata?token=KoNoSandboxDa");
     }
 }

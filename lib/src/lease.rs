@@ -1,7 +1,8 @@
 //! The lease: how the runner keeps a job it holds, and when it gives one up
 //! for lost. `leased` beats ([`next_beat`]); every stage that acts on
-//! claims first drops the lost ones ([`drop_lost`]), through the spool's
-//! [`Spool::drop_lost_claims`], which applies [`is_lost`].
+//! claims first drops the lost ones ([`crate::spool::Spool::drop_lost`]),
+//! which applies [`is_lost`]. The rules here are pure: the spool reads
+//! them, they read no spool.
 //!
 //! The hub says nothing per job, so the lease-loss rule is the runner's
 //! own: a claim is lost when no heartbeat was even attempted for it for
@@ -10,7 +11,6 @@
 //! make a lease lost: the beat is attempted, and noted as it begins.
 
 use crate::patience;
-use crate::spool::Spool;
 use std::time::Duration;
 
 /// The spool's control key where an older `leased` kept when it last
@@ -39,25 +39,6 @@ pub fn next_beat(interval: Duration, failed: usize) -> Duration {
     match failed {
         0 => interval,
         n => patience::BEAT_AGAIN.delay(n).unwrap_or(interval).min(interval),
-    }
-}
-
-/// Discards, and logs, the claims whose lease the runner lost while it was
-/// down (see [`Spool::drop_lost_claims`]), with their work directories.
-pub fn drop_lost(spool: &mut Spool) {
-    match spool.drop_lost_claims() {
-        Ok(lost) => {
-            for c in lost {
-                log::warn!(
-                    "job {} claim {}: {}; dropped without reporting (the hub has reclaimed it)",
-                    c.job_id,
-                    c.id,
-                    c.note
-                );
-                let _ = std::fs::remove_dir_all(spool.claim_dir(c.id));
-            }
-        }
-        Err(e) => log::error!("{e}"),
     }
 }
 

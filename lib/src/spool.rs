@@ -23,7 +23,8 @@
 //! the same transaction that would have started a claim, so no stage and no
 //! restarted stage can start judging after a drain began.
 
-use crate::protocol::{AbortReason, CaseResult, Job, Outcome, Registration, RunnerConfig};
+use crate::outcome::{self, OutcomeKind};
+use crate::protocol::{AbortReason, BadJob, CaseResult, Job, Outcome, Registration, RunnerConfig};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -132,40 +133,30 @@ impl ClaimState {
 /// The SQL list of the states that hold a lease.
 const HELD: &str = "('claimed','prepped','started','judged','aborted')";
 
-/// One claim, as the spool keeps it.
+/// One claim, as the spool keeps it (the hub's side of a claim is
+/// `ojrunner-hub`'s `queue::Claim`).
 #[derive(Clone, Debug)]
-pub struct Claim {
+pub struct ClaimRow {
     pub id: i64,
     pub job_id: String,
     pub runner_id: String,
     pub state: ClaimState,
-    /// The payload as the hub sent it.
-    pub payload: String,
+    /// The job, parsed from the payload the hub sent (stored as sent) when
+    /// the row is read, so that no stage parses it on its own; a claim is
+    /// only ever prepped with a payload that parsed.
+    pub job: std::result::Result<Job, BadJob>,
     pub claimed_at: i64,
     pub testdata: Option<PathBuf>,
     pub note: String,
 }
 
-impl Claim {
-    /// The parsed job; a claim is only ever prepped with a payload that parsed.
-    pub fn job(&self) -> std::result::Result<Job, crate::protocol::BadJob> {
-        Job::parse(&self.payload)
-    }
-}
-
-/// What the runner knows of itself at the hub.
+/// What the runner knows of itself at the hub (not the sandbox's
+/// `Identity`, the uid and gid a program runs as).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
+pub struct RunnerIdentity {
     pub runner_id: String,
     pub token: String,
     pub config: RunnerConfig,
-}
-
-/// What an outbox row asks the hub.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OutboxKind {
-    Complete,
-    Abort(AbortReason),
 }
 
 /// An outcome waiting to be delivered.
@@ -174,7 +165,7 @@ pub struct OutboxItem {
     pub claim_id: i64,
     pub job_id: String,
     pub runner_id: String,
-    pub kind: OutboxKind,
+    pub kind: OutcomeKind,
     pub body: String,
     pub created_at: i64,
     pub tries: i64,
@@ -337,7 +328,7 @@ impl Spool {
 
     // ---- identity ----------------------------------------------------------
 
-    pub fn identity(&self) -> Result<Option<Identity>> {
+    pub fn identity(&self) -> Result<Option<RunnerIdentity>> {
         let row: Option<(String, String, String)> = self
             .conn
             .query_row("SELECT runner_id, token, config FROM identity WHERE id = 1", [], |r| {
@@ -349,7 +340,7 @@ impl Spool {
             None => Ok(None),
             Some((runner_id, token, config)) => {
                 let config = serde_json::from_str(&config).ctx("identity config (corrupt row)")?;
-                Ok(Some(Identity { runner_id, token, config }))
+                Ok(Some(RunnerIdentity { runner_id, token, config }))
             }
         }
     }
@@ -505,7 +496,7 @@ impl Spool {
         })
     }
 
-    pub fn claim(&self, claim_id: i64) -> Result<Option<Claim>> {
+    pub fn claim(&self, claim_id: i64) -> Result<Option<ClaimRow>> {
         self.conn
             .query_row(&format!("{CLAIM_SELECT} WHERE claim_id = ?"), [claim_id], claim_row)
             .optional()
@@ -514,7 +505,7 @@ impl Spool {
     }
 
     /// Claims in `states`, oldest first.
-    pub fn claims_in(&self, states: &[ClaimState]) -> Result<Vec<Claim>> {
+    pub fn claims_in(&self, states: &[ClaimState]) -> Result<Vec<ClaimRow>> {
         let list = states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
         let mut st = self
             .conn
@@ -650,9 +641,9 @@ impl Spool {
     }
 
     /// started -> judged, queueing the `complete` in the same transaction.
-    pub fn finish(&mut self, claim_id: i64, outcome: &Outcome) -> Result<bool> {
-        let body = serde_json::to_string(outcome).unwrap();
-        self.write("finish claim", |tx| {
+    pub fn mark_judged(&mut self, claim_id: i64, outcome: &Outcome) -> Result<bool> {
+        let body = outcome::complete_body(outcome);
+        self.write("mark judged", |tx| {
             let now = now_ms();
             if tx.execute(
                 "UPDATE claims SET state = 'judged', updated_at = ? WHERE claim_id = ? AND state = 'started'",
@@ -662,8 +653,8 @@ impl Spool {
                 return Ok(false);
             }
             tx.execute(
-                "INSERT INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, 'complete', ?, ?, ?)",
-                params![claim_id, body, now, now],
+                "INSERT INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
+                params![claim_id, OutcomeKind::Complete.row(), body, now, now],
             )?;
             Ok(true)
         })
@@ -703,15 +694,9 @@ impl Spool {
         let mut out = Vec::new();
         for row in rows {
             let (claim_id, job_id, runner_id, kind, body, created_at, tries) = row.ctx("read outbox row")?;
-            let kind = match kind.as_str() {
-                "complete" => OutboxKind::Complete,
-                k => match k.strip_prefix("abort:").and_then(AbortReason::parse) {
-                    Some(r) => OutboxKind::Abort(r),
-                    None => {
-                        log::error!("claim {claim_id}: outbox row of unknown kind {k:?} (corrupt row); skipped");
-                        continue;
-                    }
-                },
+            let Some(kind) = OutcomeKind::from_row(&kind) else {
+                log::error!("claim {claim_id}: outbox row of unknown kind {kind:?} (corrupt row); skipped");
+                continue;
             };
             out.push(OutboxItem { claim_id, job_id, runner_id, kind, body, created_at, tries });
         }
@@ -742,14 +727,18 @@ impl Spool {
     /// The hub refused a `complete` (400): the claim goes back as
     /// `abort(rejected)` instead, in one transaction.
     pub fn outbox_reject(&mut self, claim_id: i64, note: &str) -> Result<()> {
-        let body = abort_body(AbortReason::Rejected);
+        let body = outcome::abort_body(AbortReason::Rejected);
+        let kind = OutcomeKind::Abort(AbortReason::Rejected).row();
         self.write("reject outcome", |tx| {
             let now = now_ms();
             tx.execute(
-                "UPDATE outbox SET kind = 'abort:rejected', body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
-                params![body, now, note, claim_id],
+                "UPDATE outbox SET kind = ?, body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
+                params![kind, body, now, note, claim_id],
             )?;
-            tx.execute("UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?", params![note, now, claim_id])?;
+            tx.execute(
+                "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?",
+                params![note, now, claim_id],
+            )?;
             Ok(())
         })
     }
@@ -863,14 +852,14 @@ impl Spool {
     /// and their results would be stale. Every stage that acts on claims
     /// calls this first, so none sends or judges a claim the runner lost.
     /// Returns the claims discarded.
-    pub fn drop_lost_claims(&mut self) -> Result<Vec<Claim>> {
+    pub fn drop_lost_claims(&mut self) -> Result<Vec<ClaimRow>> {
         let Some(id) = self.identity()? else { return Ok(Vec::new()) };
         let lease = crate::lease::assumed(id.config.heartbeat_interval_sec);
         let last_beat = self.last_beat()?;
         let now = now_ms();
-        let held: Vec<Claim> =
+        let held: Vec<ClaimRow> =
             self.claims_in(&ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect::<Vec<_>>())?;
-        let lost: Vec<Claim> = held
+        let lost: Vec<ClaimRow> = held
             .into_iter()
             .filter(|c| c.runner_id == id.runner_id && crate::lease::is_lost(c.claimed_at, last_beat, lease, now))
             .collect();
@@ -882,11 +871,30 @@ impl Spool {
             for c in lost {
                 let why = format!("lease lost: no heartbeat for {} s", (now - c.claimed_at.max(last_beat)) / 1000);
                 if discard_in(tx, c.id, &why)? {
-                    gone.push(Claim { note: why, ..c });
+                    gone.push(ClaimRow { note: why, ..c });
                 }
             }
             Ok(gone)
         })
+    }
+
+    /// Discards, and logs, the claims whose lease the runner lost while it
+    /// was down ([`Spool::drop_lost_claims`]), with their work directories.
+    pub fn drop_lost(&mut self) {
+        match self.drop_lost_claims() {
+            Ok(lost) => {
+                for c in lost {
+                    log::warn!(
+                        "job {} claim {}: {}; dropped without reporting (the hub has reclaimed it)",
+                        c.job_id,
+                        c.id,
+                        c.note
+                    );
+                    let _ = std::fs::remove_dir_all(self.claim_dir(c.id));
+                }
+            }
+            Err(e) => log::error!("{e}"),
+        }
     }
 
     /// Removes work directories of claims that have ended. Best effort.
@@ -910,15 +918,15 @@ impl Spool {
 
 const CLAIM_SELECT: &str = "SELECT claim_id, job_id, runner_id, state, payload, claimed_at, testdata, note FROM claims";
 
-fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<Claim>> {
+fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<ClaimRow>> {
     let state: String = r.get(3)?;
     let testdata: Option<String> = r.get(6)?;
-    Ok(ClaimState::parse(&state).map(|state| Claim {
+    Ok(ClaimState::parse(&state).map(|state| ClaimRow {
         id: r.get(0).unwrap_or_default(),
         job_id: r.get(1).unwrap_or_default(),
         runner_id: r.get(2).unwrap_or_default(),
         state,
-        payload: r.get(4).unwrap_or_default(),
+        job: Job::parse(&r.get::<_, String>(4).unwrap_or_default()),
         claimed_at: r.get(5).unwrap_or_default(),
         testdata: testdata.map(PathBuf::from),
         note: r.get(7).unwrap_or_default(),
@@ -929,11 +937,6 @@ fn is_in(tx: &rusqlite::Transaction, claim_id: i64, state: &str) -> rusqlite::Re
     let s: Option<String> =
         tx.query_row("SELECT state FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0)).optional()?;
     Ok(s.as_deref() == Some(state))
-}
-
-/// The body of an `abort` call.
-pub fn abort_body(reason: AbortReason) -> String {
-    serde_json::json!({ "reason": reason.as_str() }).to_string()
 }
 
 fn abort_in(tx: &rusqlite::Transaction, claim_id: i64, reason: AbortReason, note: &str) -> rusqlite::Result<bool> {
@@ -947,7 +950,7 @@ fn abort_in(tx: &rusqlite::Transaction, claim_id: i64, reason: AbortReason, note
     }
     tx.execute(
         "INSERT OR REPLACE INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
-        params![claim_id, format!("abort:{}", reason.as_str()), abort_body(reason), now, now],
+        params![claim_id, OutcomeKind::Abort(reason).row(), outcome::abort_body(reason), now, now],
     )?;
     Ok(true)
 }
@@ -1024,15 +1027,29 @@ mod tests {
         assert!(!s.start(id).unwrap(), "started once");
         assert!(s.record_case(id, 0, 0, &ok(), "{}").unwrap());
         let outcome = Outcome { tasks: vec![vec![ok()]] };
-        assert!(s.finish(id, &outcome).unwrap());
-        assert!(!s.finish(id, &outcome).unwrap(), "finished once");
+        assert!(s.mark_judged(id, &outcome).unwrap());
+        assert!(!s.mark_judged(id, &outcome).unwrap(), "finished once");
         let due = s.outbox_due(now_ms()).unwrap();
         assert_eq!(due.len(), 1);
-        assert_eq!(due[0].kind, OutboxKind::Complete);
+        assert_eq!(due[0].kind, OutcomeKind::Complete);
         s.outbox_settle(id, "204").unwrap();
         assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Reported);
         assert_eq!(s.outbox_len().unwrap().0, 0);
         assert_eq!(s.held_count().unwrap(), 0);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_claim_row_carries_its_job_parsed_or_why_it_cannot_be() {
+        let d = tmp("parsed");
+        let mut s = Spool::open(&d).unwrap();
+        let (good, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        let (bad, _) = s.insert_claim("rn_1", "jb_2", r#"{"job_id":"jb_2","tasks":[]}"#).unwrap();
+        let row = s.claim(good).unwrap().unwrap();
+        let job = row.job.as_ref().expect("the payload parses");
+        assert_eq!((job.job_id.as_str(), job.problem_id, job.tasks.len()), ("jb_1", 1, 1));
+        // Kept as the hub sent it, refused as a job: prep ends it as prep_failed.
+        assert!(s.claim(bad).unwrap().unwrap().job.is_err());
         let _ = std::fs::remove_dir_all(d);
     }
 
@@ -1051,7 +1068,10 @@ mod tests {
         assert_eq!(s.abort_unstarted().unwrap(), vec![a, b]);
         assert!(!s.mark_prepped(a, Path::new("/td")).unwrap(), "a prep finishing late changes nothing");
         let kinds: Vec<_> = s.outbox_due(now_ms()).unwrap().into_iter().map(|o| (o.claim_id, o.kind)).collect();
-        assert_eq!(kinds, vec![(a, OutboxKind::Abort(AbortReason::Drain)), (b, OutboxKind::Abort(AbortReason::Drain))]);
+        assert_eq!(
+            kinds,
+            vec![(a, OutcomeKind::Abort(AbortReason::Drain)), (b, OutcomeKind::Abort(AbortReason::Drain))]
+        );
         assert_eq!(s.claim(c).unwrap().unwrap().state, ClaimState::Started, "in flight goes on");
         let _ = std::fs::remove_dir_all(d);
     }
@@ -1067,7 +1087,7 @@ mod tests {
         assert_eq!(old, vec![g1]);
         assert_ne!(s.claim_dir(g1), s.claim_dir(g2));
         assert!(!s.record_case(g1, 0, 0, &ok(), "{}").unwrap(), "the old claim's late case is dropped");
-        assert!(!s.finish(g1, &Outcome { tasks: vec![vec![ok()]] }).unwrap(), "and its late outcome");
+        assert!(!s.mark_judged(g1, &Outcome { tasks: vec![vec![ok()]] }).unwrap(), "and its late outcome");
         assert_eq!(s.held_jobs().unwrap(), vec!["jb_1".to_string()], "the job is held once");
         assert_eq!(s.held_count().unwrap(), 1, "capacity counts claims");
         assert!(s.outbox_due(now_ms()).unwrap().is_empty());

@@ -10,7 +10,7 @@
 //! find the key and no files; here key and files live together.
 
 use crate::archive;
-use crate::hub::{FetchError, Hub};
+use crate::hub::{FetchError, HubClient};
 use crate::protocol::Task;
 use nix::fcntl::{Flock, FlockArg};
 use std::os::unix::fs::PermissionsExt;
@@ -36,7 +36,7 @@ impl Cache {
 
     /// The directory holding problem `pid`'s current testdata, downloading it
     /// if this host does not have that version yet.
-    pub fn ensure(&self, hub: &Hub, pid: i64) -> Result<PathBuf, FetchError> {
+    pub fn ensure(&self, hub: &HubClient, pid: i64) -> Result<PathBuf, FetchError> {
         let checksum = hub.checksum(pid)?;
         let dir = self.root.join(pid.to_string());
         let version = dir.join(version_key(&checksum));

@@ -119,7 +119,7 @@ pub struct Job {
 }
 
 /// Why a job payload cannot be judged (the claim ends as `abort(prep_failed)`).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct BadJob(pub String);
 
 impl fmt::Display for BadJob {

@@ -23,19 +23,18 @@
 //! freed to record a claim the full disk would refuse. While the reserve
 //! cannot be made again, claiming pauses, and `status` says why.
 
-use crate::answer::{self, Call, Meaning};
-use crate::archive;
+use crate::answer::Answer;
 use crate::claim::{self, Fault, Next};
 use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::{self, Hub};
+use crate::hub::{self, HubClient};
 use crate::language::Languages;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Shutdown, Stops};
-use crate::spool::{Claim, ClaimState, Identity, Spool};
-use crate::testdata::{self, Cache};
+use crate::spool::{ClaimRow, ClaimState, RunnerIdentity, Spool};
+use crate::testdata::Cache;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
@@ -56,12 +55,9 @@ pub struct Config {
     pub languages: Option<PathBuf>,
 }
 
-/// Claims that may still read their testdata.
-const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
-
 struct Claimd {
     spool: Spool,
-    hub: Hub,
+    hub: HubClient,
     cache: Cache,
     languages: Languages,
     languages_path: Option<PathBuf>,
@@ -89,7 +85,7 @@ struct Claimd {
 /// go on (and its exit code).
 pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
     let c = &cfg.common;
-    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
+    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
     let registration_token = c.registration_token()?;
     let languages = daemon::languages(cfg.languages.as_deref())?;
     let Daemon { spool, inbox, stops } = Daemon::start("claimd", &c.spool, shutdown)?;
@@ -120,7 +116,7 @@ pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
 impl Claimd {
     /// The identity in the spool, registering first if there is none. None
     /// if told to stop while registering.
-    fn identity(&mut self) -> Result<Option<Identity>, Failure> {
+    fn identity(&mut self) -> Result<Option<RunnerIdentity>, Failure> {
         if let Some(id) = self.spool.identity()? {
             return Ok(Some(id));
         }
@@ -131,8 +127,8 @@ impl Claimd {
             }
             tries += 1;
             let answer = self.hub.register(&self.registration_token, &self.name);
-            let why = match (answer::classify(Call::Register, &answer), &answer) {
-                (Meaning::Settled, hub::Answer::Status(_, body)) => match hub::parse_registration(body) {
+            let why = match &answer {
+                Answer::Done { body, .. } => match hub::parse_registration(body) {
                     Ok(reg) => {
                         let gone = self.spool.set_identity(&reg)?;
                         info!(
@@ -151,7 +147,7 @@ impl Claimd {
                     }
                     Err(e) => format!("unreadable registration ({e})"),
                 },
-                (Meaning::Rejected, _) => {
+                Answer::Unauthorized(_) => {
                     return Err(Failure(ExitCode::Failure, "the hub refused the registration token (401)".into()));
                 }
                 _ => answer.describe(),
@@ -306,7 +302,7 @@ impl Claimd {
         Duration::from_secs(secs.clamp(1, 60) as u64)
     }
 
-    fn claims(&self, states: &[ClaimState]) -> Vec<Claim> {
+    fn claims(&self, states: &[ClaimState]) -> Vec<ClaimRow> {
         self.spool.claims_in(states).unwrap_or_else(|e| {
             error!("{e}");
             Vec::new()
@@ -346,7 +342,7 @@ impl Claimd {
     }
 
     /// Asks the hub for one job if there is room; the new claim, if any.
-    fn claim_once(&mut self) -> Result<Option<Claim>, Failure> {
+    fn claim_once(&mut self) -> Result<Option<ClaimRow>, Failure> {
         let Some(id) = self.identity()? else { return Ok(None) };
         let held = self.spool.held_count()?;
         if held >= id.config.max_concurrent_jobs.max(1) || !self.room_to_record() {
@@ -359,21 +355,21 @@ impl Claimd {
         self.claiming = true;
         let answer = self.serving(move || hub.next_job(&rn, &token, wait));
         self.claiming = false;
-        match (answer::classify(Call::NextJob, &answer), answer) {
-            (Meaning::Settled, hub::Answer::Status(200, body)) => {
+        match answer {
+            Answer::Done { body, .. } => {
                 self.last_contact = Some(crate::spool::now_ms());
                 self.record_claim(&id, &body)
             }
-            (Meaning::Settled, _) => {
+            Answer::NoWork => {
                 self.last_contact = Some(crate::spool::now_ms());
                 Ok(None)
             }
-            (_, hub::Answer::Status(401, _)) => {
+            Answer::Unauthorized(_) => {
                 // The heartbeat owns fail-fast; here we only idle and ask again.
                 warn!("next-job: 401 (the heartbeat decides whether the identity is gone)");
                 Ok(None)
             }
-            (_, hub::Answer::Status(200, body)) => {
+            Answer::Garbled { body, .. } => {
                 // No job was handed out that this runner could see: if the
                 // hub did hand one, its lease expires.
                 let why = serde_json::from_str::<serde_json::Value>(&body).err().map(|e| e.to_string());
@@ -384,7 +380,7 @@ impl Claimd {
                 );
                 Ok(None)
             }
-            (_, a) => {
+            a => {
                 // Never retried through a lost connection: we simply ask again later.
                 warn!("next-job: {}", a.describe());
                 Ok(None)
@@ -394,7 +390,7 @@ impl Claimd {
 
     /// Records the job the hub just handed out, using the spool's reserve
     /// if the disk filled since it was made.
-    fn record_claim(&mut self, id: &Identity, body: &str) -> Result<Option<Claim>, Failure> {
+    fn record_claim(&mut self, id: &RunnerIdentity, body: &str) -> Result<Option<ClaimRow>, Failure> {
         let Some(job_id) = Job::id_of(body) else {
             let why = match Job::parse(body) {
                 Err(e) => e.to_string(),
@@ -428,7 +424,7 @@ impl Claimd {
     }
 
     /// Prepares `claim` on a thread of its own, unless one already does.
-    fn start_prep(&mut self, claim: Claim) {
+    fn start_prep(&mut self, claim: ClaimRow) {
         if self.preps.contains_key(&claim.id) {
             return;
         }
@@ -455,7 +451,7 @@ impl Claimd {
 /// rest.
 struct Prepper {
     dir: PathBuf,
-    hub: Hub,
+    hub: HubClient,
     cache: Cache,
     languages: Languages,
     stops: Stops,
@@ -468,7 +464,7 @@ struct Prepper {
 impl Prepper {
     /// Prepares one claim, trying again as [`claim::Tries`] says. A stop
     /// at any point hands the claim back as `abort(drain)` instead.
-    fn prep(&self, claim: &Claim) {
+    fn prep(&self, claim: &ClaimRow) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
         let mut spool = match Spool::open(&self.dir) {
             Ok(s) => s,
@@ -489,7 +485,7 @@ impl Prepper {
                 // A spool that cannot be read now: mark_prepped decides later.
                 _ => {}
             }
-            let fault = match self.prep_once(&spool, claim) {
+            let fault = match claim::prepare(&spool, &self.hub, &self.cache, &self.languages, claim) {
                 Ok(td) => {
                     match spool.mark_prepped(claim.id, &td) {
                         Ok(true) => {
@@ -536,7 +532,7 @@ impl Prepper {
         }
     }
 
-    fn abort(&self, spool: &mut Spool, claim: &Claim, reason: AbortReason, why: &str) {
+    fn abort(&self, spool: &mut Spool, claim: &ClaimRow, reason: AbortReason, why: &str) {
         match spool.abort(claim.id, reason, why) {
             Ok(true) => {
                 info!("job {} claim {}: handed back as abort({})", claim.job_id, claim.id, reason.as_str());
@@ -546,46 +542,5 @@ impl Prepper {
             Ok(false) => {}
             Err(e) => error!("job {} claim {}: {e}", claim.job_id, claim.id),
         }
-    }
-
-    fn prep_once(&self, spool: &Spool, claim: &Claim) -> Result<PathBuf, Fault> {
-        let job = claim.job().map_err(|e| Fault::Bad(e.to_string()))?;
-        let source = self
-            .languages
-            .by_id(job.language)
-            .map(|l| l.source.clone())
-            .ok_or_else(|| Fault::Bad(format!("language {} is not in this runner's table", job.language)))?;
-        let dir = spool.claim_dir(claim.id);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| Fault::Wait(format!("{}: {e}", dir.display())))?;
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
-        let _ = std::fs::set_permissions(dir.parent().unwrap(), std::fs::Permissions::from_mode(0o711));
-        // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
-        let zip = dir.join("code.zip");
-        self.hub
-            .download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
-            .map_err(Fault::from)?;
-        let files = archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| match e.1 {
-            archive::Blame::Archive => Fault::Bad(format!("code zip: {e}")),
-            archive::Blame::Ours => Fault::Wait(format!("code zip: {e}")),
-        })?;
-        let _ = std::fs::remove_file(&zip);
-        // The protocol names the file main.<ext>; a language may want it
-        // named otherwise (Java's Main.java): same name but for case.
-        let name = files.first().and_then(|f| f.to_str()).unwrap_or("");
-        if files.len() != 1 || !name.eq_ignore_ascii_case(&source) {
-            return Err(Fault::Bad(format!("code zip holds {files:?}, not exactly {source}")));
-        }
-        if name != source {
-            std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
-                .map_err(|e| Fault::Wait(format!("{source}: {e}")))?;
-        }
-        let td = self.cache.ensure(&self.hub, job.problem_id).map_err(Fault::from)?;
-        let in_use: Vec<PathBuf> =
-            spool.claims_in(&HELD_STATES).unwrap_or_default().into_iter().filter_map(|c| c.testdata).collect();
-        self.cache.prune(job.problem_id, &td, &in_use);
-        testdata::check_cases(&td, &job.tasks).map_err(|e| Fault::Bad(format!("problem {}: {e}", job.problem_id)))?;
-        Ok(td)
     }
 }

@@ -13,11 +13,11 @@ use crate::control::{self, Event};
 use crate::daemon::{Daemon, Failure};
 use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
+use crate::outcome;
 use crate::patience;
-use crate::protocol::{CaseResult, Outcome};
 use crate::sandbox::slot::SlotPool;
 use crate::signals::{self, Shutdown};
-use crate::spool::{now_ms, Claim, ClaimState, Spool};
+use crate::spool::{now_ms, ClaimRow, ClaimState, Spool};
 use crate::testdata;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
@@ -58,7 +58,7 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
     let pool = Arc::new(SlotPool::new(0..n));
     let mut workers = Vec::new();
     for i in 0..n {
-        let (tx, rx) = mpsc::channel::<Claim>();
+        let (tx, rx) = mpsc::channel::<ClaimRow>();
         let worker = Worker {
             i,
             spool_dir: c.spool.clone(),
@@ -92,10 +92,10 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
             info!("stopped at once; {} claim(s) in flight resume on the next start", busy.len());
             return Ok(ExitCode::Ok);
         }
-        crate::lease::drop_lost(&mut spool);
+        spool.drop_lost();
         // In flight first: a claim `started` but not being judged was
         // interrupted (a crash) and goes on. Then new ones, unless draining.
-        let mut todo: Vec<Claim> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
+        let mut todo: Vec<ClaimRow> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
         if !stops.requested() {
             todo.extend(spool.claims_in(&[ClaimState::Prepped]).unwrap_or_default());
         }
@@ -164,7 +164,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(self, rx: mpsc::Receiver<Claim>) {
+    fn run(self, rx: mpsc::Receiver<ClaimRow>) {
         let mut spool = match Spool::open(&self.spool_dir) {
             Ok(s) => s,
             Err(e) => return error!("worker {}: {e}", self.i),
@@ -197,11 +197,11 @@ fn judge_claim(
     spool: &mut Spool,
     judge: &Judge,
     languages: &Languages,
-    claim: &Claim,
+    claim: &ClaimRow,
     slot: &Slot,
     pool: &SlotPool,
 ) -> Result<bool, String> {
-    let job = claim.job().map_err(|e| e.to_string())?;
+    let job = claim.job.as_ref().map_err(|e| e.to_string())?;
     let dir = spool.claim_dir(claim.id);
     let Some(td) = claim.testdata.clone() else {
         return Err("started without testdata (corrupt row?)".into());
@@ -220,12 +220,8 @@ fn judge_claim(
         checker: checker.map_err(|e| format!("checker: {e}")),
     };
     // The cases not finished before (by an earlier try of this claim).
-    let todo: Vec<Case> = job
-        .tasks
-        .iter()
-        .enumerate()
-        .flat_map(|(t, task)| (0..task.case_count as usize).map(move |c| (t, c)))
-        .filter(|tc| !done.contains_key(tc))
+    let todo: Vec<Case> = outcome::cases_left(&job.tasks, &done)
+        .into_iter()
         .map(|(t, c)| Case {
             task: t,
             case: c,
@@ -262,18 +258,10 @@ fn judge_claim(
     if moved {
         return Ok(false);
     }
-    let mut tasks = Vec::with_capacity(job.tasks.len());
-    for (t, task) in job.tasks.iter().enumerate() {
-        let mut cases = Vec::with_capacity(task.case_count as usize);
-        for c in 0..task.case_count as usize {
-            cases.push(done.remove(&(t, c)).unwrap_or_else(|| CaseResult::judge_error("case result missing")));
-        }
-        tasks.push(cases);
-    }
     if matches!(compiled, Compiled::JudgeError(_)) {
         warn!("job {} claim {}: judged JE: the judge could not compile", claim.job_id, claim.id);
     }
-    spool.finish(claim.id, &Outcome { tasks }).map_err(|e| e.0)
+    spool.mark_judged(claim.id, &outcome::assemble(&job.tasks, done)).map_err(|e| e.0)
 }
 
 /// SIGHUP: reads the language table again. A table that does not load is

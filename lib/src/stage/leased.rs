@@ -21,12 +21,13 @@
 //! that hangs keeps it waiting (up to the request's timeout), the control
 //! socket is answered, and SIGQUIT or a second TERM still stops at once.
 
-use crate::answer::{self, Call, Meaning};
+use crate::answer::HubCall;
 use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::Hub;
+use crate::hub::HubClient;
 use crate::lease;
+use crate::outcome::{self, Meaning};
 use crate::patience;
 use crate::signals::{Shutdown, Stops};
 use crate::spool::Spool;
@@ -38,7 +39,7 @@ use std::time::{Duration, Instant};
 /// Runs leased with the configuration `c` until `shutdown` stops it (or
 /// the hub's answers do); the exit code says why it stopped.
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
-    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let drain_deadline = c.drain_timeout()?;
@@ -71,7 +72,7 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
             let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
-            crate::lease::drop_lost(&mut spool);
+            spool.drop_lost();
             let jobs = spool.held_jobs()?;
             if let Some(since) = l.stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
@@ -107,7 +108,7 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
                 l.note_beat(&spool);
                 l.beats += 1;
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                match answer::classify(Call::Heartbeat, &answer) {
+                match outcome::classify(HubCall::Heartbeat, &answer) {
                     Meaning::Settled => {
                         unauthorized = 0;
                         failed = 0;

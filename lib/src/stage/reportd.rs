@@ -2,7 +2,7 @@
 //! the hub, patiently.
 //!
 //! An outcome leaves the spool only when the hub has answered finally (204
-//! for `complete`, 202 for `abort`, 404, 409: [`answer::classify`]), in the
+//! for `complete`, 202 for `abort`, 404, 409: [`outcome::delivery`]), in the
 //! same transaction that marks its claim reported; a crash between the
 //! answer and that commit sends it once more, which the hub answers as a
 //! duplicate. A result the hub rejects (400, 413) is kept as evidence and
@@ -15,14 +15,15 @@
 //! that hangs leaves the control socket answered, and SIGQUIT (or a second
 //! TERM) abandons the request in flight; its outcome stays queued.
 
-use crate::answer::{self, Call, Meaning};
+use crate::answer::HubCall;
 use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
-use crate::hub::Hub;
+use crate::hub::HubClient;
+use crate::outcome::{self, Delivery, Meaning, OutcomeKind};
 use crate::patience;
 use crate::signals::{Shutdown, Stops};
-use crate::spool::{now_ms, OutboxItem, OutboxKind, Spool};
+use crate::spool::{now_ms, OutboxItem, Spool};
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
@@ -35,7 +36,7 @@ pub const EVENT_BATCH: usize = 200;
 /// Runs reportd with the configuration `c` until `shutdown` stops it (or
 /// the hub's answers do); the exit code says why it stopped.
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
-    let hub = Hub::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
     let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter {
@@ -87,7 +88,7 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
 
 struct Reporter {
     spool: Spool,
-    hub: Hub,
+    hub: HubClient,
     inbox: Inbox,
     stops: Stops,
     /// Claims whose events the hub could not take, and when to try again.
@@ -142,7 +143,11 @@ impl Reporter {
     /// Runs `ask`, a request to the hub described by `what`, serving the
     /// inbox meanwhile ([`daemon::serving`]); `None` if the stage must
     /// stop at once (the request is abandoned).
-    fn ask<T: Send + 'static>(&mut self, what: String, ask: impl FnOnce(&Hub) -> T + Send + 'static) -> Option<T> {
+    fn ask<T: Send + 'static>(
+        &mut self,
+        what: String,
+        ask: impl FnOnce(&HubClient) -> T + Send + 'static,
+    ) -> Option<T> {
         // A stop that came since the last request is heard before this one.
         self.serve(Duration::ZERO);
         if self.quit {
@@ -178,7 +183,7 @@ impl Reporter {
         let Ok(Some(id)) = self.spool.identity() else {
             return None;
         };
-        crate::lease::drop_lost(&mut self.spool);
+        self.spool.drop_lost();
         self.send_events(&id.runner_id, &id.token);
         let due = match self.spool.outbox_due(now_ms()) {
             Ok(d) => d,
@@ -210,44 +215,37 @@ impl Reporter {
 
     fn send(&mut self, item: &OutboxItem, token: &str) {
         let tag = format!("job {} claim {}", item.job_id, item.claim_id);
-        let (verb, what) = match &item.kind {
-            OutboxKind::Complete => ("complete", "complete".to_string()),
-            OutboxKind::Abort(r) => ("abort", format!("abort({})", r.as_str())),
-        };
+        let what = item.kind.shown();
         let (runner, token, job, body) =
             (item.runner_id.clone(), token.to_string(), item.job_id.clone(), item.body.clone());
-        let Some(answer) = self.ask(format!("{tag} {what}"), move |h| h.outcome(&runner, &token, &job, verb, &body))
-        else {
-            return;
-        };
+        let kind = item.kind;
+        let asked = self.ask(format!("{tag} {what}"), move |h| match kind {
+            OutcomeKind::Complete => h.complete(&runner, &token, &job, &body),
+            OutcomeKind::Abort(_) => h.abort(&runner, &token, &job, &body),
+        });
+        let Some(answer) = asked else { return };
         self.last_answer = format!("{tag} {what}: {}", answer.describe());
-        let call = match item.kind {
-            OutboxKind::Complete => Call::Complete,
-            OutboxKind::Abort(_) => Call::Abort,
-        };
-        let r = match (answer::classify(call, &answer), &item.kind) {
-            (Meaning::Settled, _) => {
+        let r = match outcome::delivery(item.kind, &answer) {
+            Delivery::Delivered => {
                 info!("{tag}: {what} delivered");
                 self.sent += 1;
                 self.settle(item, "delivered")
             }
-            (Meaning::Final, _) => {
+            Delivery::NotHeld => {
                 info!("{tag}: {what}: {}: the hub no longer holds it for us; dropped", answer.describe());
                 self.settle(item, &format!("hub answered {}", answer.describe()))
             }
-            (Meaning::Rejected, OutboxKind::Complete) => {
+            Delivery::Reject => {
                 let why = answer.describe();
                 warn!("{tag}: the hub rejected the result ({why}); evidence kept, sending abort(rejected)");
                 self.keep_evidence(item);
                 self.spool.outbox_reject(item.claim_id, &format!("complete rejected: {why}"))
             }
-            (Meaning::Rejected, OutboxKind::Abort(_)) => {
-                // An abort is a few bytes the hub cannot take: sending them
-                // again cannot help, and the lease lapses on its own.
+            Delivery::AbortRefused => {
                 error!("{tag}: the hub refused {what} ({}); dropped", answer.describe());
                 self.settle(item, &format!("{what} refused: {}", answer.describe()))
             }
-            (Meaning::Retry, _) => return self.postpone(item, &answer.describe()),
+            Delivery::Again => return self.postpone(item, &answer.describe()),
         };
         if let Err(e) = r {
             error!("{tag}: {e}");
@@ -326,7 +324,7 @@ impl Reporter {
             let asked = self
                 .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
             let Some(answer) = asked else { return };
-            match answer::classify(Call::Events, &answer) {
+            match outcome::classify(HubCall::Events, &answer) {
                 Meaning::Settled => {
                     let _ = self.spool.events_sent(claim_id, last_id);
                     self.event_retry.remove(&claim_id);
