@@ -625,3 +625,32 @@ fn serve_stops_cleanly_and_refuses_bad_configuration() {
     proc.signal(nix::sys::signal::Signal::SIGINT);
     assert_eq!(proc.wait_exit(LIMIT), 0);
 }
+
+#[test]
+fn serve_takes_decimal_seconds_and_exits_100_naming_a_flag_that_is_not_a_duration() {
+    let dir = TempDir::new("hubd-durations");
+    // Decimal seconds: the lease in ms, the advertised intervals rounded up.
+    let hub = Hub::start(dir.path(), &["--lease-ttl", "2.5", "--heartbeat-interval", "0.5", "--poll-interval", "1.5"]);
+    let (code, body) = call(
+        "POST",
+        &format!("{}/runners/register", hub.url),
+        None,
+        Some(&json!({"registration_token": REGISTRATION_TOKEN, "name": "n"}).to_string()),
+    );
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        json_of(&body)["config"],
+        json!({"heartbeat_interval_sec": 1, "poll_interval_sec": 2, "max_concurrent_jobs": 8})
+    );
+    for (flag, value) in [("--lease-ttl", "2x"), ("--heartbeat-interval", "NaN"), ("--poll-interval", "0")] {
+        let out = std::process::Command::new(testkit::bin("hubd"))
+            .arg("--db")
+            .arg(dir.path().join("other.db"))
+            .args(["serve", "--listen", "127.0.0.1:0", flag, value])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(100), "{flag} {value}: {said}");
+        assert!(said.contains(flag) && said.contains(&format!("{value:?}")), "{flag} {value}: {said}");
+    }
+}

@@ -119,18 +119,10 @@ fn check_url(url: &str, what: &str) -> Result<String, ConfigError> {
     Ok(url.trim_end_matches('/').to_string())
 }
 
-/// A duration in seconds as the environment and the command line give it:
-/// whole or decimal (`60`, `60.0`, `0.5`: an env file written for a Python
-/// runner says either). Anything else is an error naming `what` and the
-/// value (exit 100), never a default.
+/// A duration in seconds as the environment and the command line give it
+/// (`ojrunner_daemon::duration::seconds`); an error exits 100.
 pub fn seconds(what: &str, value: &str) -> Result<Duration, ConfigError> {
-    let v = value.trim();
-    let (whole, fraction) = v.split_once('.').unwrap_or((v, "0"));
-    let digits = |s: &str| !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_digit());
-    let parsed = (digits(whole) && digits(fraction)).then(|| v.parse::<f64>().ok()).flatten();
-    parsed
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| ConfigError(format!("{what}={value:?} is not a duration in seconds (such as 60, 60.0 or 0.5)")))
+    ojrunner_daemon::duration::seconds(what, value).map_err(ConfigError)
 }
 
 /// A secret from a flag or a file (first line). Never logged.

@@ -2,7 +2,7 @@
 //! dispatch and exit code; the hub itself is the `ojrunner-hub` crate.
 
 use clap::{Parser, Subcommand};
-use ojrunner_daemon::{signals, ExitCode};
+use ojrunner_daemon::{duration, signals, ExitCode};
 use ojrunner_hub::{db, fault, problem, queue, runners, server, status, submission, Context, Failure};
 use ojrunner_protocol::RunnerConfig;
 use std::path::PathBuf;
@@ -68,7 +68,7 @@ enum Command {
         cut_after: Option<u64>,
         /// Wait this many seconds before the cut (a body that hangs).
         #[arg(long, value_name = "SEC", requires = "cut_after")]
-        hang: Option<f64>,
+        hang: Option<String>,
         /// Remove every rule.
         #[arg(long, conflicts_with_all = ["status", "path_contains", "cut_after"])]
         clear: bool,
@@ -99,15 +99,15 @@ struct Serve {
     /// The token of the testdata channel (Normal-OJ's SANDBOX_TOKEN).
     #[arg(long, env = "SANDBOX_TOKEN", hide_env_values = true, value_name = "S")]
     testdata_token: Option<String>,
-    /// Seconds a lease lasts without a heartbeat.
-    #[arg(long, default_value_t = 30, value_name = "SEC", value_parser = clap::value_parser!(u32).range(1..))]
-    lease_ttl: u32,
-    /// Seconds between heartbeats (advertised to runners).
-    #[arg(long, default_value_t = 15, value_name = "SEC", value_parser = clap::value_parser!(u32).range(1..))]
-    heartbeat_interval: u32,
-    /// Seconds between polls when idle (advertised to runners).
-    #[arg(long, default_value_t = 3, value_name = "SEC", value_parser = clap::value_parser!(u32).range(1..))]
-    poll_interval: u32,
+    /// Seconds a lease lasts without a heartbeat (decimal allowed).
+    #[arg(long, default_value = "30", value_name = "SEC")]
+    lease_ttl: String,
+    /// Seconds between heartbeats (advertised to runners, rounded up to whole seconds).
+    #[arg(long, default_value = "15", value_name = "SEC")]
+    heartbeat_interval: String,
+    /// Seconds between polls when idle (advertised to runners, rounded up to whole seconds).
+    #[arg(long, default_value = "3", value_name = "SEC")]
+    poll_interval: String,
     /// Jobs a runner may hold at once (advertised to runners).
     #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_concurrent_jobs: u32,
@@ -163,7 +163,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Fault { status, count, path_contains, location, body, content_type, cut_after, hang, clear } => {
             let mut conn = db::open(&cli.db)?;
-            let hang = hang.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+            let hang = hang.map(|v| duration::seconds("--hang", &v)).transpose().map_err(Failure::config)?;
             let rule = fault::Rule { status, location, body, content_type, cut_after, hang };
             if clear { fault::clear(&mut conn) } else { fault::add(&mut conn, &rule, count, path_contains.as_deref()) }
                 .context(|| "storing the fault rule".into())
@@ -185,6 +185,14 @@ fn serve(db: PathBuf, s: Serve) -> Result<(), Failure> {
     }
     // TERM and INT stop it, HUP and CONT must not kill it: the same
     // signals as every ojrunner program, the same way.
+    let positive = |flag: &str, v: &str| match duration::seconds(flag, v) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(Failure::config(format!("{flag}={v:?} must be more than 0 seconds"))),
+        Err(e) => Err(Failure::config(e)),
+    };
+    let lease_ttl = positive("--lease-ttl", &s.lease_ttl)?;
+    let heartbeat_interval = positive("--heartbeat-interval", &s.heartbeat_interval)?;
+    let poll_interval = positive("--poll-interval", &s.poll_interval)?;
     let shutdown = signals::forwarded()?;
     server::serve(
         server::ServeConfig {
@@ -193,11 +201,14 @@ fn serve(db: PathBuf, s: Serve) -> Result<(), Failure> {
             registration_token,
             testdata_token: s.testdata_token.filter(|t| !t.is_empty()),
             runner_config: RunnerConfig {
-                heartbeat_interval_sec: s.heartbeat_interval.into(),
-                poll_interval_sec: s.poll_interval.into(),
+                heartbeat_interval_sec: duration::whole_seconds(heartbeat_interval) as i64,
+                poll_interval_sec: duration::whole_seconds(poll_interval) as i64,
                 max_concurrent_jobs: s.max_concurrent_jobs.into(),
             },
-            policy: queue::Policy { lease_ttl_ms: i64::from(s.lease_ttl) * 1000, max_attempts: s.max_attempts.into() },
+            policy: queue::Policy {
+                lease_ttl_ms: lease_ttl.as_millis().try_into().unwrap_or(i64::MAX),
+                max_attempts: s.max_attempts.into(),
+            },
             notify_fd: s.notify_fd,
         },
         shutdown,
