@@ -162,4 +162,43 @@ mod tests {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
+
+    /// claimd, paused between registrations with a hub that does not
+    /// answer, stops at once on SIGQUIT by returning from `run`: it used to
+    /// end the whole process, so no test could drive it in-process.
+    #[test]
+    fn claimd_stops_at_once_on_sigquit_by_returning() {
+        // A library that ends the process (exit 0 mid-test) would pass
+        // unseen: while this test runs, an exit fails the test binary.
+        static RUNNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        extern "C" fn refuse_exit() {
+            if RUNNING.load(std::sync::atomic::Ordering::SeqCst) {
+                eprintln!("claimd ended the whole process instead of returning from run");
+                unsafe { libc::_exit(70) };
+            }
+        }
+        RUNNING.store(true, std::sync::atomic::Ordering::SeqCst);
+        unsafe { libc::atexit(refuse_exit) };
+        let dir = std::env::temp_dir().join(format!("ojstop-{}-claimd", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spool = dir.to_str().unwrap();
+        let args = ["t", "--backend-url", "http://127.0.0.1:9", "--registration-token", "t", "--spool", spool];
+        let told = Told::try_parse_from(args).unwrap();
+        let config = crate::stage::claimd::Config { common: told.common, claim_wait: "1".into(), languages: None };
+        let (shutdown, stopper) = Shutdown::new();
+        let (done_tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(crate::stage::claimd::run(config, shutdown).map_err(|f| f.to_string()));
+        });
+        let started = std::time::Instant::now();
+        while !control::answers(&dir, "claimd") {
+            assert!(started.elapsed() < Duration::from_secs(10), "claimd: its control socket never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(stopper.signal(libc::SIGQUIT), "claimd: its inbox is gone before SIGQUIT");
+        assert_eq!(done.recv_timeout(Duration::from_secs(10)), Ok(Ok(())), "claimd: not stopped by SIGQUIT");
+        RUNNING.store(false, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -187,7 +187,7 @@ impl Claimd {
                 let claimed = self.claim_once()?;
                 if self.quit {
                     info!("SIGQUIT: stopped, the claim request in flight answered and recorded");
-                    std::process::exit(ExitCode::Ok.code());
+                    return Ok(());
                 }
                 if let Some(claimed) = claimed {
                     self.start_prep(claimed);
@@ -199,6 +199,9 @@ impl Claimd {
                 let idle = if draining { patience::spool_poll() } else { self.poll_interval() };
                 self.wait(idle);
                 self.woken = false;
+            }
+            if self.quit {
+                return Ok(());
             }
         }
     }
@@ -238,9 +241,10 @@ impl Claimd {
                 info!("SIGQUIT: stopping once the hub answers the claim request in flight");
                 self.quit = true;
             }
+            // Stops at once: the loop (or the pause) it interrupted returns.
             Event::Signal(libc::SIGQUIT) => {
                 info!("SIGQUIT: stopped at once");
-                std::process::exit(ExitCode::Ok.code());
+                self.quit = true;
             }
             Event::Signal(libc::SIGHUP) => match &self.languages_path {
                 Some(p) => match Languages::load(p) {
@@ -272,17 +276,17 @@ impl Claimd {
 
     /// Waits `d`, serving the inbox, or less if a stop or a wake-up (the
     /// drain latch moved) arrives: the caller looks again. True if a stop
-    /// did (or had).
+    /// or SIGQUIT did (or had).
     fn pause(&mut self, d: Duration) -> bool {
         let end = std::time::Instant::now() + d;
-        while !self.stops.requested() && !std::mem::take(&mut self.woken) {
+        while !self.stops.requested() && !self.quit && !std::mem::take(&mut self.woken) {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 break;
             }
             self.wait(left);
         }
-        self.stops.requested()
+        self.stops.requested() || self.quit
     }
 
     fn status(&self) -> serde_json::Value {
