@@ -9,7 +9,6 @@ use crate::language::Languages;
 use crate::program_cache;
 use crate::workspace::Workspace;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -120,12 +119,7 @@ fn lock_file(p: &Path) -> std::io::Result<File> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(p)
         .map_err(|e| annotate(e, p))?;
-    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    f.lock().map_err(|e| annotate(e, p))?;
     Ok(f)
 }
 
