@@ -10,7 +10,7 @@
 use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
-use ojrunner::protocol::{Status, Task};
+use ojrunner::protocol::{Task, Verdict};
 use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -71,30 +71,30 @@ fn judge(work: &Path, source: &str, td: &Path, name: Option<&str>, time: i64, sl
         .collect()
 }
 
-fn statuses(runs: &[CaseRun]) -> Vec<Status> {
+fn statuses(runs: &[CaseRun]) -> Vec<Verdict> {
     runs.iter().map(|r| r.result.status).collect()
 }
 
 /// A checker's name and its trials: (output, answer, verdict).
-type Trials<'a> = (&'a str, &'a [(&'a str, &'a str, Status)]);
+type Trials<'a> = (&'a str, &'a [(&'a str, &'a str, Verdict)]);
 
 #[test]
 fn builtin_checkers_accept_right_and_reject_wrong_answers() {
     let work = TempDir::new("checkers-builtin");
     let table: &[Trials] = &[
-        ("diff", &[("1 2  \n\n", "1 2\n", Status::AC), ("1  2\n", "1 2\n", Status::WA)]),
-        ("exact", &[("1 2\n", "1 2\n", Status::AC), ("1 2 \n", "1 2\n", Status::WA)]),
-        ("token", &[("1\n2   3", "1 2 3\n", Status::AC), ("1 2\n", "1 2 3\n", Status::WA)]),
+        ("diff", &[("1 2  \n\n", "1 2\n", Verdict::AC), ("1  2\n", "1 2\n", Verdict::WA)]),
+        ("exact", &[("1 2\n", "1 2\n", Verdict::AC), ("1 2 \n", "1 2\n", Verdict::WA)]),
+        ("token", &[("1\n2   3", "1 2 3\n", Verdict::AC), ("1 2\n", "1 2 3\n", Verdict::WA)]),
         (
             "float",
             &[
-                ("3.1415926 YES\n", "3.14159265 YES\n", Status::AC),
-                ("1000000001000\n", "1e12\n", Status::AC),
-                ("3.1415\n", "3.14159265\n", Status::WA),
-                ("3.14159265 NO\n", "3.14159265 YES\n", Status::WA),
+                ("3.1415926 YES\n", "3.14159265 YES\n", Verdict::AC),
+                ("1000000001000\n", "1e12\n", Verdict::AC),
+                ("3.1415\n", "3.14159265\n", Verdict::WA),
+                ("3.14159265 NO\n", "3.14159265 YES\n", Verdict::WA),
             ],
         ),
-        ("float:1e-3", &[("3.1415\n", "3.14159265\n", Status::AC), ("3.13\n", "3.14159265\n", Status::WA)]),
+        ("float:1e-3", &[("3.1415\n", "3.14159265\n", Verdict::AC), ("3.13\n", "3.14159265\n", Verdict::WA)]),
     ];
     for (i, (name, cases)) in table.iter().enumerate() {
         let w = work.path().join(format!("{i}"));
@@ -102,7 +102,7 @@ fn builtin_checkers_accept_right_and_reject_wrong_answers() {
         std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
         let pairs: Vec<(&str, &str)> = cases.iter().map(|(o, a, _)| (*o, *a)).collect();
         let td = testdata(&w, &pairs, &[]);
-        let want: Vec<Status> = cases.iter().map(|c| c.2).collect();
+        let want: Vec<Verdict> = cases.iter().map(|c| c.2).collect();
         assert_eq!(statuses(&judge(&w, ECHO, &td, Some(name), 1000, 40)), want, "checker {name}");
     }
 }
@@ -133,7 +133,7 @@ fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
     let sub = Submission { lang, src: &src, tasks: &[task], checker: &Checker::Unprepared };
     let case = Case { task: 0, case: 0, input: td.join("0000.in"), answer: td.join("0000.out") };
     let r = j.run_case(&sub, &case, &slot, &scratch).result;
-    assert_eq!(r.status, Status::JE, "{r:?}");
+    assert_eq!(r.status, Verdict::JE, "{r:?}");
 }
 
 #[test]
@@ -143,10 +143,10 @@ fn a_special_judge_accepts_any_permutation_where_diff_says_wa() {
     let td = testdata(work.path(), &cases, &[("checker.c", fixture("perm_checker.c"))]);
     assert_eq!(
         statuses(&judge(work.path(), ECHO, &td, Some("diff"), 1000, 42)),
-        [Status::WA, Status::AC, Status::WA, Status::WA]
+        [Verdict::WA, Verdict::AC, Verdict::WA, Verdict::WA]
     );
     let runs = judge(work.path(), ECHO, &td, Some("special"), 1000, 42);
-    assert_eq!(statuses(&runs), [Status::AC, Status::AC, Status::WA, Status::WA]);
+    assert_eq!(statuses(&runs), [Verdict::AC, Verdict::AC, Verdict::WA, Verdict::WA]);
     // The case still reports the program's own output and exit. (Not its
     // memory > 0: a program this small can read 0, see judging.rs's
     // a_small_program_is_not_charged_for_the_judges_memory.)
@@ -195,7 +195,7 @@ fn a_broken_checker_is_je_with_its_message_and_a_bad_one_does_not_compile() {
     let work = TempDir::new("checkers-broken");
     let td = testdata(work.path(), &[("1\n", "1\n")], &[("checker.cpp", fixture("broken_checker.cpp"))]);
     let runs = judge(work.path(), ECHO, &td, Some("special"), 1000, 45);
-    assert_eq!(runs[0].result.status, Status::JE, "{:?}", runs[0]);
+    assert_eq!(runs[0].result.status, Verdict::JE, "{:?}", runs[0]);
     assert!(runs[0].result.stderr.contains("exit 3") && runs[0].result.stderr.contains("broken"), "{:?}", runs[0]);
 
     let w2 = work.path().join("b");
@@ -218,12 +218,12 @@ fn an_interactive_problem_judges_by_the_interactor() {
     let td = guess_problem(work.path());
     let source = |f: &str| std::fs::read_to_string(fixture(f)).unwrap();
     let ok = judge(work.path(), &source("guess_ok.c"), &td, Some("interactive"), 1000, 46);
-    assert_eq!(statuses(&ok), [Status::AC; 3], "{ok:?}");
+    assert_eq!(statuses(&ok), [Verdict::AC; 3], "{ok:?}");
     let wrong = judge(work.path(), &source("guess_wrong.c"), &td, Some("interactive"), 1000, 46);
-    assert_eq!(statuses(&wrong), [Status::WA, Status::AC, Status::WA], "{wrong:?}");
+    assert_eq!(statuses(&wrong), [Verdict::WA, Verdict::AC, Verdict::WA], "{wrong:?}");
     let t = std::time::Instant::now();
     let silent = judge(work.path(), &source("guess_silent.c"), &td, Some("interactive"), 200, 46);
-    assert_eq!(statuses(&silent), [Status::TLE; 3], "{silent:?}");
+    assert_eq!(statuses(&silent), [Verdict::TLE; 3], "{silent:?}");
     assert_eq!(silent[0].limit, Some("wall"));
     // Wall limit 3 × 200 ms + 1 s per case, and nothing waits longer.
     assert!(t.elapsed() < std::time::Duration::from_secs(12), "{:?}", t.elapsed());
@@ -243,7 +243,7 @@ fn an_interactive_program_may_open_dev_stdin_and_dev_stdout_by_name() {
     );
     assert!(ok.contains("freopen"), "the fixture changed: {ok}");
     let r = judge(work.path(), &ok, &td, Some("interactive"), 1000, 49);
-    assert_eq!(statuses(&r), [Status::AC; 3], "{r:?}");
+    assert_eq!(statuses(&r), [Verdict::AC; 3], "{r:?}");
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn a_broken_interactor_is_je_and_a_crashing_program_is_re() {
     let td = testdata(work.path(), &[("100 37\n", "38\n")], &[("interactor.c", fixture("guess_interactor.c"))]);
     let ok = std::fs::read_to_string(fixture("guess_ok.c")).unwrap();
     let r = judge(work.path(), &ok, &td, Some("interactive"), 1000, 47);
-    assert_eq!(r[0].result.status, Status::JE, "{r:?}");
+    assert_eq!(r[0].result.status, Verdict::JE, "{r:?}");
     assert!(r[0].result.stderr.contains("disagrees"), "{r:?}");
     let w2 = work.path().join("b");
     std::fs::create_dir(&w2).unwrap();
@@ -261,7 +261,7 @@ fn a_broken_interactor_is_je_and_a_crashing_program_is_re() {
     let td = guess_problem(&w2);
     let crash = "#include <stdio.h>\nint main(void){long n;scanf(\"%ld\",&n);*(volatile int*)0=1;return 0;}\n";
     let r = judge(&w2, crash, &td, Some("interactive"), 1000, 47);
-    assert_eq!(r[0].result.status, Status::RE, "{r:?}");
+    assert_eq!(r[0].result.status, Verdict::RE, "{r:?}");
 }
 
 #[test]
@@ -278,7 +278,7 @@ fn the_program_cannot_read_the_answer() {
     let source = std::fs::read_to_string(fixture("guess_peek.c")).unwrap().replace("ANSWER_PATHS", &list.join(", "));
     // Interactive: the interactor is running with the answer next to it.
     let runs = judge(work.path(), &source, &td, Some("interactive"), 1000, 48);
-    assert_eq!(runs[0].result.status, Status::WA, "{:?}", runs[0]);
+    assert_eq!(runs[0].result.status, Verdict::WA, "{:?}", runs[0]);
     for p in &paths {
         assert!(runs[0].result.stderr.contains(&format!("cannot read {}", p.display())), "{:?}", runs[0]);
     }
@@ -292,7 +292,7 @@ fn the_program_cannot_read_the_answer() {
         td2.join("0000.out").to_string_lossy()
     );
     let runs = judge(&w2, &peek, &td2, Some("special"), 1000, 48);
-    assert_eq!(runs[0].result.status, Status::WA, "{:?}", runs[0]);
+    assert_eq!(runs[0].result.status, Verdict::WA, "{:?}", runs[0]);
 }
 
 /// `judge-exec run … --checker NAME`: JSON lines with `status` and `limit`.

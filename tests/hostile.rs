@@ -9,7 +9,7 @@
 use ojrunner::checker::Checker;
 use ojrunner::judge::{self, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
-use ojrunner::protocol::{CaseResult, Status, Task};
+use ojrunner::protocol::{CaseResult, Task, Verdict};
 use ojrunner::workspace::Workspace;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -17,18 +17,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use testkit::{processes_of, repo, TempDir};
 
-use Status::*;
+use Verdict::*;
 
 /// One hostile program: its file, the verdicts it may get, the output it
 /// must print when AC (the answer), and words its `stderr` must contain.
 struct Case {
     file: &'static str,
-    expect: &'static [Status],
+    expect: &'static [Verdict],
     answer: &'static str,
     stderr: Option<&'static str>,
 }
 
-const fn case(file: &'static str, expect: &'static [Status], answer: &'static str) -> Case {
+const fn case(file: &'static str, expect: &'static [Verdict], answer: &'static str) -> Case {
     Case { file, expect, answer, stderr: None }
 }
 

@@ -9,7 +9,7 @@
 use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
-use ojrunner::protocol::{CaseResult, Status, Task};
+use ojrunner::protocol::{CaseResult, Task, Verdict};
 use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ fn is_root() -> bool {
 /// A judged submission: every case's result, the verdict and the score.
 struct Judged {
     cases: Vec<Vec<CaseResult>>,
-    status: Status,
+    status: Verdict,
     score: i64,
 }
 
@@ -64,7 +64,7 @@ fn judge_with(j: &Judge, language: &str, source: &str, problem: &Path, slot: usi
                     j.run_case(&sub, &Case { task: t, case: c, input, answer }, &slot, &scratch).result
                 }
                 Compiled::Failed { message } => CaseResult {
-                    status: Status::CE,
+                    status: Verdict::CE,
                     exec_time: -1,
                     memory_usage: -1,
                     exit_code: -1,
@@ -76,11 +76,11 @@ fn judge_with(j: &Judge, language: &str, source: &str, problem: &Path, slot: usi
         }
         cases.push(results);
     }
-    let status = cases.iter().flatten().fold(Status::AC, |s, r| s.worst(r.status));
+    let status = cases.iter().flatten().fold(Verdict::AC, |s, r| s.worst(r.status));
     let score = tasks
         .iter()
         .zip(&cases)
-        .filter(|(_, rs)| rs.iter().all(|r| r.status == Status::AC))
+        .filter(|(_, rs)| rs.iter().all(|r| r.status == Verdict::AC))
         .map(|(t, _)| t.task_score)
         .sum();
     Judged { cases, status, score }
@@ -125,7 +125,7 @@ fn every_example_gets_its_expected_verdict_and_score() {
                 let problem = examples().join("problems").join(ex["problem"].to_string());
                 let t = Instant::now();
                 let got = judge(ex["language"].as_str().unwrap(), &source, &problem, 40 + worker);
-                let expect: Status = ex["expect"].as_str().unwrap().parse().unwrap();
+                let expect: Verdict = ex["expect"].as_str().unwrap().parse().unwrap();
                 let score = ex["score"].as_i64().unwrap();
                 let summary: Vec<String> = got
                     .cases
@@ -161,7 +161,7 @@ fn a_busy_loop_is_killed_at_the_time_limit_not_the_rlimit() {
     let source = std::fs::read_to_string(examples().join("submissions/ab_tle.c")).unwrap();
     let t = Instant::now();
     let got = judge("c11", &source, &p, 50);
-    assert_eq!(got.status, Status::TLE);
+    assert_eq!(got.status, Verdict::TLE);
     let r = got.first();
     assert!((1000..1500).contains(&r.exec_time), "killed at {} ms of CPU", r.exec_time);
     assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
@@ -174,7 +174,7 @@ fn a_sleeper_is_tle_within_a_bounded_wall_time() {
     let t = Instant::now();
     let got = judge("python3", "import time\ntime.sleep(100)\nprint('done')\n", &p, 51);
     let took = t.elapsed();
-    assert_eq!(got.status, Status::TLE, "{:?}", got.first());
+    assert_eq!(got.status, Verdict::TLE, "{:?}", got.first());
     // The wall limit is 3 × 500 ms + 1 s.
     assert!(took >= Duration::from_millis(2500) && took < Duration::from_secs(6), "took {took:?}");
     assert!(got.first().exec_time < 500, "a sleeper uses little CPU: {:?}", got.first());
@@ -231,7 +231,7 @@ fn a_fork_bomb_is_contained() {
     let p = problem(&dir, 1000, 65536, "", "");
     let t = Instant::now();
     let got = judge("c11", source, &p, 53);
-    assert!(matches!(got.status, Status::TLE | Status::MLE), "{:?}", got.first());
+    assert!(matches!(got.status, Verdict::TLE | Verdict::MLE), "{:?}", got.first());
     assert!(t.elapsed() < Duration::from_secs(8), "took {:?}", t.elapsed());
     if is_root() {
         assert_eq!(processes_of(Slot::for_index(53).uid), Vec::<i32>::new(), "the bomb's processes survived");
@@ -258,9 +258,9 @@ fn a_run_after_a_fork_bomb_is_not_charged_for_the_bombs_kernel_memory() {
     let got = judge("c11", source, &p, 74);
     for (c, r) in got.cases[0].iter().enumerate() {
         if c % 2 == 0 {
-            assert!(matches!(r.status, Status::TLE | Status::MLE), "bomb {c}: {r:?}");
+            assert!(matches!(r.status, Verdict::TLE | Verdict::MLE), "bomb {c}: {r:?}");
         } else {
-            assert_eq!(r.status, Status::AC, "case {c}: {r:?}");
+            assert_eq!(r.status, Verdict::AC, "case {c}: {r:?}");
             // What may be left of the bomb unwaited for is within
             // `cgroup::UNSETTLED` (4 MiB); the program's own, under 1 MiB.
             let bound = (ojrunner::cgroup::UNSETTLED >> 10) as i64 + 1024;
@@ -379,7 +379,7 @@ fn output_is_capped_for_the_hub() {
     let got =
         judge("python3", "import sys\nsys.stdout.write('x' * (10 << 20))\nsys.stderr.write('y' * (1 << 20))\n", &p, 57);
     let r = got.first();
-    assert_eq!(r.status, Status::WA, "{} {} {}", r.status, r.exit_code, &r.stderr[..r.stderr.len().min(300)]);
+    assert_eq!(r.status, Verdict::WA, "{} {} {}", r.status, r.exit_code, &r.stderr[..r.stderr.len().min(300)]);
     assert_eq!(r.stdout.len(), 64 * 1024);
     assert_eq!(r.stderr.len(), 64 * 1024);
     assert!(r.stdout.bytes().all(|b| b == b'x'));
@@ -392,7 +392,7 @@ fn output_past_the_limit_is_ole_even_when_sigxfsz_is_ignored() {
     let p = problem(&dir, 2000, 262144, "", "");
     let judge = Judge { output_limit: 1 << 20, ..Judge::default() };
     let got = judge_with(&judge, "python3", "while True:\n    print('spam' * 100)\n", &p, 58);
-    assert_eq!(got.status, Status::OLE, "{:?}", got.first().exit_code);
+    assert_eq!(got.status, Verdict::OLE, "{:?}", got.first().exit_code);
 }
 
 #[test]
@@ -412,7 +412,7 @@ int main(void) {
     let p = problem(&dir, 2000, 262144, "", "1\n");
     let got = judge("c11", source, &p, 59);
     let r = got.first();
-    assert_eq!(r.status, Status::AC, "{r:?}");
+    assert_eq!(r.status, Verdict::AC, "{r:?}");
     assert!((60 * 1024..=80 * 1024).contains(&r.memory_usage), "64 MiB touched, {} KiB reported", r.memory_usage);
 }
 
@@ -425,7 +425,7 @@ fn a_small_program_is_not_charged_for_the_judges_memory() {
     let source = std::fs::read_to_string(examples().join("submissions/ab_ok.c")).unwrap();
     let got = judge("c11", &source, &p, 60);
     let r = got.first();
-    assert_eq!(r.status, Status::AC, "{r:?}");
+    assert_eq!(r.status, Verdict::AC, "{r:?}");
     // Not "> 0": a program this small can live on the pages the kernel
     // charged the group ahead (a batch of 64 a CPU, `cgroup.rs`) and be gone
     // before the watchdog's first look; it then reads 0 (seen 1 run in 4 on
@@ -452,7 +452,7 @@ print("tmp ok")
     let dir = TempDir::new("readonly");
     let p = problem(&dir, 1000, 65536, "", "main.py is read-only\ntmp ok\n");
     let got = judge("python3", source, &p, 61);
-    assert_eq!(got.status, Status::AC, "{:?}", got.first());
+    assert_eq!(got.status, Verdict::AC, "{:?}", got.first());
 }
 
 #[test]
@@ -467,7 +467,7 @@ fn a_program_may_open_dev_stdout_and_dev_stderr_by_name() {
     let p = problem(&dir, 1000, 65536, "", "42\n");
     let got = judge("c11", source, &p, 75);
     let r = got.first();
-    assert_eq!(r.status, Status::AC, "{r:?}");
+    assert_eq!(r.status, Verdict::AC, "{r:?}");
     assert_eq!(r.stderr, "by name\n", "{r:?}");
 }
 
@@ -496,7 +496,7 @@ fn a_program_may_open_dev_stdin_by_name_but_not_the_answer_by_path() {
     );
     let got = judge("c11", &source, &p, 76);
     let r = got.first();
-    assert_eq!(r.status, Status::AC, "{r:?}");
+    assert_eq!(r.status, Verdict::AC, "{r:?}");
 }
 
 #[test]
@@ -515,7 +515,7 @@ os.symlink(answer, out)
     let p = problem(&dir, 1000, 65536, &format!("{}\n", answer.display()), "the secret answer\n");
     let got = judge("python3", source, &p, 62);
     // Jailed (as root), TMPDIR is a private /tmp with no stdout in it: RE.
-    let expect = if is_root() { Status::RE } else { Status::WA };
+    let expect = if is_root() { Verdict::RE } else { Verdict::WA };
     assert_eq!(got.status, expect, "{:?}", got.first());
 }
 
@@ -526,11 +526,11 @@ fn two_runs_on_one_slot_take_turns() {
     let dir = TempDir::new("turns");
     let p = problem(&dir, 2000, 65536, "", "ok\n");
     let t = Instant::now();
-    let results: Vec<Status> = std::thread::scope(|s| {
+    let results: Vec<Verdict> = std::thread::scope(|s| {
         let runs: Vec<_> = (0..2).map(|_| s.spawn(|| judge("python3", source, &p, 63).status)).collect();
         runs.into_iter().map(|r| r.join().unwrap()).collect()
     });
-    assert_eq!(results, vec![Status::AC, Status::AC]);
+    assert_eq!(results, vec![Verdict::AC, Verdict::AC]);
     if is_root() {
         assert!(t.elapsed() >= Duration::from_millis(800), "the runs overlapped: {:?}", t.elapsed());
     }
@@ -576,7 +576,7 @@ fn a_run_whose_helper_dies_is_judged_again_and_leaves_nothing_behind() {
     assert!(t.elapsed() < Duration::from_secs(30), "the second run waited for the first: {:?}", t.elapsed());
     assert!(!Path::new(&format!("/proc/{helper}")).exists(), "helper {helper} not reaped");
     let r = got.first();
-    assert_eq!((r.status, r.stdout.as_str()), (Status::TLE, "42\n"), "{r:?}");
+    assert_eq!((r.status, r.stdout.as_str()), (Verdict::TLE, "42\n"), "{r:?}");
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "the first run's processes outlived their helper");
 }
 
@@ -721,7 +721,7 @@ print("parent done", flush=True)
     let p = problem(&dir, 3000, 1 << 20, "", "parent done\n");
     let got = judge("python3", source, &p, 70);
     let r = got.first();
-    assert_eq!(r.status, Status::AC, "{r:?}");
+    assert_eq!(r.status, Verdict::AC, "{r:?}");
     if is_root() {
         assert_eq!(processes_of(Slot::for_index(70).uid), Vec::<i32>::new(), "a leftover was alive at the result");
     }

@@ -170,7 +170,7 @@ pub fn delivery(kind: OutcomeKind, answer: &Answer) -> Delivery {
 mod tests {
     use super::*;
     use crate::answer::HttpReply;
-    use crate::protocol::Status;
+    use crate::protocol::Verdict;
     use HubCall::*;
     use Meaning::*;
 
@@ -281,7 +281,7 @@ mod tests {
 
     fn ac() -> CaseResult {
         CaseResult {
-            status: Status::AC,
+            status: Verdict::AC,
             exec_time: 1,
             memory_usage: 2,
             exit_code: 0,
@@ -304,9 +304,9 @@ mod tests {
         assert_eq!(o.tasks[0].len(), 2);
         assert_eq!(o.tasks[1].len(), 1);
         assert_eq!(o.tasks[0][0], ac());
-        assert_eq!(o.tasks[0][1].status, Status::JE, "missing: JE");
+        assert_eq!(o.tasks[0][1].status, Verdict::JE, "missing: JE");
         assert_eq!(o.tasks[0][1].stderr, "case result missing");
-        assert_eq!(o.tasks[1][0].status, Status::CE);
+        assert_eq!(o.tasks[1][0].status, Verdict::CE);
         // All present: nothing left, nothing invented.
         let all: BTreeMap<_, _> = [((0, 0), ac()), ((0, 1), ac()), ((1, 0), ac())].into_iter().collect();
         assert!(cases_left(&tasks, &all).is_empty());

@@ -992,7 +992,7 @@ fn push_event(tx: &rusqlite::Transaction, claim_id: i64, body: &str) -> rusqlite
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Status;
+    use crate::protocol::Verdict;
 
     fn tmp(tag: &str) -> PathBuf {
         let p = std::env::temp_dir().join(format!("ojspool-{tag}-{}", std::process::id()));
@@ -1005,7 +1005,7 @@ mod tests {
 
     fn ok() -> CaseResult {
         CaseResult {
-            status: Status::AC,
+            status: Verdict::AC,
             exec_time: 1,
             memory_usage: 1,
             exit_code: 0,

@@ -8,7 +8,7 @@
 
 use crate::judge::{Case, CaseRun, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
-use crate::protocol::Status;
+use crate::protocol::Verdict;
 use crate::sandbox::slot::SlotPool;
 use log::error;
 use ojrunner_daemon::ExitCode;
@@ -85,7 +85,7 @@ pub fn run(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pool = SlotPool::new(1..cores);
     let slots = Slots { own: slot, pool: Some(&pool), scratch: &work.join("cases") };
-    let mut worst = Status::AC;
+    let mut worst = Verdict::AC;
     let mut ready = std::collections::BTreeMap::new();
     let mut printed = 0;
     judge.judge_all(&submitted, &cases, &slots, |c, run| {
@@ -102,7 +102,7 @@ pub fn run(
     });
     println!("{}", json!({"summary": true, "cases": names.len(), "status": worst}));
     let _ = std::fs::remove_dir_all(&work);
-    if worst == Status::AC {
+    if worst == Verdict::AC {
         ExitCode::Ok
     } else {
         ExitCode::Failure

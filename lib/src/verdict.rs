@@ -4,7 +4,7 @@
 //! [`interactive`] (an interactive case: the program's and the interactor's
 //! verdicts together).
 
-use crate::protocol::Status;
+use crate::protocol::Verdict;
 use crate::sandbox::{Exit, Fired, Limits, Usage};
 
 /// What a judged run earns before its output is looked at, first match wins:
@@ -22,20 +22,20 @@ use crate::sandbox::{Exit, Fired, Limits, Usage};
 /// backstop while its resident memory was still under the limit is RE (as in
 /// Normal-OJ, whose only memory limit is `RLIMIT_AS`); and CPU time counts
 /// user + system time (Normal-OJ counts user time only).
-pub fn decide(usage: &Usage, limits: &Limits, output_bytes: u64) -> Option<Status> {
+pub fn decide(usage: &Usage, limits: &Limits, output_bytes: u64) -> Option<Verdict> {
     let signal = match usage.exit {
         Exit::Signal(s) => Some(s),
         Exit::Code(_) => None,
     };
     if matches!(usage.fired, Some(Fired::Cpu | Fired::Wall)) || signal == Some(libc::SIGXCPU) || usage.cpu > limits.cpu
     {
-        Some(Status::TLE)
+        Some(Verdict::TLE)
     } else if signal == Some(libc::SIGXFSZ) || output_bytes >= limits.output {
-        Some(Status::OLE)
+        Some(Verdict::OLE)
     } else if usage.fired == Some(Fired::Memory) || usage.memory > limits.memory {
-        Some(Status::MLE)
+        Some(Verdict::MLE)
     } else if usage.exit != Exit::Code(0) {
-        Some(Status::RE)
+        Some(Verdict::RE)
     } else {
         None
     }
@@ -93,10 +93,10 @@ pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str, said_bytes: u
 /// (PE) WA; `Err`, why not, for any other exit, a signal, a limit or a
 /// denied system call: the judge's fault (JE), not the program's. `what`
 /// names the program in the reason (`checker`, `interactor`).
-pub fn checker_program(what: &str, usage: &Usage) -> Result<Status, String> {
+pub fn checker_program(what: &str, usage: &Usage) -> Result<Verdict, String> {
     Err(match (usage.fired, &usage.denied, usage.exit) {
-        (None, None, Exit::Code(0)) => return Ok(Status::AC),
-        (None, None, Exit::Code(1 | 2)) => return Ok(Status::WA),
+        (None, None, Exit::Code(0)) => return Ok(Verdict::AC),
+        (None, None, Exit::Code(1 | 2)) => return Ok(Verdict::WA),
         (Some(f), _, _) => format!("{what} exceeded its {} limit", f.as_str()),
         (None, Some(call), _) => format!("{what}: system call {call} denied by the sandbox"),
         (None, None, Exit::Code(c)) => format!("{what} failed (exit {c})"),
@@ -117,13 +117,13 @@ pub fn checker_program(what: &str, usage: &Usage) -> Result<Status, String> {
 /// | clean | AC, WA | the interactor's |
 /// | clean | failed | JE |
 pub fn interactive(
-    program: Option<Status>,
+    program: Option<Verdict>,
     sigpipe: bool,
-    interactor: Result<Status, String>,
-) -> Result<Status, String> {
+    interactor: Result<Verdict, String>,
+) -> Result<Verdict, String> {
     match (program, interactor) {
-        (Some(Status::RE), Ok(Status::WA)) if sigpipe => Ok(Status::WA),
-        (Some(Status::RE), Err(e)) => Err(e),
+        (Some(Verdict::RE), Ok(Verdict::WA)) if sigpipe => Ok(Verdict::WA),
+        (Some(Verdict::RE), Err(e)) => Err(e),
         (Some(s), _) => Ok(s),
         (None, i) => i,
     }
@@ -168,21 +168,21 @@ mod tests {
         assert_eq!(d(usage(OK, None, 10, 1), 0), None);
         assert_eq!(d(usage(OK, None, 1000, 64), (1 << 20) - 1), None, "at the limits is within them");
         // 1: TLE.
-        assert_eq!(d(usage(KILLED, Some(Fired::Cpu), 1010, 1), 0), Some(Status::TLE));
-        assert_eq!(d(usage(KILLED, Some(Fired::Wall), 5, 1), 0), Some(Status::TLE), "a sleeper");
-        assert_eq!(d(usage(Exit::Signal(libc::SIGXCPU), None, 999, 1), 0), Some(Status::TLE));
-        assert_eq!(d(usage(OK, None, 1001, 1), 0), Some(Status::TLE), "over the CPU limit though it finished");
+        assert_eq!(d(usage(KILLED, Some(Fired::Cpu), 1010, 1), 0), Some(Verdict::TLE));
+        assert_eq!(d(usage(KILLED, Some(Fired::Wall), 5, 1), 0), Some(Verdict::TLE), "a sleeper");
+        assert_eq!(d(usage(Exit::Signal(libc::SIGXCPU), None, 999, 1), 0), Some(Verdict::TLE));
+        assert_eq!(d(usage(OK, None, 1001, 1), 0), Some(Verdict::TLE), "over the CPU limit though it finished");
         // 2: OLE.
-        assert_eq!(d(usage(Exit::Signal(libc::SIGXFSZ), None, 50, 1), 1 << 20), Some(Status::OLE));
-        assert_eq!(d(usage(Exit::Code(1), None, 50, 1), 1 << 20), Some(Status::OLE), "SIGXFSZ ignored");
+        assert_eq!(d(usage(Exit::Signal(libc::SIGXFSZ), None, 50, 1), 1 << 20), Some(Verdict::OLE));
+        assert_eq!(d(usage(Exit::Code(1), None, 50, 1), 1 << 20), Some(Verdict::OLE), "SIGXFSZ ignored");
         // 3: MLE.
-        assert_eq!(d(usage(KILLED, Some(Fired::Memory), 50, 60), 0), Some(Status::MLE));
-        assert_eq!(d(usage(Exit::Signal(libc::SIGSEGV), None, 50, 65), 0), Some(Status::MLE));
-        assert_eq!(d(usage(OK, None, 50, 65), 0), Some(Status::MLE));
+        assert_eq!(d(usage(KILLED, Some(Fired::Memory), 50, 60), 0), Some(Verdict::MLE));
+        assert_eq!(d(usage(Exit::Signal(libc::SIGSEGV), None, 50, 65), 0), Some(Verdict::MLE));
+        assert_eq!(d(usage(OK, None, 50, 65), 0), Some(Verdict::MLE));
         // 4: RE.
-        assert_eq!(d(usage(Exit::Code(3), None, 5, 1), 0), Some(Status::RE));
-        assert_eq!(d(usage(Exit::Signal(libc::SIGSEGV), None, 5, 1), 0), Some(Status::RE));
-        assert_eq!(d(usage(Exit::Signal(libc::SIGABRT), None, 5, 1), 0), Some(Status::RE));
+        assert_eq!(d(usage(Exit::Code(3), None, 5, 1), 0), Some(Verdict::RE));
+        assert_eq!(d(usage(Exit::Signal(libc::SIGSEGV), None, 5, 1), 0), Some(Verdict::RE));
+        assert_eq!(d(usage(Exit::Signal(libc::SIGABRT), None, 5, 1), 0), Some(Verdict::RE));
     }
 
     #[test]
@@ -191,10 +191,10 @@ mod tests {
         // TLE beats OLE beats MLE beats RE.
         assert_eq!(
             decide(&usage(Exit::Signal(libc::SIGXFSZ), Some(Fired::Cpu), 1100, 100), &l, 1 << 20),
-            Some(Status::TLE)
+            Some(Verdict::TLE)
         );
-        assert_eq!(decide(&usage(Exit::Signal(libc::SIGXFSZ), None, 10, 100), &l, 1 << 20), Some(Status::OLE));
-        assert_eq!(decide(&usage(Exit::Code(1), None, 10, 100), &l, 0), Some(Status::MLE));
+        assert_eq!(decide(&usage(Exit::Signal(libc::SIGXFSZ), None, 10, 100), &l, 1 << 20), Some(Verdict::OLE));
+        assert_eq!(decide(&usage(Exit::Code(1), None, 10, 100), &l, 0), Some(Verdict::MLE));
     }
 
     #[test]
@@ -226,9 +226,9 @@ mod tests {
     #[test]
     fn checker_programs_speak_testlib() {
         let v = |u: Usage| checker_program("checker", &u);
-        assert_eq!(v(usage(OK, None, 10, 1)), Ok(Status::AC));
-        assert_eq!(v(usage(Exit::Code(1), None, 10, 1)), Ok(Status::WA));
-        assert_eq!(v(usage(Exit::Code(2), None, 10, 1)), Ok(Status::WA), "PE is WA");
+        assert_eq!(v(usage(OK, None, 10, 1)), Ok(Verdict::AC));
+        assert_eq!(v(usage(Exit::Code(1), None, 10, 1)), Ok(Verdict::WA));
+        assert_eq!(v(usage(Exit::Code(2), None, 10, 1)), Ok(Verdict::WA), "PE is WA");
         assert_eq!(v(usage(Exit::Code(3), None, 10, 1)), Err("checker failed (exit 3)".into()));
         assert_eq!(v(usage(Exit::Signal(libc::SIGSEGV), None, 10, 1)), Err("checker died of signal 11".into()));
         assert_eq!(v(usage(KILLED, Some(Fired::Wall), 10, 1)), Err("checker exceeded its wall limit".into()));
@@ -240,24 +240,24 @@ mod tests {
 
     #[test]
     fn the_interactive_table() {
-        let failed = || Err::<Status, _>("interactor failed (exit 3)".to_string());
+        let failed = || Err::<Verdict, _>("interactor failed (exit 3)".to_string());
         let i = interactive;
         // Row 1: the interactor said WA and stopped reading; the program's next write died.
-        assert_eq!(i(Some(Status::RE), true, Ok(Status::WA)), Ok(Status::WA));
-        assert_eq!(i(Some(Status::RE), false, Ok(Status::WA)), Ok(Status::RE), "a crash of its own");
-        assert_eq!(i(Some(Status::RE), true, Ok(Status::AC)), Ok(Status::RE));
+        assert_eq!(i(Some(Verdict::RE), true, Ok(Verdict::WA)), Ok(Verdict::WA));
+        assert_eq!(i(Some(Verdict::RE), false, Ok(Verdict::WA)), Ok(Verdict::RE), "a crash of its own");
+        assert_eq!(i(Some(Verdict::RE), true, Ok(Verdict::AC)), Ok(Verdict::RE));
         // Row 2: a failed interactor is JE, whatever became of the program.
-        assert_eq!(i(Some(Status::RE), true, failed()), failed());
-        assert_eq!(i(Some(Status::RE), false, failed()), failed());
+        assert_eq!(i(Some(Verdict::RE), true, failed()), failed());
+        assert_eq!(i(Some(Verdict::RE), false, failed()), failed());
         // Row 3: the program's own limits win.
-        for s in [Status::TLE, Status::OLE, Status::MLE] {
-            assert_eq!(i(Some(s), false, Ok(Status::AC)), Ok(s));
-            assert_eq!(i(Some(s), true, Ok(Status::WA)), Ok(s));
+        for s in [Verdict::TLE, Verdict::OLE, Verdict::MLE] {
+            assert_eq!(i(Some(s), false, Ok(Verdict::AC)), Ok(s));
+            assert_eq!(i(Some(s), true, Ok(Verdict::WA)), Ok(s));
             assert_eq!(i(Some(s), false, failed()), Ok(s));
         }
         // Rows 4 and 5: a clean program; the interactor decides.
-        assert_eq!(i(None, false, Ok(Status::AC)), Ok(Status::AC));
-        assert_eq!(i(None, false, Ok(Status::WA)), Ok(Status::WA));
+        assert_eq!(i(None, false, Ok(Verdict::AC)), Ok(Verdict::AC));
+        assert_eq!(i(None, false, Ok(Verdict::WA)), Ok(Verdict::WA));
         assert_eq!(i(None, false, failed()), failed());
     }
 }

@@ -23,7 +23,7 @@
 use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
-use ojrunner::protocol::{Status, Task};
+use ojrunner::protocol::{Task, Verdict};
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
 use ojrunner::slot_pool::SlotPool;
 use ojrunner::workspace::Workspace;
@@ -478,8 +478,8 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
         true
     });
     let rate = cases as f64 / start.elapsed().as_secs_f64();
-    let wrong = results.iter().filter(|r| r.status != Status::AC).count();
-    if let Some(r) = results.iter().find(|r| r.status != Status::AC) {
+    let wrong = results.iter().filter(|r| r.status != Verdict::AC).count();
+    if let Some(r) = results.iter().find(|r| r.status != Verdict::AC) {
         println!("  a case was {:?}: {}", r.status, r.stderr.trim());
     }
     Ok((rate, wrong))

@@ -4,36 +4,36 @@
 //! the sum. The body must fit the problem's meta exactly, or it is refused
 //! (400): a result for other cases than the ones asked for judges nothing.
 
-use ojrunner_protocol::{Outcome, Status, Task};
+use ojrunner_protocol::{Outcome, Task, Verdict};
 use serde_json::json;
 
 /// How much of each case's stderr `status` keeps.
 const STDERR_KEPT: usize = 200;
 
-/// A landed result.
+/// A landed result, scored.
 #[derive(Debug, PartialEq)]
-pub struct Verdict {
-    pub status: Status,
+pub struct Scored {
+    pub status: Verdict,
     pub score: i64,
     /// `[{"status","score","cases":[{"status","execTime","memoryUsage","stderr"}]}]`.
     pub tasks: serde_json::Value,
 }
 
 /// Checks `body` against `tasks` and scores it; the error says why not.
-pub fn judge(body: &str, tasks: &[Task]) -> Result<Verdict, String> {
+pub fn judge(body: &str, tasks: &[Task]) -> Result<Scored, String> {
     let outcome: Outcome = serde_json::from_str(body).map_err(|e| format!("not a result payload: {e}"))?;
     if outcome.tasks.len() != tasks.len() {
         return Err(format!("{} task lists for {} tasks", outcome.tasks.len(), tasks.len()));
     }
-    let mut status = Status::AC;
+    let mut status = Verdict::AC;
     let mut score = 0;
     let mut summary = Vec::new();
     for (i, (cases, task)) in outcome.tasks.iter().zip(tasks).enumerate() {
         if cases.len() as i64 != task.case_count {
             return Err(format!("task {i}: {} cases for caseCount {}", cases.len(), task.case_count));
         }
-        let task_status = cases.iter().fold(Status::AC, |worst, c| worst.worst(c.status));
-        let task_score = if cases.iter().all(|c| c.status == Status::AC) { task.task_score } else { 0 };
+        let task_status = cases.iter().fold(Verdict::AC, |worst, c| worst.worst(c.status));
+        let task_score = if cases.iter().all(|c| c.status == Verdict::AC) { task.task_score } else { 0 };
         status = status.worst(task_status);
         score += task_score;
         let cases: Vec<_> = cases
@@ -45,7 +45,7 @@ pub fn judge(body: &str, tasks: &[Task]) -> Result<Verdict, String> {
             .collect();
         summary.push(json!({"status": task_status, "score": task_score, "cases": cases}));
     }
-    Ok(Verdict { status, score, tasks: serde_json::Value::Array(summary) })
+    Ok(Scored { status, score, tasks: serde_json::Value::Array(summary) })
 }
 
 #[cfg(test)]
@@ -65,7 +65,7 @@ mod tests {
         let tasks = [task(40, 2), task(60, 1)];
         let body = format!(r#"{{"tasks":[[{},{}],[{}]]}}"#, case("AC"), case("TLE"), case("AC"));
         let v = judge(&body, &tasks).unwrap();
-        assert_eq!((v.status, v.score), (Status::TLE, 60));
+        assert_eq!((v.status, v.score), (Verdict::TLE, 60));
         assert_eq!(v.tasks[0]["status"], "TLE");
         assert_eq!(v.tasks[1]["cases"][0]["stderr"], "e");
     }

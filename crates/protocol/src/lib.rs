@@ -15,7 +15,7 @@ use std::fmt;
 /// A verdict, in the hub's order: the numeric code is the severity, so a
 /// task's status is the case status with the largest code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Status {
+pub enum Verdict {
     AC,
     WA,
     CE,
@@ -26,36 +26,36 @@ pub enum Status {
     OLE,
 }
 
-impl Status {
+impl Verdict {
     /// The hub's integer code (Normal-OJ's `status2code`).
     pub fn code(self) -> u8 {
         match self {
-            Status::AC => 0,
-            Status::WA => 1,
-            Status::CE => 2,
-            Status::TLE => 3,
-            Status::MLE => 4,
-            Status::RE => 5,
-            Status::JE => 6,
-            Status::OLE => 7,
+            Verdict::AC => 0,
+            Verdict::WA => 1,
+            Verdict::CE => 2,
+            Verdict::TLE => 3,
+            Verdict::MLE => 4,
+            Verdict::RE => 5,
+            Verdict::JE => 6,
+            Verdict::OLE => 7,
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::AC => "AC",
-            Status::WA => "WA",
-            Status::CE => "CE",
-            Status::TLE => "TLE",
-            Status::MLE => "MLE",
-            Status::RE => "RE",
-            Status::JE => "JE",
-            Status::OLE => "OLE",
+            Verdict::AC => "AC",
+            Verdict::WA => "WA",
+            Verdict::CE => "CE",
+            Verdict::TLE => "TLE",
+            Verdict::MLE => "MLE",
+            Verdict::RE => "RE",
+            Verdict::JE => "JE",
+            Verdict::OLE => "OLE",
         }
     }
 
     /// The worse of two verdicts, by the hub's severity order.
-    pub fn worst(self, other: Status) -> Status {
+    pub fn worst(self, other: Verdict) -> Verdict {
         if other.code() > self.code() {
             other
         } else {
@@ -64,24 +64,24 @@ impl Status {
     }
 }
 
-impl fmt::Display for Status {
+impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl std::str::FromStr for Status {
+impl std::str::FromStr for Verdict {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s {
-            "AC" => Status::AC,
-            "WA" => Status::WA,
-            "CE" => Status::CE,
-            "TLE" => Status::TLE,
-            "MLE" => Status::MLE,
-            "RE" => Status::RE,
-            "JE" => Status::JE,
-            "OLE" => Status::OLE,
+            "AC" => Verdict::AC,
+            "WA" => Verdict::WA,
+            "CE" => Verdict::CE,
+            "TLE" => Verdict::TLE,
+            "MLE" => Verdict::MLE,
+            "RE" => Verdict::RE,
+            "JE" => Verdict::JE,
+            "OLE" => Verdict::OLE,
             _ => return Err(format!("unknown status {s:?}")),
         })
     }
@@ -191,7 +191,7 @@ impl Job {
 /// The result of one case, as the `complete` body carries it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseResult {
-    pub status: Status,
+    pub status: Verdict,
     /// Milliseconds of CPU time (-1 when not measured).
     #[serde(rename = "execTime")]
     pub exec_time: i64,
@@ -208,7 +208,7 @@ impl CaseResult {
     /// A case the judge itself could not judge.
     pub fn judge_error(why: &str) -> CaseResult {
         CaseResult {
-            status: Status::JE,
+            status: Verdict::JE,
             exec_time: -1,
             memory_usage: -1,
             exit_code: -1,
@@ -223,7 +223,7 @@ impl CaseResult {
     /// message where the hub shows it.
     pub fn compile_error(message: &str) -> CaseResult {
         CaseResult {
-            status: Status::CE,
+            status: Verdict::CE,
             exec_time: -1,
             memory_usage: -1,
             exit_code: -1,
@@ -377,8 +377,8 @@ mod tests {
 
     #[test]
     fn statuses_order_by_severity() {
-        assert_eq!(Status::AC.worst(Status::WA), Status::WA);
-        assert_eq!(Status::OLE.worst(Status::JE), Status::OLE);
-        assert_eq!(serde_json::to_string(&Status::TLE).unwrap(), "\"TLE\"");
+        assert_eq!(Verdict::AC.worst(Verdict::WA), Verdict::WA);
+        assert_eq!(Verdict::OLE.worst(Verdict::JE), Verdict::OLE);
+        assert_eq!(serde_json::to_string(&Verdict::TLE).unwrap(), "\"TLE\"");
     }
 }

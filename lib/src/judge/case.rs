@@ -11,7 +11,7 @@ use super::files::{annotate, create_fresh, run_output, set_mode, CheckDir};
 use super::spec::RunSpec;
 use super::{Case, CaseRun, Judge, Slot, Submission, CHECKER_DIR, CHECK_DIR, SRC};
 use crate::checker::{Checker, Program};
-use crate::protocol::{CaseResult, Status, Task};
+use crate::protocol::{CaseResult, Task, Verdict};
 use crate::sandbox::{self, Bind, Limits};
 use crate::verdict;
 use std::fs::File;
@@ -89,8 +89,8 @@ impl CaseContext<'_> {
                     Err(e) => return CaseRun::judge_error(&e),
                 },
                 checker => match checker.check_output(&mut stdout, self.answer) {
-                    Ok(true) => Status::AC,
-                    Ok(false) => Status::WA,
+                    Ok(true) => Verdict::AC,
+                    Ok(false) => Verdict::WA,
                     Err(e) => return CaseRun::judge_error(&format!("checker: {e}")),
                 },
             },
@@ -133,7 +133,12 @@ impl CaseContext<'_> {
 
     /// A checker program's verdict ([`verdict::checker_program`]), with what
     /// it said (its `log`) after the reason when it failed.
-    pub(super) fn checker_verdict(&self, what: &str, usage: &sandbox::Usage, log: &mut File) -> Result<Status, String> {
+    pub(super) fn checker_verdict(
+        &self,
+        what: &str,
+        usage: &sandbox::Usage,
+        log: &mut File,
+    ) -> Result<Verdict, String> {
         let cap = self.judge.output_cap;
         verdict::checker_program(what, usage).map_err(|why| {
             let said = read_back(log, cap);
@@ -145,7 +150,7 @@ impl CaseContext<'_> {
     /// Runs a special checker on a finished case: `checker input output
     /// answer` in `<scratch>.judge/`, as the auxiliary slot. Exit 0 AC, 1 or
     /// 2 WA; `Err` (JE) for anything else, with the checker's stderr.
-    fn run_checker(&self, p: &Program, output: &mut File) -> Result<Status, String> {
+    fn run_checker(&self, p: &Program, output: &mut File) -> Result<Verdict, String> {
         let aux = self.slot.auxiliary();
         let prepared = (|| {
             let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
@@ -164,7 +169,13 @@ impl CaseContext<'_> {
     }
 
     /// The case's result from the program's usage and its (capped) streams.
-    pub(super) fn finish(&self, status: Status, usage: &sandbox::Usage, stdout: String, mut stderr: String) -> CaseRun {
+    pub(super) fn finish(
+        &self,
+        status: Verdict,
+        usage: &sandbox::Usage,
+        stdout: String,
+        mut stderr: String,
+    ) -> CaseRun {
         let cap = self.judge.output_cap;
         if let Some(call) = &usage.denied {
             // The note must fit: cut the program's own words first.
@@ -176,9 +187,9 @@ impl CaseContext<'_> {
         let limit = match (usage.fired, &usage.denied) {
             (Some(f), _) => Some(f.as_str()),
             (None, Some(_)) => Some("syscall"),
-            _ if status == Status::OLE => Some("output"),
-            _ if status == Status::TLE => Some("cpu"),
-            _ if status == Status::MLE => Some("memory"),
+            _ if status == Verdict::OLE => Some("output"),
+            _ if status == Verdict::TLE => Some("cpu"),
+            _ if status == Verdict::MLE => Some("memory"),
             _ => None,
         };
         let result = CaseResult {

@@ -173,7 +173,7 @@ fn record_all(cases: &[Case], compiled: Compiled, mut record: impl FnMut(&Case, 
 mod tests {
     use super::*;
     use crate::language::Languages;
-    use crate::protocol::Status;
+    use crate::protocol::Verdict;
 
     #[test]
     fn with_nothing_to_run_every_case_gets_the_same_result_until_record_stops() {
@@ -197,7 +197,7 @@ mod tests {
         let no_checker = job(Err("no lang".into()), Err("checker: broken".into()));
         let (compiled, got) = judged(&no_checker, 9);
         assert_eq!(compiled, Compiled::JudgeError("checker: broken".into()));
-        let je = |c| (c, Status::JE, "checker: broken".to_string());
+        let je = |c| (c, Verdict::JE, "checker: broken".to_string());
         assert_eq!(got, [je(0), je(1), je(2)]);
         // Recording stops when `record` says so.
         assert_eq!(judged(&no_checker, 2).1.len(), 2);
