@@ -43,7 +43,7 @@ pub struct ServeConfig {
     pub notify_fd: Option<i32>,
 }
 
-struct Hub {
+struct HubServer {
     cfg: ServeConfig,
     base_url: String,
     /// The port listened on (a fault closes connections to it by hand).
@@ -65,7 +65,7 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("listening on {}: {e}", cfg.listen)))?;
     let addr = server.server_addr().to_ip().ok_or_else(|| Failure::runtime("not listening on an IP"))?;
     let Shutdown { inbox, .. } = shutdown;
-    let hub = Arc::new(Hub {
+    let hub = Arc::new(HubServer {
         base_url: format!("http://{addr}"),
         port: addr.port(),
         wildcard: addr.ip().is_unspecified(),
@@ -118,7 +118,7 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
     Ok(())
 }
 
-fn work(hub: &Hub, server: &tiny_http::Server, mut conn: Connection) {
+fn work(hub: &HubServer, server: &tiny_http::Server, mut conn: Connection) {
     while !hub.shutdown.load(Ordering::SeqCst) {
         match server.recv_timeout(Duration::from_millis(200)) {
             Ok(Some(req)) => handle(hub, &mut conn, req),
@@ -154,7 +154,7 @@ impl Reply {
     }
 }
 
-fn handle(hub: &Hub, conn: &mut Connection, mut req: Request) {
+fn handle(hub: &HubServer, conn: &mut Connection, mut req: Request) {
     let url = req.url().to_string();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let method = req.method().clone();
@@ -212,7 +212,7 @@ fn scripted(code: u16, rule: &fault::Rule) -> Reply {
 /// Writes `reply` announcing its whole length but sends only `cut` bytes of
 /// its body, waits `hang`, then closes the connection: a body that ends
 /// early (or hangs first) as a dying proxy or hub sends it.
-fn respond_cut(hub: &Hub, req: Request, reply: Reply, cut: u64, hang: Option<Duration>) {
+fn respond_cut(hub: &HubServer, req: Request, reply: Reply, cut: u64, hang: Option<Duration>) {
     let peer = req.remote_addr().copied();
     let mut head = format!("HTTP/1.1 {} Fault\r\nContent-Length: {}\r\n", reply.code, reply.body.len());
     if let Some(ct) = &reply.content_type {
@@ -234,7 +234,7 @@ fn respond_cut(hub: &Hub, req: Request, reply: Reply, cut: u64, hang: Option<Dur
 /// Closes this server's connection to `peer` (tiny_http keeps it open for
 /// the next request): the socket is found among our descriptors by its two
 /// addresses and shut down.
-fn close_connection(hub: &Hub, peer: std::net::SocketAddr) {
+fn close_connection(hub: &HubServer, peer: std::net::SocketAddr) {
     use std::os::fd::FromRawFd;
     use std::os::unix::fs::FileTypeExt;
     let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return };
@@ -268,7 +268,13 @@ enum Endpoint<'a> {
     Code(&'a str),
 }
 
-fn route(hub: &Hub, conn: &mut Connection, req: &mut Request, path: &str, query: &str) -> rusqlite::Result<Reply> {
+fn route(
+    hub: &HubServer,
+    conn: &mut Connection,
+    req: &mut Request,
+    path: &str,
+    query: &str,
+) -> rusqlite::Result<Reply> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let (want, endpoint) = match segments.as_slice() {
         ["runners", "register"] => (Method::Post, Endpoint::Register),
@@ -353,7 +359,7 @@ fn read_json(req: &mut Request) -> Result<Value, Reply> {
     }
 }
 
-fn register(hub: &Hub, conn: &mut Connection, req: &mut Request) -> rusqlite::Result<Reply> {
+fn register(hub: &HubServer, conn: &mut Connection, req: &mut Request) -> rusqlite::Result<Reply> {
     let body = match read_json(req) {
         Ok(v) => v,
         Err(reply) => return Ok(reply),
@@ -372,7 +378,7 @@ fn register(hub: &Hub, conn: &mut Connection, req: &mut Request) -> rusqlite::Re
     Ok(Reply::json(201, serde_json::to_string(&answer).expect("a registration serialises")))
 }
 
-fn heartbeat(hub: &Hub, conn: &mut Connection, req: &mut Request, rn: &str) -> rusqlite::Result<Reply> {
+fn heartbeat(hub: &HubServer, conn: &mut Connection, req: &mut Request, rn: &str) -> rusqlite::Result<Reply> {
     let ids = read_json(req).and_then(|v| {
         serde_json::from_value::<Vec<String>>(v.get("active_job_ids").cloned().unwrap_or(Value::Null))
             .map_err(|_| Reply::error(400, "active_job_ids must be a list of job ids"))
@@ -387,7 +393,7 @@ fn heartbeat(hub: &Hub, conn: &mut Connection, req: &mut Request, rn: &str) -> r
     }
 }
 
-fn next_job(hub: &Hub, conn: &mut Connection, req: &Request, rn: &str, query: &str) -> rusqlite::Result<Reply> {
+fn next_job(hub: &HubServer, conn: &mut Connection, req: &Request, rn: &str, query: &str) -> rusqlite::Result<Reply> {
     let wait = query_param(query, "wait").and_then(|w| w.parse::<f64>().ok()).unwrap_or(0.0);
     let until = Instant::now() + Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SEC));
     runners::touch(conn, rn)?;
@@ -412,7 +418,7 @@ fn next_job(hub: &Hub, conn: &mut Connection, req: &Request, rn: &str, query: &s
 
 /// The base of `code_url`: where this hub listens, or, when it listens on
 /// every address, the host the runner reached it by.
-fn base_url(hub: &Hub, req: &Request) -> String {
+fn base_url(hub: &HubServer, req: &Request) -> String {
     let host = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str().to_string());
     match host {
         Some(host) if hub.wildcard => format!("http://{host}"),
@@ -420,7 +426,7 @@ fn base_url(hub: &Hub, req: &Request) -> String {
     }
 }
 
-fn abort(hub: &Hub, conn: &mut Connection, req: &mut Request, rn: &str, jb: &str) -> rusqlite::Result<Reply> {
+fn abort(hub: &HubServer, conn: &mut Connection, req: &mut Request, rn: &str, jb: &str) -> rusqlite::Result<Reply> {
     let reason = match read_json(req) {
         Ok(v) => v.get("reason").and_then(Value::as_str).and_then(AbortReason::parse),
         Err(reply) => return Ok(reply),
@@ -452,7 +458,7 @@ fn events(conn: &mut Connection, req: &mut Request, jb: &str) -> rusqlite::Resul
 
 /// `/problem/{pid}/meta|checksum|testdata?token=S`, wrapped as Normal-OJ's
 /// backend wraps it (the zip aside).
-fn testdata_channel(hub: &Hub, conn: &Connection, pid: i64, what: &str, query: &str) -> rusqlite::Result<Reply> {
+fn testdata_channel(hub: &HubServer, conn: &Connection, pid: i64, what: &str, query: &str) -> rusqlite::Result<Reply> {
     let given = query_param(query, "token").unwrap_or_default();
     if !hub.cfg.testdata_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes())) {
         return Ok(Reply::error(401, "Invalid sandbox token"));

@@ -97,7 +97,7 @@ impl CaseContext<'_> {
         };
         let cap = self.judge.output_cap;
         let (out, err) = (read_back(&mut stdout, cap), read_back(&mut stderr, cap));
-        self.finish(status, &usage, out, err)
+        self.case_run(status, &usage, out, err)
     }
 
     /// The program's limits under its task.
@@ -169,7 +169,7 @@ impl CaseContext<'_> {
     }
 
     /// The case's result from the program's usage and its (capped) streams.
-    pub(super) fn finish(
+    pub(super) fn case_run(
         &self,
         status: Verdict,
         usage: &sandbox::Usage,

@@ -61,6 +61,6 @@ impl CaseContext<'_> {
             Err(e) => return CaseRun::judge_error(&e),
         };
         let stderr = read_back(&mut stderr, self.judge.output_cap);
-        self.finish(status, &usage, String::new(), stderr)
+        self.case_run(status, &usage, String::new(), stderr)
     }
 }

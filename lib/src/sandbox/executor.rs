@@ -152,7 +152,7 @@ impl Executor {
     pub(super) fn after_reply(&mut self) {
         let Some(left) = self.leftover.take() else { return };
         let _ = reap(left.init);
-        finish(self.group.as_ref(), &left.binds);
+        tidy_after_init(self.group.as_ref(), &left.binds);
     }
 
     /// When the helper exits: its cgroup goes.
@@ -273,7 +273,7 @@ impl Executor {
             // What it shared with this helper (heap, locks, glibc's state) may
             // be half-changed: the helper answers, then exits.
             let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| describe(status));
-            finish(group, &req.binds);
+            tidy_after_init(group, &req.binds);
             self.retiring = true;
             return Err(format!("the sandbox's init {how} during the run"));
         }
@@ -379,7 +379,7 @@ impl<'a> Watchdog<'a> {
 }
 
 /// After init is gone: a second belt for the group, the template as it was.
-fn finish(group: Option<&Group>, binds: &[Bind]) {
+fn tidy_after_init(group: Option<&Group>, binds: &[Bind]) {
     if let Some(g) = group {
         // Nothing is left after init's death; this is a second belt.
         if !g.is_empty() {
