@@ -20,3 +20,13 @@ pub mod token_file;
 
 pub use exit::ExitCode;
 pub use failure::{exit_code, Context, Failure};
+
+/// A program's first steps, the same in every one that runs as a stage:
+/// keep the descriptors it inherited to itself ([`fds`]), start the
+/// [`logger`] under its name, then parse its command line with `parse`
+/// (clap's `Cli::parse`, which exits on a usage error).
+pub fn start<Cli>(name: &str, parse: impl FnOnce() -> Cli) -> Cli {
+    fds::keep_inherited_fds_private();
+    logger::init(name);
+    parse()
+}
