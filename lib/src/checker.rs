@@ -880,8 +880,7 @@ mod tests {
 
     #[test]
     fn files_are_checked_and_a_missing_file_is_an_error() {
-        let dir = std::env::temp_dir().join(format!("ojchk-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ojrunner_daemon::test_dir("ojchk");
         std::fs::write(dir.join("out"), "42 \n").unwrap();
         std::fs::write(dir.join("ans"), "42\n").unwrap();
         let mut out = File::open(dir.join("out")).unwrap();
