@@ -6,7 +6,6 @@
 //! each job gets one verdict, the right one, and no attempt is spent by the
 //! runner's own trouble.
 
-use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -36,12 +35,7 @@ fn ab_judged_once_through_the_faults(hub: &Hub, dir: &Path) {
     let runner = start_runner(hub, &dir.join("spool"), &[]);
     hub.wait_all_judged(Duration::from_secs(120));
     assert_judged_once(hub, &sub, "AC");
-    stop(runner);
-}
-
-fn stop(mut runner: Proc) {
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+    drain(runner);
 }
 
 fn log_text(log: &Path) -> String {
@@ -105,7 +99,7 @@ fn i13_1_a_result_refused_as_too_large_keeps_its_evidence_and_goes_back_as_rejec
     hub.wait_all_judged(Duration::from_secs(120));
     let s = hub.submission(&sub);
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 2. a wrong SANDBOX_TOKEN ---------------------------------------------
@@ -175,7 +169,7 @@ fn i13_4_a_prep_waiting_on_one_problem_never_holds_up_another() {
     hub.wait_all_judged(Duration::from_secs(120));
     assert_judged_once(&hub, &free, "AC");
     assert_judged_once(&hub, &stuck, "AC");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 5. and 6. a full disk -------------------------------------------------
@@ -203,7 +197,7 @@ fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
     disk.free();
     hub.wait_all_judged(Duration::from_secs(60));
     assert_judged_once(&hub, &sub, "AC");
-    stop(runner);
+    drain(runner);
 }
 
 #[test]
@@ -231,7 +225,7 @@ fn i13_6_a_full_disk_pauses_claiming_and_status_still_reads_the_spool() {
     disk.free();
     hub.wait_all_judged(Duration::from_secs(120));
     assert_judged_once(&hub, &sub, "AC");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 7. and 8. status and a second runnerd ---------------------------------
@@ -243,7 +237,7 @@ fn i13_7_status_of_a_damaged_spool_says_so_and_fails() {
     let spool = dir.path().join("spool");
     let runner = start_runner(&hub, &spool, &[]);
     wait_for("the runner registered", Duration::from_secs(30), || spool_runner_id(&spool));
-    stop(runner);
+    drain(runner);
     // Keep the header page (the schema version reads fine), spoil the rest.
     let db = spool.join("spool.db");
     let mut bytes = std::fs::read(&db).unwrap();
@@ -277,7 +271,7 @@ fn i13_8_a_refused_second_runnerd_writes_nothing() {
     );
     let out = Command::new(bin("runnerd")).env("OJ_SPOOL", &spool).args(["latch", "--off"]).output().unwrap();
     assert!(out.status.success());
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 9. zips the zip library misreads, refused at once ----------------------
@@ -339,7 +333,7 @@ fn i13_9_a_name_twice_in_a_zip_or_a_zip_that_is_none_is_refused_at_once() {
         assert!(text.contains(&format!("cannot be judged: {why}")), "the log says why ({why}): {text}");
     }
     assert!(!text.contains("prep try"), "a refused archive is not tried again: {text}");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 10. a next-job payload that does not parse ----------------------------
@@ -363,5 +357,5 @@ fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
         (t.contains("expected a string") && t.contains("EOF while parsing")).then_some(t)
     });
     assert!(!text.contains("without a job_id"), "{text}");
-    stop(runner);
+    drain(runner);
 }

@@ -63,8 +63,7 @@ fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_lo
     for secret in [REGISTRATION_TOKEN, TESTDATA_TOKEN, token.as_str()] {
         assert!(!text.contains(secret), "a secret in the log: {secret}");
     }
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 /// `runnerd status`: the spool's line, then one line per stage, parsed;
@@ -119,7 +118,7 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
     let dir = TempDir::new("m-longpoll");
     let hub = Hub::start(dir.path(), &[]);
     let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "6"), ("OJ_TIME_SCALE", "1")]);
+    let runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "6"), ("OJ_TIME_SCALE", "1")]);
     let status = || runnerd_status(&spool)?.into_iter().find(|l| l["stage"] == "claimd");
     // Registered and polling: claimd says who it is.
     let first =
@@ -133,8 +132,7 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
         assert_eq!(line["draining"], false, "{line}");
     }
     // The drain reads the poll in flight to its end (6 s at most).
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]
@@ -167,7 +165,7 @@ fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     let hub = Hub::start(dir.path(), &[]);
     hub.add_problem(1, &examples().join("problems/1"));
     let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
+    let runner = start_runner(&hub, &spool, &[]);
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     wait_for("the submission judged", Duration::from_secs(60), || {
         (hub.submission(&sub)["state"] == "done").then_some(())
@@ -187,8 +185,7 @@ fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     assert_eq!(stage("runnerd")["ready"], true);
     assert!(stage("leased")["last_beat"].as_str().unwrap().contains("204"), "{}", stage("leased"));
     assert_eq!(stage("reportd")["sent"], 1);
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]

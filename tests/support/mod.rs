@@ -601,11 +601,16 @@ impl Scenario {
         });
     }
 
-    /// Drains `runner` (TERM) and checks that it exits 0.
-    pub fn drain(&self, mut runner: Proc) {
-        runner.signal(nix::sys::signal::Signal::SIGTERM);
-        assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+    /// Drains `runner` (TERM) and checks that it exits 0 ([`drain`]).
+    pub fn drain(&self, runner: Proc) {
+        drain(runner)
     }
+}
+
+/// Drains `runner` (TERM) and checks that it exits 0 within a minute.
+pub fn drain(mut runner: Proc) {
+    runner.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
 }
 
 /// Waits (at most a minute) until a runner on `spool` is judging a claim;
