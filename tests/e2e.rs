@@ -12,10 +12,6 @@ fn sleeper(dir: &Path, name: &str, secs: f64) -> std::path::PathBuf {
     write_file(dir, name, &format!("import time\ntime.sleep({secs})\n"))
 }
 
-fn ab_problem(hub: &Hub) {
-    hub.add_problem(1, &examples().join("problems/1"));
-}
-
 #[test]
 fn the_examples_are_judged_end_to_end_each_with_exactly_one_complete() {
     let dir = TempDir::new("e2e-examples");
@@ -69,12 +65,9 @@ fn the_examples_are_judged_end_to_end_each_with_exactly_one_complete() {
 
 #[test]
 fn a_job_claimed_again_is_a_new_claim_and_the_old_claims_late_results_are_never_sent() {
-    let dir = TempDir::new("e2e-generation");
-    let hub = Hub::start(dir.path(), &[]);
-    ab_problem(&hub);
+    let Scenario { dir, hub, spool } = scenario("e2e-generation", &[]);
     // Three cases, each a sleeper killed at the wall limit: judging takes a while.
     let sub = hub.submit(1, "python3", &sleeper(dir.path(), "sleep.py", 30.0));
-    let spool = dir.path().join("spool");
     let runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
     let first = wait_for("the job to be judging", Duration::from_secs(60), || {
         spool_claims(&spool).into_iter().find(|c| c.state == "started")
@@ -125,9 +118,7 @@ fn zip_file(path: &Path, entries: &[(&str, &[u8])], symlink: Option<(&str, &str)
 
 #[test]
 fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_working() {
-    let dir = TempDir::new("e2e-bad");
-    let hub = Hub::start(dir.path(), &[]);
-    ab_problem(&hub);
+    let Scenario { dir, hub, spool } = scenario("e2e-bad", &[]);
     let d = dir.path();
     let ok_src = examples().join("submissions/ab_ok.c");
     // A payload whose task scores do not sum to 100.
@@ -143,7 +134,6 @@ fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_worki
     let big = format!("/*{}*/\nint main(){{return 0;}}\n", "x".repeat(10_500_000));
     let big = hub.submit(1, "c11", &write_file(d, "big.c", &big));
     let good = hub.submit(1, "c11", &ok_src);
-    let spool = d.join("spool");
     let log = d.join("runner.log");
     let runner = start_runner_logged(&hub, &spool, &[], &log);
     let status = hub.wait_all_judged(Duration::from_secs(240));
@@ -174,12 +164,9 @@ fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_worki
 
 #[test]
 fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight() {
-    let dir = TempDir::new("e2e-drain");
-    let hub = Hub::start(dir.path(), &[]);
-    ab_problem(&hub);
+    let Scenario { dir, hub, spool } = scenario("e2e-drain", &[]);
     let subs: Vec<String> =
         (0..6).map(|i| hub.submit(1, "python3", &sleeper(dir.path(), &format!("s{i}.py"), 1.0))).collect();
-    let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
     wait_for("two claims judging and more waiting", Duration::from_secs(60), || {
         let c = spool_claims(&spool);
