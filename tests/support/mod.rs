@@ -387,6 +387,16 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// A fresh `dir/src` holding one source file, `name` with `text` (what a
+/// judge stages as a submission); its path.
+pub fn source_dir(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join(name), text).unwrap();
+    src
+}
+
 /// One integer from a runner's spool (`SELECT count(*) …`, say); None if
 /// the spool is not there yet.
 pub fn spool_int(spool: &Path, sql: &str) -> Option<i64> {
