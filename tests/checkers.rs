@@ -15,7 +15,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use testkit::{bin, repo, TempDir};
+use testkit::{bin, repo, source_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/checkers").join(name)
@@ -48,10 +48,7 @@ fn judge(work: &Path, source: &str, td: &Path, name: Option<&str>, time: i64, sl
     let lang = langs.by_name("c11").unwrap();
     let slot = Slot::for_index(slot);
     let checker = j.prepare_checker(name, td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{name:?}: {e}"));
-    let src = work.join("src");
-    let _ = std::fs::remove_dir_all(&src);
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join(&lang.source), source).unwrap();
+    let src = source_dir(work, &lang.source, source);
     let src = Workspace::stage(&src).unwrap();
     assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
     let count = std::fs::read_dir(td)
@@ -122,9 +119,7 @@ fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
     // Unprepared (the name alone): JE, never a silent diff.
     let langs = Languages::builtin();
     let lang = langs.by_name("c11").unwrap();
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("main.c"), ECHO).unwrap();
+    let src = source_dir(work.path(), "main.c", ECHO);
     let src = Workspace::stage(&src).unwrap();
     assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
     let scratch = work.path().join("case");

@@ -12,10 +12,6 @@ fn sleeper(dir: &Path, name: &str, secs: f64) -> std::path::PathBuf {
     write_file(dir, name, &format!("import time\ntime.sleep({secs})\n"))
 }
 
-fn ab_problem(hub: &Hub) {
-    hub.add_problem(1, &examples().join("problems/1"));
-}
-
 #[test]
 fn the_examples_are_judged_end_to_end_each_with_exactly_one_complete() {
     let dir = TempDir::new("e2e-examples");
@@ -69,13 +65,10 @@ fn the_examples_are_judged_end_to_end_each_with_exactly_one_complete() {
 
 #[test]
 fn a_job_claimed_again_is_a_new_claim_and_the_old_claims_late_results_are_never_sent() {
-    let dir = TempDir::new("e2e-generation");
-    let hub = Hub::start(dir.path(), &[]);
-    ab_problem(&hub);
+    let Scenario { dir, hub, spool } = scenario("e2e-generation", &[]);
     // Three cases, each a sleeper killed at the wall limit: judging takes a while.
     let sub = hub.submit(1, "python3", &sleeper(dir.path(), "sleep.py", 30.0));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
+    let runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
     let first = wait_for("the job to be judging", Duration::from_secs(60), || {
         spool_claims(&spool).into_iter().find(|c| c.state == "started")
     });
@@ -106,8 +99,7 @@ fn a_job_claimed_again_is_a_new_claim_and_the_old_claims_late_results_are_never_
     });
     assert_eq!(claims.iter().find(|c| c.claim_id == first.claim_id).unwrap().state, "discarded", "{claims:?}");
     assert_eq!(claims.iter().find(|c| c.claim_id == second.claim_id).unwrap().state, "reported", "{claims:?}");
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 fn zip_file(path: &Path, entries: &[(&str, &[u8])], symlink: Option<(&str, &str)>) {
@@ -126,9 +118,7 @@ fn zip_file(path: &Path, entries: &[(&str, &[u8])], symlink: Option<(&str, &str)
 
 #[test]
 fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_working() {
-    let dir = TempDir::new("e2e-bad");
-    let hub = Hub::start(dir.path(), &[]);
-    ab_problem(&hub);
+    let Scenario { dir, hub, spool } = scenario("e2e-bad", &[]);
     let d = dir.path();
     let ok_src = examples().join("submissions/ab_ok.c");
     // A payload whose task scores do not sum to 100.
@@ -144,9 +134,8 @@ fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_worki
     let big = format!("/*{}*/\nint main(){{return 0;}}\n", "x".repeat(10_500_000));
     let big = hub.submit(1, "c11", &write_file(d, "big.c", &big));
     let good = hub.submit(1, "c11", &ok_src);
-    let spool = d.join("spool");
     let log = d.join("runner.log");
-    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
+    let runner = start_runner_logged(&hub, &spool, &[], &log);
     let status = hub.wait_all_judged(Duration::from_secs(240));
     let by_id = |id: &str| status.iter().find(|s| s["submission_id"] == id).unwrap().clone();
     for (what, id) in
@@ -170,18 +159,14 @@ fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_worki
         text.lines().any(|l| l.contains("runnerd") && l.contains("languages this runner judges: c11, cpp17, python3")),
         "runnerd did not say which languages it judges"
     );
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]
 fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight() {
-    let dir = TempDir::new("e2e-drain");
-    let hub = Hub::start(dir.path(), &[]);
-    ab_problem(&hub);
+    let Scenario { dir, hub, spool } = scenario("e2e-drain", &[]);
     let subs: Vec<String> =
         (0..6).map(|i| hub.submit(1, "python3", &sleeper(dir.path(), &format!("s{i}.py"), 1.0))).collect();
-    let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
     wait_for("two claims judging and more waiting", Duration::from_secs(60), || {
         let c = spool_claims(&spool);
@@ -210,7 +195,7 @@ fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight()
         .map(|s| s["job_id"].as_str().unwrap().to_string())
         .collect();
     assert!(!drained.is_empty(), "some claims were handed back: {back:?}");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
+    let runner = start_runner(&hub, &spool, &[("OJ_WORKERS", "2")]);
     let status = hub.wait_all_judged(Duration::from_secs(180));
     for id in &subs {
         let s = status.iter().find(|s| s["submission_id"] == id.as_str()).unwrap();
@@ -229,6 +214,5 @@ fn a_drain_hands_back_claims_not_started_as_drain_and_finishes_those_in_flight()
         assert_ne!(mine[0].claim_id, mine[1].claim_id, "each its own claim (and directory)");
         assert!(mine.iter().all(|c| c.state == "reported"), "{mine:?}");
     }
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }

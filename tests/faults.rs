@@ -6,17 +6,19 @@
 //! each job gets one verdict, the right one, and no attempt is spent by the
 //! runner's own trouble.
 
-use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use testkit::*;
 
-fn hub_with_problems(dir: &Path) -> Hub {
-    let hub = Hub::start(dir, &[]);
+/// A hub with the example problems 1 and 2, in a directory tagged `tag`:
+/// the directory (which goes when dropped) and the hub.
+fn hub_with_problems(tag: &str) -> (TempDir, Hub) {
+    let dir = TempDir::new(tag);
+    let hub = Hub::start(dir.path(), &[]);
     hub.add_problem(1, &examples().join("problems/1"));
     hub.add_problem(2, &examples().join("problems/2"));
-    hub
+    (dir, hub)
 }
 
 /// The submission `id` ended with `verdict`, judged once on one handout,
@@ -36,12 +38,7 @@ fn ab_judged_once_through_the_faults(hub: &Hub, dir: &Path) {
     let runner = start_runner(hub, &dir.join("spool"), &[]);
     hub.wait_all_judged(Duration::from_secs(120));
     assert_judged_once(hub, &sub, "AC");
-    stop(runner);
-}
-
-fn stop(mut runner: Proc) {
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+    drain(runner);
 }
 
 fn log_text(log: &Path) -> String {
@@ -66,8 +63,7 @@ fn one_case_problem(dir: &Path) -> PathBuf {
 
 #[test]
 fn i13_1_redirects_and_foreign_answers_to_complete_never_drop_the_result() {
-    let dir = TempDir::new("f-redirect");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-redirect");
     let elsewhere = format!("{}/elsewhere", hub.url);
     for rule in [
         vec!["--status", "301", "--location", &elsewhere],
@@ -87,8 +83,7 @@ fn i13_1_redirects_and_foreign_answers_to_complete_never_drop_the_result() {
 
 #[test]
 fn i13_1_a_result_refused_as_too_large_keeps_its_evidence_and_goes_back_as_rejected() {
-    let dir = TempDir::new("f-413");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-413");
     // A proxy's body limit answers with a page of its own.
     let page = "<html><body>413 Request Entity Too Large</body></html>";
     hub.cli(&["fault", "--count", "1", "--path-contains", "/complete", "--status", "413", "--body", page]);
@@ -105,15 +100,14 @@ fn i13_1_a_result_refused_as_too_large_keeps_its_evidence_and_goes_back_as_rejec
     hub.wait_all_judged(Duration::from_secs(120));
     let s = hub.submission(&sub);
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 2. a wrong SANDBOX_TOKEN ---------------------------------------------
 
 #[test]
 fn i13_2_a_refused_testdata_token_stops_claiming_hands_back_and_exits_100() {
-    let dir = TempDir::new("f-token");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-token");
     let judged = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
     let spool = dir.path().join("spool");
     let log = dir.path().join("runner.log");
@@ -144,8 +138,7 @@ fn i13_2_a_refused_testdata_token_stops_claiming_hands_back_and_exits_100() {
 
 #[test]
 fn i13_3_downloads_cut_or_stalled_midway_are_the_hub_away_not_the_job() {
-    let dir = TempDir::new("f-cut");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-cut");
     // More cuts than prep's three tries; the stall outlasts the idle timeout.
     hub.cli(&["fault", "--cut-after", "20", "--hang", "5", "--count", "1", "--path-contains", "/code/"]);
     hub.cli(&["fault", "--cut-after", "20", "--count", "2", "--path-contains", "/code/"]);
@@ -157,8 +150,7 @@ fn i13_3_downloads_cut_or_stalled_midway_are_the_hub_away_not_the_job() {
 
 #[test]
 fn i13_4_a_prep_waiting_on_one_problem_never_holds_up_another() {
-    let dir = TempDir::new("f-independent");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-independent");
     hub.cli(&["fault", "--status", "500", "--count", "100000", "--path-contains", "/problem/1/"]);
     let stuck = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     let spool = dir.path().join("spool");
@@ -175,7 +167,7 @@ fn i13_4_a_prep_waiting_on_one_problem_never_holds_up_another() {
     hub.wait_all_judged(Duration::from_secs(120));
     assert_judged_once(&hub, &free, "AC");
     assert_judged_once(&hub, &stuck, "AC");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 5. and 6. a full disk -------------------------------------------------
@@ -203,13 +195,12 @@ fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
     disk.free();
     hub.wait_all_judged(Duration::from_secs(60));
     assert_judged_once(&hub, &sub, "AC");
-    stop(runner);
+    drain(runner);
 }
 
 #[test]
 fn i13_6_a_full_disk_pauses_claiming_and_status_still_reads_the_spool() {
-    let dir = TempDir::new("f-claim-full");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-claim-full");
     let disk = SmallDisk::mount(&dir.path().join("disk"), 32);
     let spool = disk.dir.join("spool");
     let runner = start_runner(&hub, &spool, &[]);
@@ -231,19 +222,18 @@ fn i13_6_a_full_disk_pauses_claiming_and_status_still_reads_the_spool() {
     disk.free();
     hub.wait_all_judged(Duration::from_secs(120));
     assert_judged_once(&hub, &sub, "AC");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 7. and 8. status and a second runnerd ---------------------------------
 
 #[test]
 fn i13_7_status_of_a_damaged_spool_says_so_and_fails() {
-    let dir = TempDir::new("f-damaged");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-damaged");
     let spool = dir.path().join("spool");
     let runner = start_runner(&hub, &spool, &[]);
     wait_for("the runner registered", Duration::from_secs(30), || spool_runner_id(&spool));
-    stop(runner);
+    drain(runner);
     // Keep the header page (the schema version reads fine), spoil the rest.
     let db = spool.join("spool.db");
     let mut bytes = std::fs::read(&db).unwrap();
@@ -259,8 +249,7 @@ fn i13_7_status_of_a_damaged_spool_says_so_and_fails() {
 
 #[test]
 fn i13_8_a_refused_second_runnerd_writes_nothing() {
-    let dir = TempDir::new("f-second");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-second");
     let spool = dir.path().join("spool");
     let runner = start_runner(&hub, &spool, &[]);
     wait_for("the runner ready", Duration::from_secs(30), || {
@@ -277,7 +266,7 @@ fn i13_8_a_refused_second_runnerd_writes_nothing() {
     );
     let out = Command::new(bin("runnerd")).env("OJ_SPOOL", &spool).args(["latch", "--off"]).output().unwrap();
     assert!(out.status.success());
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 9. zips the zip library misreads, refused at once ----------------------
@@ -318,8 +307,7 @@ fn zip_with_a_name_twice() -> Vec<u8> {
 
 #[test]
 fn i13_9_a_name_twice_in_a_zip_or_a_zip_that_is_none_is_refused_at_once() {
-    let dir = TempDir::new("f-zip");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-zip");
     serve_testdata(&hub, 1, &zip_with_a_name_twice());
     serve_testdata(&hub, 2, b"this is not a zip, it is a page from a proxy");
     let twice = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
@@ -339,15 +327,14 @@ fn i13_9_a_name_twice_in_a_zip_or_a_zip_that_is_none_is_refused_at_once() {
         assert!(text.contains(&format!("cannot be judged: {why}")), "the log says why ({why}): {text}");
     }
     assert!(!text.contains("prep try"), "a refused archive is not tried again: {text}");
-    stop(runner);
+    drain(runner);
 }
 
 // ---- 10. a next-job payload that does not parse ----------------------------
 
 #[test]
 fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
-    let dir = TempDir::new("f-payload");
-    let hub = hub_with_problems(dir.path());
+    let (dir, hub) = hub_with_problems("f-payload");
     let code = examples().join("submissions/ab_ok.c");
     let numeric_id = r#"{"job_id": 42, "submission_id": "{{submission_id}}", "problem_id": 1, "language": 0,
         "code_url": "{{code_url}}", "tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 3}]}"#;
@@ -363,5 +350,5 @@ fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
         (t.contains("expected a string") && t.contains("EOF while parsing")).then_some(t)
     });
     assert!(!text.contains("without a job_id"), "{text}");
-    stop(runner);
+    drain(runner);
 }

@@ -16,19 +16,21 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Held by each test for its whole length.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
+/// A test's turn, held for its whole length (one test at a time): `None`
+/// without root, where there is no jail, cgroup or slot identity to look
+/// at, and the test returns at once.
+fn root_turn() -> Option<MutexGuard<'static, ()>> {
     static ONE: Mutex<()> = Mutex::new(());
     // A test that failed holding it poisons it; the next may still run.
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
+    let one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    is_root().then_some(one)
 }
 
 #[test]
 fn a_run_leaves_nothing_in_its_helpers_network_namespace_or_cgroup() {
-    let _one = one_at_a_time();
-    if !is_root() {
+    let Some(_one) = root_turn() else {
         return; // no jail, no cgroup without root
-    }
+    };
     use ojrunner::sandbox::{self, Exit};
     let dir = TempDir::new("netns");
     // The first run listens on an abstract socket (it lives in the network
@@ -87,10 +89,9 @@ sys.exit(5)
 
 #[test]
 fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
-    let _one = one_at_a_time();
-    if !is_root() {
+    let Some(_one) = root_turn() else {
         return; // no jail without root
-    }
+    };
     use ojrunner::sandbox::{self, Exit};
     let dir = TempDir::new("inflight");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -118,10 +119,9 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
 
 #[test]
 fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
-    let _one = one_at_a_time();
-    if !is_root() {
+    let Some(_one) = root_turn() else {
         return; // no jail without root
-    }
+    };
     use ojrunner::sandbox;
     let dir = TempDir::new("netnsperrun");
     let out = dir.path().join("out");
@@ -153,10 +153,9 @@ fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
 
 #[test]
 fn the_probe_tells_what_the_helper_and_a_run_get() {
-    let _one = one_at_a_time();
-    if !is_root() {
+    let Some(_one) = root_turn() else {
         return; // no jail, no cgroup without root
-    }
+    };
     use ojrunner::sandbox::{self, Exit};
     // `judge-exec --probe` with OJ_NETNS_PER_RUN set to `netns`, or unset.
     let probe_with = |netns: Option<&str>| {
@@ -241,10 +240,9 @@ fn helper_groups() -> Vec<(PathBuf, u32)> {
 
 #[test]
 fn the_slot_uid_base_and_lock_directory_are_settings() {
-    let _one = one_at_a_time();
-    if !is_root() {
+    let Some(_one) = root_turn() else {
         return; // no slot identity without root
-    }
+    };
     let dir = TempDir::new("slotsettings");
     let locks = dir.path().join("locks");
     let probe = |env: &[(&str, &str)], args: &[&str]| {

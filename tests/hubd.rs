@@ -109,14 +109,16 @@ fn problem_dir(dir: &Path, tag: &str) -> PathBuf {
     p
 }
 
-/// A hub with problem 1 and `n` python submissions to it.
-fn hub_with_submissions(dir: &TempDir, n: usize) -> (Hub, Vec<String>) {
+/// A hub with problem 1 and `n` python submissions to it, in a directory
+/// tagged `tag`; the directory (which goes when dropped), the hub, the ids.
+fn hub_with_submissions(tag: &str, n: usize) -> (TempDir, Hub, Vec<String>) {
+    let dir = TempDir::new(tag);
     let hub = Hub::start(dir.path(), &[]);
     hub.add_problem(1, &problem_dir(dir.path(), "a"));
     let src = dir.path().join("main.py");
     std::fs::write(&src, "print(input())\n").unwrap();
     let subs = (0..n).map(|_| hub.submit(1, "python3", &src)).collect();
-    (hub, subs)
+    (dir, hub, subs)
 }
 
 fn case(status: &str) -> Value {
@@ -193,8 +195,7 @@ fn register_answers_201_and_refuses_bad_tokens_with_401() {
 
 #[test]
 fn next_job_hands_out_jobs_in_order_then_204_after_the_wait() {
-    let dir = TempDir::new("hubd-next");
-    let (hub, subs) = hub_with_submissions(&dir, 2);
+    let (dir, hub, subs) = hub_with_submissions("hubd-next", 2);
     let r = Runner::register(&hub);
 
     let first = r.next_job(0).1.expect("a job");
@@ -238,8 +239,7 @@ fn next_job_hands_out_jobs_in_order_then_204_after_the_wait() {
 
 #[test]
 fn a_lapsed_lease_is_reclaimed_with_one_more_attempt_and_the_third_lapse_is_je() {
-    let dir = TempDir::new("hubd-lease");
-    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (_dir, hub, subs) = hub_with_submissions("hubd-lease", 1);
     let (a, b, c) = (Runner::register(&hub), Runner::register(&hub), Runner::register(&hub));
     let job = a.claim();
     let jb = id(&job).to_string();
@@ -267,8 +267,7 @@ fn a_lapsed_lease_is_reclaimed_with_one_more_attempt_and_the_third_lapse_is_je()
 
 #[test]
 fn heartbeats_keep_listed_leases_alive() {
-    let dir = TempDir::new("hubd-heartbeat");
-    let (hub, subs) = hub_with_submissions(&dir, 2);
+    let (_dir, hub, subs) = hub_with_submissions("hubd-heartbeat", 2);
     let (a, b) = (Runner::register(&hub), Runner::register(&hub));
     let kept = id(&a.claim()).to_string();
     let dropped = id(&a.claim()).to_string();
@@ -291,8 +290,7 @@ fn heartbeats_keep_listed_leases_alive() {
 
 #[test]
 fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
-    let dir = TempDir::new("hubd-abort");
-    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (_dir, hub, subs) = hub_with_submissions("hubd-abort", 1);
     let (a, b) = (Runner::register(&hub), Runner::register(&hub));
     let jb = id(&a.claim()).to_string();
     assert_eq!(a.abort(&jb, "bored"), 400);
@@ -332,8 +330,7 @@ fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
 
 #[test]
 fn complete_lands_once_and_refuses_what_it_must() {
-    let dir = TempDir::new("hubd-complete");
-    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (_dir, hub, subs) = hub_with_submissions("hubd-complete", 1);
     let (a, b) = (Runner::register(&hub), Runner::register(&hub));
     let jb = id(&a.claim()).to_string();
     assert_eq!(b.complete(&jb, &result(["AC", "AC"])), 409);
@@ -366,8 +363,7 @@ fn complete_lands_once_and_refuses_what_it_must() {
 
 #[test]
 fn a_rejudge_drops_the_old_jobs_result() {
-    let dir = TempDir::new("hubd-rejudge");
-    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (_dir, hub, subs) = hub_with_submissions("hubd-rejudge", 1);
     let a = Runner::register(&hub);
     let old = id(&a.claim()).to_string();
     let new = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
@@ -397,8 +393,7 @@ fn a_rejudge_drops_the_old_jobs_result() {
 
 #[test]
 fn events_are_stored_per_job_at_most_200_a_batch() {
-    let dir = TempDir::new("hubd-events");
-    let (hub, subs) = hub_with_submissions(&dir, 1);
+    let (_dir, hub, subs) = hub_with_submissions("hubd-events", 1);
     let a = Runner::register(&hub);
     let jb = id(&a.claim()).to_string();
     let post = |job: &str, n: usize| {
@@ -477,8 +472,7 @@ fn md5_matches_the_rfc_vectors() {
 
 #[test]
 fn a_hub_restart_costs_no_lease() {
-    let dir = TempDir::new("hubd-restart");
-    let (mut hub, subs) = hub_with_submissions(&dir, 1);
+    let (_dir, mut hub, subs) = hub_with_submissions("hubd-restart", 1);
     let (a, b) = (Runner::register(&hub), Runner::register(&hub));
     let jb = id(&a.claim()).to_string();
     let claimed = Instant::now();
@@ -497,8 +491,7 @@ fn a_hub_restart_costs_no_lease() {
 
 #[test]
 fn fault_rules_answer_matching_requests_then_expire() {
-    let dir = TempDir::new("hubd-fault");
-    let (hub, _subs) = hub_with_submissions(&dir, 1);
+    let (_dir, hub, _subs) = hub_with_submissions("hubd-fault", 1);
     let a = Runner::register(&hub);
     hub.cli(&["fault", "--status", "503", "--count", "2", "--path-contains", "next-job"]);
     assert_eq!(a.heartbeat(&[]), 204, "other paths pass");
@@ -514,8 +507,7 @@ fn fault_rules_answer_matching_requests_then_expire() {
 
 #[test]
 fn submissions_take_language_names_zips_and_raw_payloads() {
-    let dir = TempDir::new("hubd-submit");
-    let (hub, _subs) = hub_with_submissions(&dir, 0);
+    let (dir, hub, _subs) = hub_with_submissions("hubd-submit", 0);
     let src = dir.path().join("main.py");
     let out = Command::new(bin("hubd"))
         .arg("--db")

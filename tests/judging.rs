@@ -14,7 +14,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{examples, processes_of, slot_spec, TempDir};
+use testkit::{examples, processes_of, slot_spec, source_dir, TempDir};
 
 fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
@@ -44,9 +44,7 @@ fn judge_with(j: &Judge, language: &str, source: &str, problem: &Path, slot: usi
     let langs = Languages::builtin();
     let lang = langs.by_name(language).unwrap_or_else(|| panic!("no language {language}"));
     let work = TempDir::new("judging");
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join(&lang.source), source).unwrap();
+    let src = source_dir(work.path(), &lang.source, source);
     let src = Workspace::stage(&src).unwrap();
     let slot = Slot::for_index(slot);
     let compiled = j.compile(lang, &src, &slot);
@@ -273,9 +271,7 @@ fn a_run_after_a_fork_bomb_is_not_charged_for_the_bombs_kernel_memory() {
 fn a_compile_error_carries_the_compilers_message() {
     let langs = Languages::builtin();
     let work = TempDir::new("ce");
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("main.cpp"), "int main() { return undefined_name; }\n").unwrap();
+    let src = source_dir(work.path(), "main.cpp", "int main() { return undefined_name; }\n");
     let judge = Judge { output_cap: 200, ..Judge::default() };
     let src = Workspace::stage(&src).unwrap();
     match judge.compile(langs.by_name("cpp17").unwrap(), &src, &Slot::for_index(54)) {
@@ -295,9 +291,7 @@ fn a_compile_error_carries_the_compilers_message() {
 /// message must name the limit that stopped it (`words`) and fit the cap.
 fn compile_stopped_by(name: &str, source: &str, words: &str) {
     let work = TempDir::new(name);
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("main.c"), source).unwrap();
+    let src = source_dir(work.path(), "main.c", source);
     let judge = Judge { compile_output: 64 << 10, ..Judge::default() };
     let src = Workspace::stage(&src).unwrap();
     match judge.compile(Languages::builtin().by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
@@ -363,9 +357,8 @@ fn a_resumed_claim_compiles_again_in_the_same_dir() {
     let langs = Languages::builtin();
     let lang = langs.by_name("c11").unwrap();
     let work = TempDir::new("recompile");
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::copy(examples().join("submissions/ab_ok.c"), src.join("main.c")).unwrap();
+    let ab_ok = std::fs::read_to_string(examples().join("submissions/ab_ok.c")).unwrap();
+    let src = source_dir(work.path(), "main.c", &ab_ok);
     let judge = Judge::default();
     let src = Workspace::stage(&src).unwrap();
     assert_eq!(judge.compile(lang, &src, &Slot::for_index(55)), Compiled::Ready);
@@ -631,9 +624,7 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
     let langs = Languages::builtin();
     let lang = langs.by_name("python3").unwrap();
     let work = TempDir::new("sidebyside");
-    let src = work.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join(&lang.source), "import os, time\nprint(os.getuid())\ntime.sleep(0.2)\n").unwrap();
+    let src = source_dir(work.path(), &lang.source, "import os, time\nprint(os.getuid())\ntime.sleep(0.2)\n");
     let (own, lent) = (Slot::for_index(67), 68);
     let judge = Judge::default();
     let src = Workspace::stage(&src).unwrap();

@@ -21,11 +21,8 @@ fn table_without(name: &str) -> String {
 
 #[test]
 fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_logged() {
-    let dir = TempDir::new("m-hup");
-    let hub = Hub::start(dir.path(), &[]);
-    hub.add_problem(1, &examples().join("problems/1"));
+    let Scenario { dir, hub, spool } = scenario("m-hup", &[]);
     let table = write_file(dir.path(), "languages.json", &table_without("python3"));
-    let spool = dir.path().join("spool");
     let log = dir.path().join("runner.log");
     let table_env = table.to_str().unwrap().to_string();
     let mut runner = start_runner_logged(&hub, &spool, &[("OJ_LANGUAGES", &table_env)], &log);
@@ -63,8 +60,7 @@ fn sighup_reloads_the_language_table_sigcont_changes_nothing_and_no_secret_is_lo
     for secret in [REGISTRATION_TOKEN, TESTDATA_TOKEN, token.as_str()] {
         assert!(!text.contains(secret), "a secret in the log: {secret}");
     }
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 /// `runnerd status`: the spool's line, then one line per stage, parsed;
@@ -119,7 +115,7 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
     let dir = TempDir::new("m-longpoll");
     let hub = Hub::start(dir.path(), &[]);
     let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "6"), ("OJ_TIME_SCALE", "1")]);
+    let runner = start_runner(&hub, &spool, &[("OJ_CLAIM_WAIT", "6"), ("OJ_TIME_SCALE", "1")]);
     let status = || runnerd_status(&spool)?.into_iter().find(|l| l["stage"] == "claimd");
     // Registered and polling: claimd says who it is.
     let first =
@@ -133,8 +129,7 @@ fn claimd_answers_status_while_it_waits_on_the_hubs_long_poll() {
         assert_eq!(line["draining"], false, "{line}");
     }
     // The drain reads the poll in flight to its end (6 s at most).
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]
@@ -142,10 +137,7 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     // The hub may hand a job to a poll in flight whether or not anyone still
     // reads the answer: claimd reads it, records the claim (the next claimd
     // prepares it), then stops; a poll is not cut short to lose a job.
-    let dir = TempDir::new("m-quitpoll");
-    let hub = Hub::start(dir.path(), &[]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    let spool = dir.path().join("spool");
+    let Scenario { dir: _dir, hub, spool } = scenario("m-quitpoll", &[]);
     let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30")]);
     hub.wait_for_a_poll_lasting(Duration::from_secs(2));
     claimd.signal(Signal::SIGQUIT);
@@ -163,11 +155,8 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
 
 #[test]
 fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
-    let dir = TempDir::new("m-status");
-    let hub = Hub::start(dir.path(), &[]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    let spool = dir.path().join("spool");
-    let mut runner = start_runner(&hub, &spool, &[]);
+    let Scenario { dir: _dir, hub, spool } = scenario("m-status", &[]);
+    let runner = start_runner(&hub, &spool, &[]);
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     wait_for("the submission judged", Duration::from_secs(60), || {
         (hub.submission(&sub)["state"] == "done").then_some(())
@@ -187,8 +176,7 @@ fn runnerd_status_tells_the_identity_claims_leases_outbox_and_last_contact() {
     assert_eq!(stage("runnerd")["ready"], true);
     assert!(stage("leased")["last_beat"].as_str().unwrap().contains("204"), "{}", stage("leased"));
     assert_eq!(stage("reportd")["sent"], 1);
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]
@@ -197,10 +185,7 @@ fn leased_and_reportd_answer_and_stop_at_once_while_the_hub_hangs() {
     // waits out its 10 s timeout. Meanwhile leased and reportd answer their
     // control sockets (runnerd gives each 3 s), and a stop at once is at once.
     // Leases of minutes: however long the hub is stopped, the job stays ours.
-    let dir = TempDir::new("m-hang");
-    let hub = Hub::start(dir.path(), &["--lease-ttl", "600", "--heartbeat-interval", "300"]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    let spool = dir.path().join("spool");
+    let Scenario { dir: _dir, hub, spool } = scenario("m-hang", &["--lease-ttl", "600", "--heartbeat-interval", "300"]);
     let start = |stage: &str| start_stage(&hub, &spool, stage, &[]);
     // Without reportd, the job is judged and its outcome waits in the outbox;
     // claimd goes before the hub stops, so that nothing claims it again.

@@ -110,11 +110,11 @@ fn a_runner_back_after_its_leases_are_gone_drops_its_jobs_without_sending_them()
     wait_cases(&spool_a, 1);
     drop(runner);
     // Another runner reclaims the job once the lease has run out.
-    let mut b = start_runner(hub, &spool_b, &[]);
+    let b = start_runner(hub, &spool_b, &[]);
     wait_for("the job to be reclaimed", Duration::from_secs(60), || {
         (hub.submission(&sub)["handouts"] == 2).then_some(())
     });
-    let mut a = start_runner(hub, &spool_a, &plain);
+    let a = start_runner(hub, &spool_a, &plain);
     let s = hub.wait_all_judged(Duration::from_secs(60));
     let s = s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap();
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
@@ -122,9 +122,8 @@ fn a_runner_back_after_its_leases_are_gone_drops_its_jobs_without_sending_them()
         spool_claims(&spool_a).iter().all(|c| c.state == "discarded" && c.note.contains("lease lost")).then_some(())
     });
     assert_eq!(hub.submission(&sub)["complete_calls"], 1, "the stale result was never sent");
-    for r in [&mut a, &mut b] {
-        r.signal(Signal::SIGTERM);
-        assert_eq!(r.wait_exit(Duration::from_secs(60)), 0);
+    for r in [a, b] {
+        drain(r);
     }
 }
 
@@ -170,7 +169,7 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     let (dir, spool) = (&sc.dir, sc.spool.clone());
     let hub = &mut sc.hub;
     let sub = hub.submit(1, "python3", &slow_ab(dir.path(), 1.0));
-    let mut runner = start_runner(hub, &spool, &[]);
+    let runner = start_runner(hub, &spool, &[]);
     let claim = judging_claim(&spool);
     hub.stop();
     // While the hub is away, more progress than the spool keeps for a claim
@@ -213,8 +212,7 @@ fn progress_past_the_spools_bound_loses_the_oldest_lines_and_says_how_many() {
     assert!((dropped_notes..=dropped_notes + 3).contains(&count), "lost {count}, of which {dropped_notes} ours");
     let newest: Vec<i64> = (dropped_notes..MAX_EVENTS_PER_CLAIM + extra).collect();
     assert!(notes == newest, "not the newest lines in order: {:?}…{:?}", notes.first(), notes.last());
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]
@@ -341,7 +339,7 @@ fn an_old_claims_outcome_still_queued_when_its_job_is_claimed_again_is_never_sen
     hub.cli(&["fault", "--status", "503", "--count", "100000", "--path-contains", "/complete"]);
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     let spool = sc.spool.clone();
-    let mut runner = start_runner(hub, &spool, &[]);
+    let runner = start_runner(hub, &spool, &[]);
     let first = wait_for("the first claim's outcome to be queued", Duration::from_secs(60), || {
         spool_claims(&spool).into_iter().find(|c| c.state == "judged")
     });
@@ -356,8 +354,7 @@ fn an_old_claims_outcome_still_queued_when_its_job_is_claimed_again_is_never_sen
     assert_eq!(s["complete_calls"], 1, "only the new claim's outcome reached the hub: {s}");
     let old = spool_claims(&spool).into_iter().find(|c| c.claim_id == first.claim_id).unwrap();
     assert_eq!(old.state, "discarded", "{old:?}");
-    runner.signal(Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
 }
 
 #[test]

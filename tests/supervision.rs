@@ -403,10 +403,7 @@ fn runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down() {
     let dir = TempDir::new("sup-runit");
     let (hub, ok) = hub_with_problem(dir.path());
     let spool = dir.path().join("spool");
-    let scan = dir.path().join("service");
-    let svc = scan.join("runnerd");
-    copy_tree(&etc().join("runit/runnerd"), &svc);
-    write_envdir(&svc.join("env"), &runner_vars(&hub, &spool));
+    let (scan, svc) = runnerd_service("runit", &hub, &spool, dir.path());
     // Held down at first, so that ./check is seen failing, then passing.
     std::fs::write(svc.join("down"), "").unwrap();
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
@@ -465,12 +462,7 @@ fn runit_split_layout_drains_in_order_with_its_drain_script() {
     let dir = TempDir::new("sup-runit-split");
     let (hub, ok) = hub_with_problem(dir.path());
     let spool = dir.path().join("spool");
-    let scan = dir.path().join("service");
-    for st in SPLIT {
-        copy_tree(&etc().join(format!("runit/split/ojrunner-{st}")), &scan.join(format!("ojrunner-{st}")));
-    }
-    // The configuration as a file, made from the shipped example.
-    let conf = runner_env_file(&hub, &spool, dir.path());
+    let (scan, conf) = split_layout("runit", &hub, &spool, dir.path());
     let conf = conf.to_str().unwrap();
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", conf)]);
     for st in SPLIT {
@@ -481,11 +473,7 @@ fn runit_split_layout_drains_in_order_with_its_drain_script() {
     assert_judged_once(&hub, &ok);
     let (a, b) = one_in_flight_one_waiting(&hub, dir.path(), &spool);
 
-    let mut drain = Command::new(etc().join("runit/split/drain"));
-    drain.arg(&scan).env("OJRUNNER_ENV_FILE", conf);
-    let (code, out) = run(&mut drain);
-    assert_eq!(code, 0, "the drain script: {out}");
-    assert_drain_order(&out);
+    run_drain_script("runit", &scan, conf);
     for st in SPLIT {
         let svc = format!("ojrunner-{st}");
         assert_eq!(runit.state(&svc), ('d', false), "{svc} left down");
@@ -502,6 +490,39 @@ fn runit_split_layout_drains_in_order_with_its_drain_script() {
     }
     assert_all_judged_once(&hub);
     assert_eq!(spool_status(&spool)["draining"], false);
+}
+
+/// The runnerd service of `supervisor` (`runit` or `s6`) laid out for a
+/// test in `dir`: copied from etc/ into a scan directory, its env/ made
+/// from the runner's settings; the scan directory and the service's.
+fn runnerd_service(supervisor: &str, hub: &Hub, spool: &Path, dir: &Path) -> (PathBuf, PathBuf) {
+    let scan = dir.join("service");
+    let svc = scan.join("runnerd");
+    copy_tree(&etc().join(format!("{supervisor}/runnerd")), &svc);
+    write_envdir(&svc.join("env"), &runner_vars(hub, spool));
+    (scan, svc)
+}
+
+/// The split layout of `supervisor` (`runit` or `s6`) laid out for a test
+/// in `dir`: a scan directory with a service per stage, copied from etc/,
+/// and the configuration the services read as a file, made from the
+/// shipped example; both paths.
+fn split_layout(supervisor: &str, hub: &Hub, spool: &Path, dir: &Path) -> (PathBuf, PathBuf) {
+    let scan = dir.join("service");
+    for st in SPLIT {
+        copy_tree(&etc().join(format!("{supervisor}/split/ojrunner-{st}")), &scan.join(format!("ojrunner-{st}")));
+    }
+    (scan, runner_env_file(hub, spool, dir))
+}
+
+/// Runs the drain script of `supervisor`'s split layout on `scan`: it
+/// exits 0 and says what it did, in the drain's order.
+fn run_drain_script(supervisor: &str, scan: &Path, conf: &str) {
+    let mut drain = Command::new(etc().join(format!("{supervisor}/split/drain")));
+    drain.arg(scan).env("OJRUNNER_ENV_FILE", conf);
+    let (code, out) = run(&mut drain);
+    assert_eq!(code, 0, "the drain script: {out}");
+    assert_drain_order(&out);
 }
 
 /// The drain script said what it did, in the drain's order.
@@ -578,10 +599,7 @@ fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_
     let dir = TempDir::new("sup-s6");
     let (hub, ok) = hub_with_problem(dir.path());
     let spool = dir.path().join("spool");
-    let scan = dir.path().join("service");
-    let svc = scan.join("runnerd");
-    copy_tree(&etc().join("s6/runnerd"), &svc);
-    write_envdir(&svc.join("env"), &runner_vars(&hub, &spool));
+    let (scan, svc) = runnerd_service("s6", &hub, &spool, dir.path());
     let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     s6.wait_supervised("runnerd");
 
@@ -641,11 +659,7 @@ fn s6_split_layout_drains_in_order_with_its_drain_script() {
     let dir = TempDir::new("sup-s6-split");
     let (hub, ok) = hub_with_problem(dir.path());
     let spool = dir.path().join("spool");
-    let scan = dir.path().join("service");
-    for st in SPLIT {
-        copy_tree(&etc().join(format!("s6/split/ojrunner-{st}")), &scan.join(format!("ojrunner-{st}")));
-    }
-    let conf = runner_env_file(&hub, &spool, dir.path());
+    let (scan, conf) = split_layout("s6", &hub, &spool, dir.path());
     let conf = conf.to_str().unwrap();
     let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", conf)]);
     let dirs: Vec<String> =
@@ -665,11 +679,7 @@ fn s6_split_layout_drains_in_order_with_its_drain_script() {
     assert_judged_once(&hub, &ok);
     let (a, b) = one_in_flight_one_waiting(&hub, dir.path(), &spool);
 
-    let mut drain = Command::new(etc().join("s6/split/drain"));
-    drain.arg(&scan).env("OJRUNNER_ENV_FILE", conf);
-    let (code, out) = run(&mut drain);
-    assert_eq!(code, 0, "the drain script: {out}");
-    assert_drain_order(&out);
+    run_drain_script("s6", &scan, conf);
     for st in SPLIT {
         let svc = format!("ojrunner-{st}");
         assert_eq!(s6.stat(&svc, "up,wantedup,exitcode"), "false false 0", "{svc} drained and left down");

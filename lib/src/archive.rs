@@ -251,10 +251,7 @@ mod tests {
     }
 
     fn tmp(tag: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(format!("ojzip-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        p
+        ojrunner_daemon::test_dir(&format!("ojzip-{tag}"))
     }
 
     #[test]

@@ -263,12 +263,20 @@ fn rest_is_blank(r: &mut impl BufRead) -> io::Result<bool> {
 /// byte where they differ (or end), both rests must be trailing white space.
 /// Stops early when they are not equal.
 fn lines_match(a: &mut impl BufRead, b: &mut impl BufRead) -> io::Result<bool> {
+    consume_common(a, b, is_line_end)?;
+    Ok(rest_of_line_is_blank(a)? && rest_of_line_is_blank(b)?)
+}
+
+/// Consumes what the two streams have in common, in step through their
+/// buffers: up to the first byte where they differ or that `stops` (left in
+/// both), or the end of either.
+fn consume_common(a: &mut impl BufRead, b: &mut impl BufRead, stops: impl Fn(u8) -> bool) -> io::Result<()> {
     loop {
         let (x, y) = (a.fill_buf()?, b.fill_buf()?);
         let n = x.len().min(y.len());
-        let same = x[..n].iter().zip(&y[..n]).position(|(&p, &q)| p != q || is_line_end(p)).unwrap_or(n);
+        let same = x[..n].iter().zip(&y[..n]).position(|(&p, &q)| p != q || stops(p)).unwrap_or(n);
         if same == 0 {
-            return Ok(rest_of_line_is_blank(a)? && rest_of_line_is_blank(b)?);
+            return Ok(());
         }
         a.consume(same);
         b.consume(same);
@@ -340,31 +348,25 @@ fn skip_space(r: &mut impl BufRead) -> io::Result<bool> {
     }
 }
 
+/// Skips the white space before each stream's next token: `None` when both
+/// have one, else whether they are equal so far (both ended, not just one).
+fn at_next_tokens(a: &mut impl BufRead, b: &mut impl BufRead) -> io::Result<Option<bool>> {
+    let (more_a, more_b) = (skip_space(a)?, skip_space(b)?);
+    Ok(if more_a && more_b { None } else { Some(more_a == more_b) })
+}
+
 /// Consumes the token each stream is at, in step: are they identical? Stops
 /// early when not.
 fn tokens_match(a: &mut impl BufRead, b: &mut impl BufRead) -> io::Result<bool> {
-    loop {
-        let (x, y) = (a.fill_buf()?, b.fill_buf()?);
-        let n = x.len().min(y.len());
-        let same = x[..n].iter().zip(&y[..n]).position(|(&p, &q)| p != q || is_space(p)).unwrap_or(n);
-        if same == 0 {
-            let ended = |next: Option<&u8>| next.is_none_or(|&c| is_space(c));
-            return Ok(ended(x.first()) && ended(y.first()));
-        }
-        a.consume(same);
-        b.consume(same);
-    }
+    consume_common(a, b, is_space)?;
+    let ended = |next: Option<&u8>| next.is_none_or(|&c| is_space(c));
+    Ok(ended(a.fill_buf()?.first()) && ended(b.fill_buf()?.first()))
 }
 
 fn token(mut out: impl BufRead, mut ans: impl BufRead) -> io::Result<bool> {
     loop {
-        let more_out = skip_space(&mut out)?;
-        let more_ans = skip_space(&mut ans)?;
-        if more_out != more_ans {
-            return Ok(false);
-        }
-        if !more_out {
-            return Ok(true);
+        if let Some(equal) = at_next_tokens(&mut out, &mut ans)? {
+            return Ok(equal);
         }
         if !tokens_match(&mut out, &mut ans)? {
             return Ok(false);
@@ -427,13 +429,8 @@ fn numbers_close(a: &[u8], b: &[u8], abs: f64, rel: f64) -> bool {
 fn float(mut out: impl BufRead, mut ans: impl BufRead, abs: f64, rel: f64) -> io::Result<bool> {
     let (mut a, mut b) = ([0u8; NUMBER_MAX], [0u8; NUMBER_MAX]);
     loop {
-        let more_out = skip_space(&mut out)?;
-        let more_ans = skip_space(&mut ans)?;
-        if more_out != more_ans {
-            return Ok(false);
-        }
-        if !more_out {
-            return Ok(true);
+        if let Some(equal) = at_next_tokens(&mut out, &mut ans)? {
+            return Ok(equal);
         }
         let (n, out_ended) = read_token(&mut out, &mut a)?;
         let (m, ans_ended) = read_token(&mut ans, &mut b)?;
@@ -880,8 +877,7 @@ mod tests {
 
     #[test]
     fn files_are_checked_and_a_missing_file_is_an_error() {
-        let dir = std::env::temp_dir().join(format!("ojchk-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ojrunner_daemon::test_dir("ojchk");
         std::fs::write(dir.join("out"), "42 \n").unwrap();
         std::fs::write(dir.join("ans"), "42\n").unwrap();
         let mut out = File::open(dir.join("out")).unwrap();

@@ -138,9 +138,7 @@ mod tests {
     fn a_stage_stops_through_its_shutdown_argument() {
         let stages: [(&str, Run); 2] = [("reportd", crate::stage::reportd::run), ("leased", crate::stage::leased::run)];
         for (stage, run) in stages {
-            let dir = std::env::temp_dir().join(format!("ojstop-{}-{stage}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = ojrunner_daemon::test_dir(&format!("ojstop-{stage}"));
             let spool = dir.to_str().unwrap();
             // An address nothing answers: with no identity, neither stage asks the hub.
             let told = Told::try_parse_from(["t", "--backend-url", "http://127.0.0.1:9", "--spool", spool]).unwrap();

@@ -327,8 +327,7 @@ mod tests {
 
     #[test]
     fn an_envdir_gives_first_lines_and_unsets_with_empty_files() {
-        let dir = std::env::temp_dir().join(format!("ojrunner-envdir-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ojrunner_daemon::test_dir("ojrunner-envdir");
         std::fs::write(dir.join("OJ_SPOOL"), "/srv/spool  \nignored\n").unwrap();
         std::fs::write(dir.join("GONE"), "").unwrap();
         std::fs::write(dir.join(".hidden"), "x\n").unwrap();

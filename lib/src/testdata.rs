@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn prune_removes_a_dead_downloads_leftovers_and_no_live_ones() {
-        let root = std::env::temp_dir().join(format!("ojrunner-prune-{}", std::process::id()));
+        let root = ojrunner_daemon::test_dir("ojrunner-prune");
         let dir = root.join("7");
         let current = dir.join("v2");
         std::fs::create_dir_all(&current).unwrap();

@@ -177,8 +177,7 @@ mod tests {
 
     #[test]
     fn a_workspace_holds_a_copy_under_a_neutral_name_and_goes_with_its_value() {
-        let from = std::env::temp_dir().join(format!("ojrunner-ws-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&from);
+        let from = ojrunner_daemon::test_dir("ojrunner-ws-test");
         std::fs::create_dir_all(from.join("pkg")).unwrap();
         std::fs::write(from.join("main.c"), "int main(){}\n").unwrap();
         std::fs::write(from.join("pkg/a.py"), "x = 1\n").unwrap();
@@ -210,8 +209,7 @@ mod tests {
         let dead = root.join(random_name().unwrap());
         std::fs::create_dir(&dead).unwrap();
         File::create(dead.with_extension("lock")).unwrap();
-        let from = std::env::temp_dir().join(format!("ojrunner-ws-sweep-{}", std::process::id()));
-        std::fs::create_dir_all(&from).unwrap();
+        let from = ojrunner_daemon::test_dir("ojrunner-ws-sweep");
         let live = Workspace::stage(&from).unwrap();
         assert!(!dead.exists(), "a dead judge's workspace was left");
         let other = Workspace::stage(&from).unwrap();

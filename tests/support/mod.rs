@@ -387,6 +387,16 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// A fresh `dir/src` holding one source file, `name` with `text` (what a
+/// judge stages as a submission); its path.
+pub fn source_dir(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join(name), text).unwrap();
+    src
+}
+
 /// One integer from a runner's spool (`SELECT count(*) …`, say); None if
 /// the spool is not there yet.
 pub fn spool_int(spool: &Path, sql: &str) -> Option<i64> {
@@ -601,11 +611,16 @@ impl Scenario {
         });
     }
 
-    /// Drains `runner` (TERM) and checks that it exits 0.
-    pub fn drain(&self, mut runner: Proc) {
-        runner.signal(nix::sys::signal::Signal::SIGTERM);
-        assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
+    /// Drains `runner` (TERM) and checks that it exits 0 ([`drain`]).
+    pub fn drain(&self, runner: Proc) {
+        drain(runner)
     }
+}
+
+/// Drains `runner` (TERM) and checks that it exits 0 within a minute.
+pub fn drain(mut runner: Proc) {
+    runner.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the runner drained cleanly");
 }
 
 /// Waits (at most a minute) until a runner on `spool` is judging a claim;

@@ -4,7 +4,7 @@
 use clap::Parser;
 use ojrunner::config::Common;
 use ojrunner::stage::claimd;
-use ojrunner_daemon::{exit_code, signals, ExitCode};
+use ojrunner_daemon::{signals, ExitCode};
 use std::path::PathBuf;
 
 /// claimd: claims jobs from the hub and prepares them for judging.
@@ -26,10 +26,8 @@ struct Cli {
 }
 
 fn main() {
-    ojrunner_daemon::fds::keep_inherited_fds_private();
-    ojrunner_daemon::logger::init("claimd");
-    let Cli { common, claim_wait, languages } = Cli::parse();
+    let Cli { common, claim_wait, languages } = ojrunner_daemon::start("claimd", Cli::parse);
     let config = claimd::Config { common, claim_wait, languages };
-    let ran = signals::forwarded().and_then(|shutdown| claimd::run(config, shutdown)).map(|()| ExitCode::Ok);
-    std::process::exit(exit_code(ran).code());
+    let ran = signals::run_stage(|shutdown| claimd::run(config, shutdown).map(|()| ExitCode::Ok));
+    std::process::exit(ran.code());
 }

@@ -82,9 +82,7 @@ enum Command {
 }
 
 fn main() {
-    ojrunner_daemon::fds::keep_inherited_fds_private();
-    ojrunner_daemon::logger::init("judge-exec");
-    let cli = Cli::parse();
+    let cli = ojrunner_daemon::start("judge-exec", Cli::parse);
     ojrunner::sandbox::set_netns_per_run(cli.netns_per_run);
     // The settings the library reads once from the environment: a flag
     // given on the command line wins (before any thread reads them).
@@ -111,5 +109,5 @@ fn dispatch(cli: Cli) -> ExitCode {
         return standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref());
     }
     let cfg = judge_exec::Config { common: cli.common, workers: cli.workers, languages: cli.languages };
-    exit_code(signals::forwarded().and_then(|shutdown| judge_exec::run(&cfg, languages, shutdown)))
+    signals::run_stage(|shutdown| judge_exec::run(&cfg, languages, shutdown))
 }

@@ -4,7 +4,7 @@
 use clap::Parser;
 use ojrunner::config::Common;
 use ojrunner::stage::leased;
-use ojrunner_daemon::{exit_code, signals};
+use ojrunner_daemon::signals;
 
 /// leased: heartbeats for every job the runner holds.
 #[derive(Parser, Debug)]
@@ -15,9 +15,6 @@ struct Cli {
 }
 
 fn main() {
-    ojrunner_daemon::fds::keep_inherited_fds_private();
-    ojrunner_daemon::logger::init("leased");
-    let cli = Cli::parse();
-    let ran = signals::forwarded().and_then(|shutdown| leased::run(&cli.common, shutdown));
-    std::process::exit(exit_code(ran).code());
+    let cli = ojrunner_daemon::start("leased", Cli::parse);
+    std::process::exit(signals::run_stage(|shutdown| leased::run(&cli.common, shutdown)).code());
 }

@@ -4,7 +4,7 @@
 use clap::Parser;
 use ojrunner::config::Common;
 use ojrunner::stage::reportd;
-use ojrunner_daemon::{exit_code, signals};
+use ojrunner_daemon::signals;
 
 /// reportd: delivers outcomes and events to the hub.
 #[derive(Parser, Debug)]
@@ -15,9 +15,6 @@ struct Cli {
 }
 
 fn main() {
-    ojrunner_daemon::fds::keep_inherited_fds_private();
-    ojrunner_daemon::logger::init("reportd");
-    let cli = Cli::parse();
-    let ran = signals::forwarded().and_then(|shutdown| reportd::run(&cli.common, shutdown));
-    std::process::exit(exit_code(ran).code());
+    let cli = ojrunner_daemon::start("reportd", Cli::parse);
+    std::process::exit(signals::run_stage(|shutdown| reportd::run(&cli.common, shutdown)).code());
 }

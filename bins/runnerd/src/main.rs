@@ -54,9 +54,7 @@ enum Cmd {
 }
 
 fn main() {
-    ojrunner_daemon::fds::keep_inherited_fds_private();
-    ojrunner_daemon::logger::init("runnerd");
-    let cli = Cli::parse();
+    let cli = ojrunner_daemon::start("runnerd", Cli::parse);
     if cli.command.is_some() {
         signals::default_sigpipe();
     }
@@ -77,7 +75,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         Some(Cmd::Latch { off }) => runnerd::latch(spool, !*off),
         None => {
             let cfg = runnerd::Config { common: cli.common, libexec: cli.libexec };
-            exit_code(signals::forwarded().and_then(|shutdown| runnerd::run(&cfg, shutdown)))
+            signals::run_stage(|shutdown| runnerd::run(&cfg, shutdown))
         }
     }
 }

@@ -162,8 +162,7 @@ mod tests {
 
     #[test]
     fn broken_lines_get_an_error_and_the_socket_keeps_serving() {
-        let dir = std::env::temp_dir().join(format!("ojctl-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::test_dir("ojctl");
         let inbox = Inbox::new();
         listen(&dir, "t", inbox.tx.clone()).unwrap();
         // A stage answering status from its main loop.

@@ -22,3 +22,26 @@ pub mod token_file;
 
 pub use exit::ExitCode;
 pub use failure::{exit_code, Context, Failure};
+
+/// A program's first steps, the same in every one that runs as a stage:
+/// keep the descriptors it inherited to itself ([`fds`]), start the
+/// [`logger`] under its name, then parse its command line with `parse`
+/// (clap's `Cli::parse`, which exits on a usage error).
+pub fn start<Cli>(name: &str, parse: impl FnOnce() -> Cli) -> Cli {
+    fds::keep_inherited_fds_private();
+    logger::init(name);
+    parse()
+}
+
+/// A fresh, empty directory for a unit test: `tag` and the process id name
+/// it under the temp directory, and what a last run left there is gone.
+/// For the unit tests of this crate and of those that use it (the
+/// `test-dir` feature, which their dev-dependency turns on), so that one
+/// copy serves them all.
+#[cfg(any(test, feature = "test-dir"))]
+pub fn test_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -116,6 +116,13 @@ pub fn forwarded() -> Result<Shutdown, Failure> {
     Ok(shutdown)
 }
 
+/// Runs a stage with a [`Shutdown`] the process's signals trigger
+/// ([`forwarded`]), and gives its exit code ([`crate::exit_code`], which
+/// logs why it failed): how a program's `main` runs its stage.
+pub fn run_stage(stage: impl FnOnce(Shutdown) -> Result<ExitCode, Failure>) -> ExitCode {
+    crate::exit_code(forwarded().and_then(stage))
+}
+
 /// A signal's name, for logs.
 pub fn name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("signal {sig}"))

@@ -174,10 +174,8 @@ pub fn random_hex(bytes: usize) -> String {
 mod tests {
     #[test]
     fn a_fresh_database_is_migrated_once_and_reopens() {
-        let dir = std::env::temp_dir().join(format!("hubd-db-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ojrunner_daemon::test_dir("hubd-db");
         let path = dir.join("hub.db");
-        let _ = std::fs::remove_file(&path);
         let conn = super::open(&path).unwrap();
         let v: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(v, super::SCHEMA_VERSION);

@@ -137,8 +137,7 @@ mod tests {
     use super::*;
 
     fn problem_dir(tag: &str, meta: &str, files: &[&str]) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("hubd-problem-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = ojrunner_daemon::test_dir(&format!("hubd-problem-{tag}"));
         std::fs::create_dir_all(dir.join("include")).unwrap();
         std::fs::write(dir.join("meta.json"), meta).unwrap();
         for f in files {

@@ -513,9 +513,7 @@ mod tests {
     /// says TERM: no signal is sent or installed.
     #[test]
     fn the_hub_stops_through_its_shutdown_argument() {
-        let dir = std::env::temp_dir().join(format!("ojhubstop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ojrunner_daemon::test_dir("ojhubstop");
         let cfg = ServeConfig {
             db: dir.join("hub.db"),
             listen: "127.0.0.1:0".into(),

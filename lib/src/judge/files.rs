@@ -148,9 +148,7 @@ mod tests {
     fn a_fresh_file_reuses_only_the_judges_own_and_never_truncates_through_a_link() {
         use std::io::Write;
         use std::os::unix::fs::MetadataExt;
-        let dir = std::env::temp_dir().join(format!("ojfresh-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = ojrunner_daemon::test_dir("ojfresh");
         let out = dir.join("stdout");
         // The judge's own file from the last case: same inode, emptied.
         let mut f = create_fresh(&out, 0o644).unwrap();
@@ -178,8 +176,7 @@ mod tests {
 
     #[test]
     fn a_slots_scratch_is_emptied_between_cases_but_for_the_output_files() {
-        let dir = std::env::temp_dir().join(format!("ojclear-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = ojrunner_daemon::test_dir("ojclear");
         std::fs::create_dir_all(dir.join("left/deeper")).unwrap();
         for f in ["stdout", "stderr", "left/deeper/file", "junk"] {
             std::fs::write(dir.join(f), "x").unwrap();
