@@ -81,7 +81,7 @@ sys.exit(5)
         };
         testkit::wait_for(&format!("{} to hold its helper alone", group.display()), Duration::from_secs(10), alone);
     }
-    ojrunner::helper::shutdown();
+    ojrunner::sandbox::helper::shutdown();
     for (group, _) in &groups {
         assert!(!group.exists(), "{} outlived its helper", group.display());
     }

@@ -165,7 +165,7 @@ fn leftover_cgroups() -> Vec<PathBuf> {
             // Other judges on this machine may have live helpers: only the
             // groups of helpers that are gone (or zombies) are leftovers.
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = ojrunner::cgroup::helper_of(&name) else { continue };
+            let Some(pid) = ojrunner::sandbox::cgroup::helper_of(&name) else { continue };
             let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
             if state.is_empty() || state.contains("State:\tZ") {
                 left.push(e.path());
@@ -328,7 +328,7 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
         harm.push("the jail's root is mounted on the host".into());
     }
     // Each helper removes a run's cgroup right after its reply.
-    ojrunner::helper::shutdown();
+    ojrunner::sandbox::helper::shutdown();
     let cgroups = leftover_cgroups();
     if !cgroups.is_empty() {
         harm.push(format!("cgroups left: {cgroups:?}"));

@@ -261,7 +261,7 @@ fn a_run_after_a_fork_bomb_is_not_charged_for_the_bombs_kernel_memory() {
             assert_eq!(r.status, Verdict::AC, "case {c}: {r:?}");
             // What may be left of the bomb unwaited for is within
             // `cgroup::UNSETTLED` (4 MiB); the program's own, under 1 MiB.
-            let bound = (ojrunner::cgroup::UNSETTLED >> 10) as i64 + 1024;
+            let bound = (ojrunner::sandbox::cgroup::UNSETTLED >> 10) as i64 + 1024;
             assert!(r.memory_usage < bound, "case {c}, after a bomb, read {} KiB", r.memory_usage);
         }
     }
@@ -618,7 +618,7 @@ fn tempfile_in_tmp() -> std::fs::File {
 
 #[test]
 fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits() {
-    use ojrunner::slot_pool::SlotPool;
+    use ojrunner::sandbox::slot::SlotPool;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     let langs = Languages::builtin();

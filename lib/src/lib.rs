@@ -36,7 +36,6 @@ pub mod judge;
 pub mod language;
 pub mod program_cache;
 pub mod sandbox;
-pub use sandbox::{cgroup, helper, jail, seccomp, slot as slot_pool, streams};
 pub mod standalone;
 pub mod verdict;
 pub mod workspace;

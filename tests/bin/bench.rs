@@ -24,8 +24,8 @@ use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
+use ojrunner::sandbox::slot::SlotPool;
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
-use ojrunner::slot_pool::SlotPool;
 use ojrunner::workspace::Workspace;
 use std::ffi::CString;
 use std::fs::File;
@@ -188,7 +188,7 @@ fn bench() -> Result<(), String> {
     rep.target("sandbox p99 < 3 ms", format!("{:.3} ms", ms(sandboxed.p99)), sandboxed.p99 < Duration::from_millis(3));
 
     if std::env::var_os("OJ_BENCH_COST_ONLY").is_some() {
-        ojrunner::helper::shutdown();
+        ojrunner::sandbox::helper::shutdown();
         return Ok(());
     }
 
@@ -317,7 +317,7 @@ fn bench() -> Result<(), String> {
     drop(ballast);
     println!();
     println!("{} target(s) missed", rep.misses);
-    ojrunner::helper::shutdown();
+    ojrunner::sandbox::helper::shutdown();
     Ok(())
 }
 
