@@ -73,6 +73,8 @@ struct Claimd {
     claiming: bool,
     /// SIGQUIT arrived during a claim request: stop once it is recorded.
     quit: bool,
+    /// This claimd has held an identity (so it never registers another).
+    registered: bool,
     /// The preps in progress, one thread each, by claim id.
     preps: HashMap<i64, JoinHandle<()>>,
     /// Set by a prep when the testdata channel refused `SANDBOX_TOKEN`.
@@ -104,6 +106,7 @@ pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
         woken: false,
         claiming: false,
         quit: false,
+        registered: false,
         preps: HashMap::new(),
         refused: Arc::new(Mutex::new(None)),
         paused: None,
@@ -118,7 +121,17 @@ impl Claimd {
     /// if told to stop while registering.
     fn identity(&mut self) -> Result<Option<RunnerIdentity>, Failure> {
         if let Some(id) = self.spool.identity()? {
+            self.registered = true;
             return Ok(Some(id));
+        }
+        // Forgotten while this claimd ran: leased was refused (two 401s)
+        // and the runner stops; registering again here would leave a new
+        // identity behind it. A restart registers.
+        if self.registered {
+            return Err(Failure(
+                ExitCode::Failure,
+                "the runner's identity was forgotten (the hub refused it); a restart registers again".into(),
+            ));
         }
         let mut tries = 0;
         loop {
@@ -143,6 +156,7 @@ impl Claimd {
                             }
                         );
                         control::poke(self.spool.dir(), "leased");
+                        self.registered = true;
                         return self.spool.identity().map_err(Failure::from);
                     }
                     Err(e) => format!("unreadable registration ({e})"),
