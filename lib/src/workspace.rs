@@ -24,7 +24,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -108,10 +108,13 @@ fn mount_root() -> io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(root)?;
     let _mounting = locked(Path::new(LOCK))?;
     if std::fs::metadata(root)?.dev() != std::fs::metadata(parent)?.dev() {
-        return Ok(()); // Another judge of this boot mounted it.
+        // Another judge of this boot mounted it.
+        return std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711));
     }
     let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
-    let (src, dst, fs, data) = (c("ojrunner-work"), c(ROOT), c("tmpfs"), c("mode=0755"));
+    // Searchable, not listable: a run that is not jailed (no namespaces)
+    // cannot find another submission's workspace by its random name.
+    let (src, dst, fs, data) = (c("ojrunner-work"), c(ROOT), c("tmpfs"), c("mode=0711"));
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
     if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), flags, data.as_ptr().cast()) } != 0 {
         let e = io::Error::last_os_error();
@@ -186,6 +189,9 @@ mod tests {
         if unsafe { libc::geteuid() } == 0 {
             let dir = ws.path().to_path_buf();
             assert!(dir.starts_with(ROOT), "{}", dir.display());
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(ROOT).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o711, "{ROOT} must not be listable by a run's uid");
             let name = dir.file_name().unwrap().to_str().unwrap();
             assert!(name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
             assert_eq!(std::fs::read_to_string(dir.join("pkg/a.py")).unwrap(), "x = 1\n");
