@@ -14,10 +14,10 @@
 
 pub use ojrunner_daemon::{control, logger, signals};
 pub use ojrunner_protocol as protocol;
+pub use ojrunner_protocol::archive;
 
 // The runner's shared machinery.
 pub mod answer;
-pub mod archive;
 pub mod claim;
 pub mod config;
 pub mod daemon;

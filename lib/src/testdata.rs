@@ -11,8 +11,8 @@
 
 use crate::archive;
 use crate::hub::{FetchError, HubClient};
-use crate::protocol::Task;
 use nix::fcntl::{Flock, FlockArg};
+pub use ojrunner_protocol::testdata::{case_file, check_cases};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -117,26 +117,6 @@ fn downloader(name: &str) -> Option<&str> {
     let rest = name.strip_prefix(".download-").or_else(|| name.strip_prefix(".unpack-"))?;
     let pid = rest.split('-').next()?;
     (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(pid)
-}
-
-/// Checks that `dir` has every `TTCC.in`/`TTCC.out` the tasks name.
-pub fn check_cases(dir: &Path, tasks: &[Task]) -> Result<(), String> {
-    for (t, task) in tasks.iter().enumerate() {
-        for c in 0..task.case_count as usize {
-            for ext in ["in", "out"] {
-                let p = case_file(dir, t, c, ext);
-                if !p.is_file() {
-                    return Err(format!("testdata has no {}", p.file_name().unwrap().to_string_lossy()));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The path of case `c` of task `t`: `TTCC.in` or `TTCC.out`.
-pub fn case_file(dir: &Path, t: usize, c: usize, ext: &str) -> PathBuf {
-    dir.join(format!("{t:02}{c:02}.{ext}"))
 }
 
 /// A directory name for a checksum: the checksum itself when it is a tame

@@ -138,7 +138,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Serve(s) => serve(cli.db, s),
         Command::Problem(ProblemCommand::Add { id, dir }) => {
-            let p = problem::load_dir(&dir)?;
+            let p = problem::load_dir(id, &dir)?;
             problem::store(&mut db::open(&cli.db)?, id, &p)?;
             log::info!("problem {id} stored from {} (checksum {})", dir.display(), p.checksum);
             Ok(())

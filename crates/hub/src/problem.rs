@@ -6,7 +6,8 @@
 use super::pyjson::Ordered;
 use super::{db, Context, Failure};
 use md5::{Digest, Md5};
-use ojrunner_protocol::Task;
+use ojrunner_protocol::testdata::check_cases;
+use ojrunner_protocol::{archive, check_tasks, Task};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,43 +29,47 @@ struct MetaFile {
     tasks: Vec<Task>,
 }
 
-/// Reads a problem directory: `meta.json`, the `TTCC.in`/`TTCC.out` files it
-/// implies, and any other files (`include/`, `share/`, `chaos/`, a checker…),
-/// all of which go into the zip with their relative paths.
-pub fn load_dir(dir: &Path) -> Result<Problem, Failure> {
-    let bad = |m: String| Failure::runtime(format!("problem directory {}: {m}", dir.display()));
+/// Reads problem `id` from a directory: `meta.json`, the `TTCC.in`/`TTCC.out`
+/// files it implies, and any other files (`include/`, `share/`, `chaos/`, a
+/// checker…), all of which go into the zip with their relative paths.
+///
+/// A problem is refused when a runner would refuse it: its tasks by the
+/// protocol's one rule ([`check_tasks`]), its files by unpacking the very
+/// zip it would be served as with the runner's own unpacker and checking
+/// the cases there. A symbolic link or a special file is refused by name:
+/// a zip cannot carry it, so it would silently go missing.
+pub fn load_dir(id: i64, dir: &Path) -> Result<Problem, Failure> {
+    let bad = |m: String| Failure::runtime(format!("problem {id} ({}): {m}", dir.display()));
     let meta_path = dir.join("meta.json");
     let text = std::fs::read_to_string(&meta_path).context(|| format!("reading {}", meta_path.display()))?;
     let typed: MetaFile = serde_json::from_str(&text).map_err(|e| bad(format!("meta.json: {e}")))?;
     let ordered: Ordered = serde_json::from_str(&text).map_err(|e| bad(format!("meta.json: {e}")))?;
     let tasks_value = ordered.get("tasks").cloned().unwrap_or(Ordered::Array(vec![]));
     let meta = Ordered::Object(vec![("tasks".into(), tasks_value)]).dumps();
-
     let tasks = typed.tasks;
-    if tasks.is_empty() {
-        return Err(bad("meta.json has no tasks".into()));
-    }
-    let sum: i64 = tasks.iter().map(|t| t.task_score).sum();
-    if sum != 100 {
-        return Err(bad(format!("task scores sum to {sum}, not 100")));
-    }
-    for (t, task) in tasks.iter().enumerate() {
-        if task.case_count < 0 || task.task_score < 0 {
-            return Err(bad(format!("task {t}: negative caseCount or taskScore")));
-        }
-        for c in 0..task.case_count {
-            for ext in ["in", "out"] {
-                let name = format!("{t:02}{c:02}.{ext}");
-                if !dir.join(&name).is_file() {
-                    return Err(bad(format!("{name} is missing (task {t} has {} cases)", task.case_count)));
-                }
-            }
-        }
-    }
+    check_tasks(&tasks).map_err(|e| bad(format!("meta.json: {e}")))?;
 
-    let testdata = zip_dir(dir).context(|| format!("zipping {}", dir.display()))?;
+    let testdata = zip_dir(dir).map_err(|e| bad(e.to_string()))?;
+    as_a_runner_unpacks_it(&testdata, &tasks).map_err(|e| bad(format!("a runner would refuse it: {e}")))?;
     let checksum = md5_hex(&[testdata.as_slice(), meta.as_bytes()].concat());
     Ok(Problem { meta, tasks, testdata, checksum })
+}
+
+/// Unpacks `zip` as a runner does (its bounds, its name and type rules) into
+/// a scratch directory, and checks every case is there.
+fn as_a_runner_unpacks_it(zip: &[u8], tasks: &[Task]) -> Result<(), String> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let scratch = std::env::temp_dir().join(format!("hubd-problem-{}-{nanos}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+        let file = scratch.join("testdata.zip");
+        std::fs::write(&file, zip).map_err(|e| format!("{}: {e}", file.display()))?;
+        let unpacked = scratch.join("testdata");
+        archive::extract(&file, &unpacked, archive::TESTDATA).map_err(|e| e.to_string())?;
+        check_cases(&unpacked, tasks).map_err(|e| e.to_string())
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
 }
 
 /// The MD5 digest of `data` in lowercase hex: the testdata checksum must be
@@ -77,9 +82,11 @@ pub fn md5_hex(data: &[u8]) -> String {
 
 /// Every regular file under `dir` but the top-level `meta.json`, in sorted
 /// order with fixed timestamps, so the same files always give the same zip
-/// (and so the same checksum).
-fn zip_dir(dir: &Path) -> zip::result::ZipResult<Vec<u8>> {
+/// (and so the same checksum). Anything else but a directory is refused,
+/// named by its path in the problem.
+fn zip_dir(dir: &Path) -> Result<Vec<u8>, String> {
     use zip::write::SimpleFileOptions;
+    let io = |what: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", what.display());
     let options = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated)
         .last_modified_time(zip::DateTime::default())
@@ -87,22 +94,33 @@ fn zip_dir(dir: &Path) -> zip::result::ZipResult<Vec<u8>> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(dir.join(&rel))?.collect::<Result<_, _>>()?;
+        let here = dir.join(&rel);
+        let entries = std::fs::read_dir(&here).and_then(|d| d.collect::<Result<Vec<_>, _>>());
+        let mut entries = entries.map_err(|e| io(&here, &e))?;
         entries.sort_by_key(|e| e.file_name());
         for entry in entries.into_iter().rev() {
             let path = rel.join(entry.file_name());
             let name = path.to_string_lossy().into_owned();
-            let kind = entry.file_type()?; // symlinks are not followed: not regular files
+            // Not followed: a link would be served as what it points to today.
+            let kind = entry.file_type().map_err(|e| io(&path, &e))?;
             if kind.is_dir() {
-                zip.add_directory(format!("{name}/"), options.unix_permissions(0o755))?;
+                zip.add_directory(format!("{name}/"), options.unix_permissions(0o755)).map_err(|e| io(&path, &e))?;
                 stack.push(path);
-            } else if kind.is_file() && name != "meta.json" {
-                zip.start_file(name, options)?;
-                zip.write_all(&std::fs::read(entry.path())?)?;
+            } else if kind.is_file() {
+                if name != "meta.json" {
+                    let bytes = std::fs::read(entry.path()).map_err(|e| io(&path, &e))?;
+                    zip.start_file(name, options)
+                        .and_then(|_| Ok(zip.write_all(&bytes)?))
+                        .map_err(|e| io(&path, &e))?;
+                }
+            } else if kind.is_symlink() {
+                return Err(format!("{name} is a symbolic link (a runner takes regular files only)"));
+            } else {
+                return Err(format!("{name} is not a regular file or a directory"));
             }
         }
     }
-    Ok(zip.finish()?.into_inner())
+    Ok(zip.finish().map_err(|e| format!("zipping: {e}"))?.into_inner())
 }
 
 /// Stores `problem` as `id`, replacing any problem of that id.
@@ -150,7 +168,7 @@ mod tests {
     fn a_problem_directory_becomes_meta_zip_and_checksum() {
         let meta = r#"{"tasks": [{"timeLimit": 1000, "taskScore": 100, "memoryLimit": 65536, "caseCount": 2}]}"#;
         let dir = problem_dir("ok", meta, &["0000.in", "0000.out", "0001.in", "0001.out", "include/x.h"]);
-        let p = load_dir(&dir).unwrap();
+        let p = load_dir(1, &dir).unwrap();
         // The file's key order is kept, with Python's separators.
         assert_eq!(
             p.meta,
@@ -162,18 +180,56 @@ mod tests {
         names.sort();
         assert_eq!(names, ["0000.in", "0000.out", "0001.in", "0001.out", "include/", "include/x.h"]);
         // The same files give the same bytes.
-        assert_eq!(load_dir(&dir).unwrap().checksum, p.checksum);
+        assert_eq!(load_dir(1, &dir).unwrap().checksum, p.checksum);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn refusal(dir: &Path) -> String {
+        load_dir(7, dir).unwrap_err().to_string()
     }
 
     #[test]
     fn missing_cases_and_bad_scores_are_refused() {
         let meta = r#"{"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 2}]}"#;
         let dir = problem_dir("missing", meta, &["0000.in", "0000.out", "0001.in"]);
-        assert!(load_dir(&dir).unwrap_err().to_string().contains("0001.out is missing"));
+        assert!(refusal(&dir).contains("testdata has no 0001.out"), "{}", refusal(&dir));
         let meta = meta.replace("100,", "90,");
         let dir = problem_dir("score", &meta, &["0000.in", "0000.out", "0001.in", "0001.out"]);
-        assert!(load_dir(&dir).unwrap_err().to_string().contains("sum to 90"));
+        assert!(refusal(&dir).contains("sum to 90"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Each limit a runner refuses (`check_tasks`) is refused here, naming
+    /// the problem: caseCount 0 once passed and made every submission JE.
+    #[test]
+    fn limits_a_runner_refuses_are_refused_naming_the_problem() {
+        let files = ["0000.in", "0000.out"];
+        for (tag, task, why) in [
+            ("cases0", r#""caseCount": 0, "timeLimit": 1000, "memoryLimit": 65536"#, "caseCount 0"),
+            ("tneg", r#""caseCount": 1, "timeLimit": -5, "memoryLimit": 65536"#, "timeLimit -5"),
+            ("thuge", r#""caseCount": 1, "timeLimit": 1000000000000, "memoryLimit": 65536"#, "timeLimit 1000000000000"),
+            ("mem0", r#""caseCount": 1, "timeLimit": 1000, "memoryLimit": 0"#, "memoryLimit 0"),
+        ] {
+            let dir = problem_dir(tag, &format!(r#"{{"tasks": [{{"taskScore": 100, {task}}}]}}"#), &files);
+            let msg = refusal(&dir);
+            assert!(msg.starts_with("problem 7 ") && msg.contains(why), "{tag}: {msg}");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// A case file that is a link passed `is_file` but was left out of the
+    /// zip: every submission then ended JE at the runner.
+    #[test]
+    fn links_and_special_files_are_refused_by_name() {
+        let meta = r#"{"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 1}]}"#;
+        let dir = problem_dir("link", meta, &["0000.in", "real.out"]);
+        std::os::unix::fs::symlink(dir.join("real.out"), dir.join("0000.out")).unwrap();
+        assert!(refusal(&dir).contains("0000.out is a symbolic link"), "{}", refusal(&dir));
+        let dir = problem_dir("fifo", meta, &["0000.in", "0000.out"]);
+        let pipe = std::ffi::CString::new(dir.join("include/pipe").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; mkfifo only reads it.
+        assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o600) }, 0);
+        assert!(refusal(&dir).contains("include/pipe is not a regular file"), "{}", refusal(&dir));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

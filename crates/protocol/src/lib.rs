@@ -12,6 +12,9 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
+pub mod archive;
+pub mod testdata;
+
 /// A verdict, in the hub's order: the numeric code is the severity, so a
 /// task's status is the case status with the largest code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -134,6 +137,51 @@ impl std::error::Error for BadJob {}
 const MAX_CASES_PER_TASK: i64 = 100;
 const MAX_TASKS: usize = 100;
 
+/// Why a problem (its tasks or its testdata) cannot be judged: a runner
+/// ends such a job as `abort(prep_failed)`; `hubd problem add` refuses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadProblem(pub String);
+
+impl fmt::Display for BadProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadProblem {}
+
+/// The one rule for a problem's tasks, the runner's and the hub's: what
+/// Normal-OJ's `Meta` checks (at least one task, scores summing to 100)
+/// and limits a sandbox can honour.
+pub fn check_tasks(tasks: &[Task]) -> Result<(), BadProblem> {
+    let bad = |m: String| Err(BadProblem(m));
+    if tasks.is_empty() {
+        return bad("no tasks".into());
+    }
+    if tasks.len() > MAX_TASKS {
+        return bad(format!("{} tasks (at most {MAX_TASKS})", tasks.len()));
+    }
+    let sum: i64 = tasks.iter().map(|t| t.task_score).sum();
+    if sum != 100 {
+        return bad(format!("task scores sum to {sum}, not 100"));
+    }
+    for (i, t) in tasks.iter().enumerate() {
+        if t.task_score < 0 {
+            return bad(format!("task {i}: negative taskScore"));
+        }
+        if t.case_count < 1 || t.case_count > MAX_CASES_PER_TASK {
+            return bad(format!("task {i}: caseCount {} out of 1..={MAX_CASES_PER_TASK}", t.case_count));
+        }
+        if t.time_limit < 1 || t.time_limit > 60_000 {
+            return bad(format!("task {i}: timeLimit {} ms out of 1..=60000", t.time_limit));
+        }
+        if t.memory_limit < 1024 || t.memory_limit > 16 * 1024 * 1024 {
+            return bad(format!("task {i}: memoryLimit {} KiB out of 1024..=16777216", t.memory_limit));
+        }
+    }
+    Ok(())
+}
+
 impl Job {
     /// Parses a `next-job` body (bare or wrapped) and checks what Normal-OJ's
     /// `Meta` checks: at least one task, scores summing to 100, sane limits.
@@ -155,31 +203,7 @@ impl Job {
         if self.job_id.is_empty() {
             return Err(BadJob("empty job_id".into()));
         }
-        if self.tasks.is_empty() {
-            return Err(BadJob("no tasks".into()));
-        }
-        if self.tasks.len() > MAX_TASKS {
-            return Err(BadJob(format!("{} tasks (at most {MAX_TASKS})", self.tasks.len())));
-        }
-        let sum: i64 = self.tasks.iter().map(|t| t.task_score).sum();
-        if sum != 100 {
-            return Err(BadJob(format!("task scores sum to {sum}, not 100")));
-        }
-        for (i, t) in self.tasks.iter().enumerate() {
-            if t.task_score < 0 {
-                return Err(BadJob(format!("task {i}: negative taskScore")));
-            }
-            if t.case_count < 1 || t.case_count > MAX_CASES_PER_TASK {
-                return Err(BadJob(format!("task {i}: caseCount {} out of 1..={MAX_CASES_PER_TASK}", t.case_count)));
-            }
-            if t.time_limit < 1 || t.time_limit > 60_000 {
-                return Err(BadJob(format!("task {i}: timeLimit {} ms out of 1..=60000", t.time_limit)));
-            }
-            if t.memory_limit < 1024 || t.memory_limit > 16 * 1024 * 1024 {
-                return Err(BadJob(format!("task {i}: memoryLimit {} KiB out of 1024..=16777216", t.memory_limit)));
-            }
-        }
-        Ok(())
+        check_tasks(&self.tasks).map_err(|e| BadJob(e.0))
     }
 
     /// The number of cases over all tasks.
