@@ -18,6 +18,8 @@ pub enum HubCall {
     Register,
     Heartbeat,
     NextJob,
+    /// `DELETE /runners/{rn}/next-job` (an extension): end the waiting poll.
+    CancelPoll,
     Complete,
     Abort,
     Events,
@@ -54,8 +56,8 @@ impl HttpReply {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
     /// The call's own success, with the body: register 201, next-job 200,
-    /// abort 202, a download 200, and 204 for heartbeat, complete and
-    /// events. The status is kept for the logs.
+    /// abort 202, a download 200, and 204 for heartbeat, cancel-poll,
+    /// complete and events. The status is kept for the logs.
     Done { status: u16, body: String },
     /// next-job 204: no work now.
     NoWork,
@@ -69,7 +71,8 @@ pub enum Answer {
     /// another 4xx of the hub's (but 401, 408, 429): what was sent is
     /// refused, and would be again.
     Refused(HttpReply),
-    /// A download's 4xx of the hub's (but 408, 429, and the token's).
+    /// A download's 4xx of the hub's (but 408, 429, and the token's);
+    /// cancel-poll 404 or 405 (anyone's): the hub has no such extension.
     NotServed(HttpReply),
     /// The call's success status with a body that is not the hub's (a
     /// proxy's page where a job or a registration was due).
@@ -94,7 +97,8 @@ impl Answer {
         };
         match (call, code) {
             (Register, 201) | (NextJob, 200) | (Abort, 202) => done(reply, !hubs),
-            (Heartbeat | Complete | Events, 204) | (Testdata | Code, 200) => done(reply, false),
+            (Heartbeat | CancelPoll | Complete | Events, 204) | (Testdata | Code, 200) => done(reply, false),
+            (CancelPoll, 404 | 405) => Answer::NotServed(reply),
             (NextJob, 204) => Answer::NoWork,
             (Register | Heartbeat, 401) if hubs => Answer::Unauthorized(reply),
             (NextJob, 401) | (Testdata, 401 | 403) => Answer::Unauthorized(reply),

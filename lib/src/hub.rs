@@ -149,6 +149,14 @@ impl HubClient {
         self.send(HubCall::NextJob, "GET", &path, Some(token), None, Some(timeout))
     }
 
+    /// `DELETE /runners/{rn}/next-job` (an extension): the hub ends this
+    /// runner's waiting poll, which then answers 204 having handed out no
+    /// job (or its job, if one was already in its answer).
+    pub fn cancel_next_job(&self, runner_id: &str, token: &str) -> Answer {
+        let path = format!("/runners/{runner_id}/next-job");
+        self.send(HubCall::CancelPoll, "DELETE", &path, Some(token), None, None)
+    }
+
     /// `PUT /runners/{rn}/jobs/{jb}/complete`, with a body already made.
     pub fn complete(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
         let path = format!("/runners/{runner_id}/jobs/{job_id}/complete");

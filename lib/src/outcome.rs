@@ -230,6 +230,8 @@ mod tests {
         check(Register, &[(201, "hub", Settled), (401, "hub", Rejected)]);
         // 401 on next-job: idle and ask again (the heartbeat owns fail-fast).
         check(NextJob, &[(200, "hub", Settled), (204, "*", Settled)]);
+        // Cancelling a poll: a hub without the extension is asked no more.
+        check(CancelPoll, &[(204, "*", Settled), (404, "*", Final), (405, "*", Final)]);
     }
 
     #[test]

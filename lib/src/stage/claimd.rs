@@ -6,7 +6,9 @@
 //! nothing: a restarted `claimd` prepares again whatever is still `claimed`.
 //! Once a drain begins (the spool's latch, or TERM) it claims nothing more,
 //! and every claim not started goes back as `abort(drain)`, never as
-//! `prep_failed`: a drain must not spend a job's attempts.
+//! `prep_failed`: a drain must not spend a job's attempts. A long poll in
+//! flight is asked to end (`DELETE .../next-job`) and still read to its
+//! end, so an idle runner stops at once and a job in the answer is kept.
 //!
 //! Each claim is prepared on a thread of its own, so a claim whose problem
 //! the hub cannot serve now never holds up a claim of another while there
@@ -71,6 +73,8 @@ struct Claimd {
     woken: bool,
     /// A claim request is in flight: SIGQUIT waits for its answer.
     claiming: bool,
+    /// The identity of the poll in flight, until the hub was asked to end it.
+    cancellable: Option<RunnerIdentity>,
     /// SIGQUIT arrived during a claim request: stop once it is recorded.
     quit: bool,
     /// This claimd has held an identity (so it never registers another).
@@ -105,6 +109,7 @@ pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
         last_contact: None,
         woken: false,
         claiming: false,
+        cancellable: None,
         quit: false,
         registered: false,
         preps: HashMap::new(),
@@ -283,6 +288,9 @@ impl Claimd {
             while let Some(ev) = self.inbox.next(Duration::ZERO) {
                 self.handle(ev);
             }
+            if self.cancellable.is_some() && (self.quit || self.drain_begun()) {
+                self.cancel_poll();
+            }
             true
         });
         served.expect("claimd never abandons a request")
@@ -301,6 +309,30 @@ impl Claimd {
             self.wait(left);
         }
         self.stops.requested() || self.quit
+    }
+
+    /// Whether a drain began: a stop, or a wake-up that finds the latch set.
+    fn drain_begun(&self) -> bool {
+        self.stops.requested() || (self.woken && self.spool.draining().unwrap_or(false))
+    }
+
+    /// Asks the hub to end the poll in flight (once), so that an idle drain
+    /// does not wait the poll out. The poll's answer is still read to its
+    /// end: a job already in it is recorded and handed back as
+    /// `abort(drain)`. Sent from a thread of its own: the hub may be slow.
+    fn cancel_poll(&mut self) {
+        let Some(id) = self.cancellable.take() else { return };
+        let hub = self.hub.clone();
+        let sent = std::thread::Builder::new().name("cancel-poll".into()).spawn(move || {
+            match hub.cancel_next_job(&id.runner_id, &id.token) {
+                Answer::Done { .. } => info!("draining: the hub ends the waiting poll"),
+                Answer::NotServed(_) => info!("draining: the hub cannot end a poll; waiting it out"),
+                a => warn!("draining: asking the hub to end the poll: {}; waiting it out", a.describe()),
+            }
+        });
+        if let Err(e) = sent {
+            warn!("draining: cannot start a thread to end the poll ({e}); waiting it out");
+        }
     }
 
     fn status(&self) -> serde_json::Value {
@@ -371,8 +403,10 @@ impl Claimd {
         let (hub, wait) = (self.hub.clone(), self.claim_wait);
         let (rn, token) = (id.runner_id.clone(), id.token.clone());
         self.claiming = true;
+        self.cancellable = (wait > 0).then(|| id.clone());
         let answer = self.serving(move || hub.next_job(&rn, &token, wait));
         self.claiming = false;
+        self.cancellable = None;
         match answer {
             Answer::Done { body, .. } => {
                 self.last_contact = Some(crate::spool::now_ms());
