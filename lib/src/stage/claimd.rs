@@ -75,6 +75,10 @@ struct Claimd {
     claiming: bool,
     /// The identity of the poll in flight, until the hub was asked to end it.
     cancellable: Option<RunnerIdentity>,
+    /// A wake-up came during the poll in flight: look at the drain latch.
+    latch_moved: bool,
+    /// How long the last claim request took: a long poll is its own wait.
+    asked_for: Duration,
     /// SIGQUIT arrived during a claim request: stop once it is recorded.
     quit: bool,
     /// This claimd has held an identity (so it never registers another).
@@ -110,6 +114,8 @@ pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
         woken: false,
         claiming: false,
         cancellable: None,
+        latch_moved: false,
+        asked_for: Duration::ZERO,
         quit: false,
         registered: false,
         preps: HashMap::new(),
@@ -213,9 +219,14 @@ impl Claimd {
                     continue;
                 }
             }
-            // A wake-up served during a request or a pause: look again now.
-            if !std::mem::take(&mut self.woken) {
-                let idle = if draining { patience::spool_poll() } else { self.poll_interval() };
+            // A wake-up served during a request or a pause, or a stop: look
+            // again now. A long poll that just ended was this round's wait.
+            if !std::mem::take(&mut self.woken) && !self.stops.requested() {
+                let idle = if draining {
+                    patience::spool_poll()
+                } else {
+                    self.poll_interval().saturating_sub(std::mem::take(&mut self.asked_for))
+                };
                 self.wait(idle);
                 self.woken = false;
             }
@@ -246,7 +257,10 @@ impl Claimd {
 
     fn handle(&mut self, ev: Event) {
         match ev {
-            Event::Wake => self.woken = true,
+            Event::Wake => {
+                self.woken = true;
+                self.latch_moved = self.claiming;
+            }
             Event::Command { cmd, reply, .. } => {
                 let _ = reply.send(if cmd == "status" {
                     self.status()
@@ -312,8 +326,8 @@ impl Claimd {
     }
 
     /// Whether a drain began: a stop, or a wake-up that finds the latch set.
-    fn drain_begun(&self) -> bool {
-        self.stops.requested() || (self.woken && self.spool.draining().unwrap_or(false))
+    fn drain_begun(&mut self) -> bool {
+        self.stops.requested() || (std::mem::take(&mut self.latch_moved) && self.spool.draining().unwrap_or(false))
     }
 
     /// Asks the hub to end the poll in flight (once), so that an idle drain
@@ -404,7 +418,9 @@ impl Claimd {
         let (rn, token) = (id.runner_id.clone(), id.token.clone());
         self.claiming = true;
         self.cancellable = (wait > 0).then(|| id.clone());
+        let asked = std::time::Instant::now();
         let answer = self.serving(move || hub.next_job(&rn, &token, wait));
+        self.asked_for = asked.elapsed();
         self.claiming = false;
         self.cancellable = None;
         match answer {

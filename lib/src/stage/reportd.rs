@@ -254,6 +254,8 @@ impl Reporter {
 
     fn settle(&mut self, item: &OutboxItem, note: &str) -> crate::spool::Result<()> {
         self.spool.outbox_settle(item.claim_id, note)?;
+        // The claim is no longer held: a claimd at its limit may claim again.
+        crate::control::poke(self.spool.dir(), "claimd");
         self.event_retry.remove(&item.claim_id);
         let _ = std::fs::remove_dir_all(self.spool.claim_dir(item.claim_id));
         Ok(())
