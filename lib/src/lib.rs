@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod outcome;
 pub mod patience;
 pub mod phase;
+pub mod scrape;
 pub mod services;
 pub mod spool;
 pub mod testdata;
