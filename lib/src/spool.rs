@@ -831,11 +831,12 @@ impl Spool {
                 "UPDATE outbox SET kind = ?, body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
                 params![kind, body, now, note, claim_id],
             )?;
-            if tx.execute(
-                "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ? AND state != 'aborted'",
+            let judged = is_in(tx, claim_id, "judged")?;
+            tx.execute(
+                "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?",
                 params![note, now, claim_id],
-            )? == 1
-            {
+            )?;
+            if judged {
                 bump_in(tx, Counter::JobsAborted, &metrics::labels(&[("reason", AbortReason::Rejected.as_str())]), 1)?;
             }
             Ok(())
@@ -1338,6 +1339,23 @@ mod tests {
         let text = metrics::render(&s).unwrap();
         assert!(text.contains("ojrunner_jobs_claimed_total 2\n"), "{text}");
         assert!(text.contains("ojrunner_phase_seconds_count{phase=\"case\"} 1\n"), "{text}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_rejected_result_is_counted_as_an_abort_once() {
+        let d = tmp("rejected");
+        let mut s = Spool::open(&d).unwrap();
+        let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        s.mark_prepped(id, Path::new("/td"), &[]).unwrap();
+        s.start(id).unwrap();
+        s.mark_judged(id, &Outcome { tasks: vec![vec![ok()]] }).unwrap();
+        s.outbox_reject(id, "complete rejected: HTTP 400").unwrap();
+        s.outbox_reject(id, "complete rejected: HTTP 400").unwrap();
+        assert_eq!(counter(&s, Counter::JobsAborted.name(), "reason=\"rejected\""), 1);
+        s.outbox_settle(id, "202").unwrap();
+        assert_eq!(counter(&s, Counter::JobsReported.name(), "outcome=\"abort\""), 1);
+        assert_eq!(s.recent_timings(Phase::Total, "abort", 10).unwrap().len(), 1);
         let _ = std::fs::remove_dir_all(d);
     }
 
