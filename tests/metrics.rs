@@ -126,3 +126,10 @@ fn hub_errors_and_failed_lease_renewals_are_counted() {
     assert!(value(&m, "ojrunner_hub_errors_total{call=\"heartbeat\",kind=\"http_5xx\"}") >= 3.0, "{m:?}");
     s.drain(runner);
 }
+
+#[test]
+fn a_metrics_address_that_is_not_host_port_is_bad_configuration() {
+    let s = scenario("metrics-bad-listen", &[]);
+    let mut runner = s.start(&[("OJ_METRICS_LISTEN", "not an address")]);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 100);
+}
