@@ -15,12 +15,14 @@
 use crate::archive;
 use crate::hub::{self, HubClient};
 use crate::language::Languages;
+use crate::metrics;
 use crate::patience;
+use crate::phase::{Phase, Timing};
 use crate::protocol::AbortReason;
 use crate::spool::{ClaimRow, ClaimState, Spool};
 use crate::testdata::{self, Cache};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Claims that may still read their testdata.
 const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
@@ -100,17 +102,33 @@ impl Tries {
     }
 }
 
+/// A claim prepared: where its testdata is, and how long the code and the
+/// testdata took ([`Phase::Code`], [`Phase::Testdata`]), recorded when it
+/// is marked prepped.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub testdata: PathBuf,
+    pub timings: Vec<Timing>,
+}
+
+/// A download that failed: counted as the hub's error (if it is the
+/// hub's), and what it costs the job.
+fn fetch_fault(spool: &mut Spool, e: hub::FetchError) -> Fault {
+    metrics::count_fetch_error(spool, &e);
+    Fault::from(e)
+}
+
 /// One try at preparing `claim` in its directory: the code (one zip
 /// holding exactly the language's source file), the problem's testdata
 /// (cached per host by the hub's checksum), and the cases the tasks name.
-/// The testdata directory on success; on failure, whose fault it is.
+/// On failure, whose fault it is.
 pub fn prepare(
-    spool: &Spool,
+    spool: &mut Spool,
     hub: &HubClient,
     cache: &Cache,
     languages: &Languages,
     claim: &ClaimRow,
-) -> Result<PathBuf, Fault> {
+) -> Result<Prepared, Fault> {
     let job = claim.job.as_ref().map_err(|e| Fault::Bad(e.to_string()))?;
     let source = languages
         .by_id(job.language)
@@ -125,7 +143,7 @@ pub fn prepare(
     // The code: one zip holding exactly one file, main.<ext>, ≤ 10 MB.
     let zip = dir.join("code.zip");
     hub.download(&job.code_url, "the submission's code", &zip, archive::CODE.max_bytes + 1024 * 1024)
-        .map_err(Fault::from)?;
+        .map_err(|e| fetch_fault(spool, e))?;
     let files = archive::extract(&zip, &dir.join("src"), archive::CODE).map_err(|e| match e.1 {
         archive::Blame::Archive => Fault::Bad(format!("code zip: {e}")),
         archive::Blame::Ours => Fault::Wait(format!("code zip: {e}")),
@@ -141,12 +159,18 @@ pub fn prepare(
         std::fs::rename(dir.join("src").join(name), dir.join("src").join(&source))
             .map_err(|e| Fault::Wait(format!("{source}: {e}")))?;
     }
-    let td = cache.ensure(hub, job.problem_id).map_err(Fault::from)?;
+    // The code is here: since the hub's answer was read (the claim's
+    // time), tries that failed included.
+    let now_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+    let code = Timing::new(Phase::Code, now_us - claim.claimed_at * 1000);
+    let t0 = Instant::now();
+    let (td, cached) = cache.ensure(hub, job.problem_id).map_err(|e| fetch_fault(spool, e))?;
     let in_use: Vec<PathBuf> =
         spool.claims_in(&HELD_STATES).unwrap_or_default().into_iter().filter_map(|c| c.testdata).collect();
     cache.prune(job.problem_id, &td, &in_use);
     testdata::check_cases(&td, &job.tasks).map_err(|e| Fault::Bad(format!("problem {}: {e}", job.problem_id)))?;
-    Ok(td)
+    let testdata = Timing::labelled(Phase::Testdata, cached.as_str(), t0.elapsed().as_micros() as i64);
+    Ok(Prepared { testdata: td, timings: vec![code, testdata] })
 }
 
 #[cfg(test)]

@@ -22,8 +22,16 @@
 //! The drain latch lives here too: once set, [`Spool::start`] refuses, in
 //! the same transaction that would have started a claim, so no stage and no
 //! restarted stage can start judging after a drain began.
+//!
+//! So do the runner's metrics: each phase of a claim is timed in the
+//! transaction that ends it ([`crate::phase`]), and each counter
+//! ([`Counter`]) is bumped in the transaction of the event it counts, so
+//! both survive every restart, and pruning old claims never makes a counter
+//! go back.
 
+use crate::metrics::{self, Counter};
 use crate::outcome::{self, OutcomeKind};
+use crate::phase::{self, Phase, Timing};
 use crate::protocol::{AbortReason, BadJob, CaseResult, Job, Outcome, Registration, RunnerConfig};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::BTreeMap;
@@ -32,8 +40,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The schema this code reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema this code reads and writes (`PRAGMA user_version`): 2 added
+/// `phases` and `counters`; a spool of 1 is migrated when a stage opens it.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Event lines kept per claim while the hub cannot take them.
 pub const MAX_EVENTS_PER_CLAIM: i64 = 50_000;
@@ -185,6 +194,10 @@ pub use ojrunner_daemon::clock::now_ms;
 pub struct Spool {
     conn: Connection,
     dir: PathBuf,
+    /// The schema version of the database: [`SCHEMA_VERSION`], but for a
+    /// spool of an older runner opened read-only (not migrated), whose
+    /// newer tables read as empty.
+    version: i64,
 }
 
 impl Spool {
@@ -206,7 +219,7 @@ impl Spool {
         // power cut must not forget them.
         conn.pragma_update(None, "synchronous", "FULL").ctx("synchronous")?;
         conn.pragma_update(None, "foreign_keys", "ON").ctx("foreign_keys")?;
-        let mut s = Spool { conn, dir: dir.to_path_buf() };
+        let mut s = Spool { conn, dir: dir.to_path_buf(), version: SCHEMA_VERSION };
         s.migrate()?;
         Ok(s)
     }
@@ -222,13 +235,15 @@ impl Spool {
             .ctx(&format!("open {} read-only", db.display()))?;
         conn.busy_timeout(Duration::from_secs(10)).ctx("busy_timeout")?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
-        if v != SCHEMA_VERSION {
+        // An older runner's spool is read as it is (the tables it lacks are
+        // empty); a newer one's is not this program's to read.
+        if !(1..=SCHEMA_VERSION).contains(&v) {
             return Err(SpoolError(format!(
                 "spool: {}: schema version {v}, not this program's {SCHEMA_VERSION}",
                 db.display()
             )));
         }
-        Ok(Spool { conn, dir: dir.to_path_buf() })
+        Ok(Spool { conn, dir: dir.to_path_buf(), version: v })
     }
 
     pub fn dir(&self) -> &Path {
@@ -313,6 +328,27 @@ impl Spool {
             )
             .ctx("create schema v1")?;
         }
+        if v < 2 {
+            tx.execute_batch(
+                "CREATE TABLE phases (
+                    claim_id INTEGER NOT NULL REFERENCES claims(claim_id),
+                    phase TEXT NOT NULL,
+                    item TEXT NOT NULL DEFAULT '',
+                    label TEXT NOT NULL DEFAULT '',
+                    ended_at INTEGER NOT NULL,
+                    took_us INTEGER NOT NULL,
+                    PRIMARY KEY (claim_id, phase, item)
+                 );
+                 CREATE INDEX phases_recent ON phases(phase, label, ended_at);
+                 CREATE TABLE counters (
+                    name TEXT NOT NULL,
+                    labels TEXT NOT NULL DEFAULT '',
+                    value INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (name, labels)
+                 );",
+            )
+            .ctx("migrate schema to v2")?;
+        }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION).ctx("write schema version")?;
         tx.commit().ctx("commit migration")
     }
@@ -359,7 +395,7 @@ impl Spool {
                 .query_map([&reg.runner_id], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             for id in &gone {
-                discard_in(tx, *id, "held under a previous identity")?;
+                discard_in(tx, *id, "held under a previous identity", "identity")?;
             }
             Ok(gone)
         })
@@ -485,14 +521,16 @@ impl Spool {
                 .query_map([job_id], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             for id in &old {
-                discard_in(tx, *id, "superseded: the hub handed the job again")?;
+                discard_in(tx, *id, "superseded: the hub handed the job again", "superseded")?;
             }
             let now = now_ms();
             tx.execute(
                 "INSERT INTO claims (job_id, runner_id, state, payload, claimed_at, updated_at) VALUES (?, ?, 'claimed', ?, ?, ?)",
                 params![job_id, runner_id, payload, now, now],
             )?;
-            Ok((tx.last_insert_rowid(), old))
+            let id = tx.last_insert_rowid();
+            bump_in(tx, Counter::JobsClaimed, "", 1)?;
+            Ok((id, old))
         })
     }
 
@@ -540,15 +578,24 @@ impl Spool {
         rows.collect::<rusqlite::Result<_>>().ctx("count claims")
     }
 
-    /// claimed -> prepped, with where its testdata is. False if the claim
-    /// moved meanwhile (aborted by a drain, superseded).
-    pub fn mark_prepped(&mut self, claim_id: i64, testdata: &Path) -> Result<bool> {
+    /// claimed -> prepped, with where its testdata is and how long its
+    /// prep's phases took. False if the claim moved meanwhile (aborted by a
+    /// drain, superseded).
+    pub fn mark_prepped(&mut self, claim_id: i64, testdata: &Path, timings: &[Timing]) -> Result<bool> {
         let td = testdata.to_string_lossy().into_owned();
         self.write("mark prepped", |tx| {
-            Ok(tx.execute(
+            let now = now_ms();
+            if tx.execute(
                 "UPDATE claims SET state = 'prepped', testdata = ?, updated_at = ? WHERE claim_id = ? AND state = 'claimed'",
-                params![td, now_ms(), claim_id],
-            )? == 1)
+                params![td, now, claim_id],
+            )? != 1
+            {
+                return Ok(false);
+            }
+            for t in timings {
+                time_in(tx, claim_id, now, t)?;
+            }
+            Ok(true)
         })
     }
 
@@ -582,16 +629,26 @@ impl Spool {
             if draining {
                 return Ok(false);
             }
-            Ok(tx.execute(
+            // Prepped when it last moved: the wait for a worker ends now.
+            let prepped_at = updated_at(tx, claim_id)?;
+            let now = now_ms();
+            if tx.execute(
                 "UPDATE claims SET state = 'started', updated_at = ? WHERE claim_id = ? AND state = 'prepped'",
-                params![now_ms(), claim_id],
-            )? == 1)
+                params![now, claim_id],
+            )? != 1
+            {
+                return Ok(false);
+            }
+            if let Some(at) = prepped_at {
+                time_in(tx, claim_id, now, &Timing::new(Phase::Queued, (now - at) * 1000))?;
+            }
+            Ok(true)
         })
     }
 
-    /// Stores one finished case (and its progress event), if the claim is
-    /// still being judged. False means the claim moved (superseded): drop
-    /// the work.
+    /// Stores one finished case (its progress event, the timings that end
+    /// with it, its verdict counted), if the claim is still being judged.
+    /// False means the claim moved (superseded): drop the work.
     pub fn record_case(
         &mut self,
         claim_id: i64,
@@ -599,16 +656,31 @@ impl Spool {
         case: usize,
         r: &CaseResult,
         event: &str,
+        timings: &[Timing],
     ) -> Result<bool> {
         let result = serde_json::to_string(r).unwrap();
+        let verdict = metrics::labels(&[("verdict", r.status.as_str())]);
         self.write("record case", |tx| {
             if !is_in(tx, claim_id, "started")? {
                 return Ok(false);
             }
-            tx.execute(
-                "INSERT OR REPLACE INTO case_results (claim_id, task, case_no, result) VALUES (?, ?, ?, ?)",
+            let fresh = tx.execute(
+                "INSERT OR IGNORE INTO case_results (claim_id, task, case_no, result) VALUES (?, ?, ?, ?)",
                 params![claim_id, task as i64, case as i64, result],
-            )?;
+            )? == 1;
+            if !fresh {
+                // Judged again: the new result replaces the old; its verdict was counted once.
+                tx.execute(
+                    "UPDATE case_results SET result = ? WHERE claim_id = ? AND task = ? AND case_no = ?",
+                    params![result, claim_id, task as i64, case as i64],
+                )?;
+            } else {
+                bump_in(tx, Counter::CaseVerdicts, &verdict, 1)?;
+            }
+            let now = now_ms();
+            for t in timings {
+                time_in(tx, claim_id, now, t)?;
+            }
             push_event(tx, claim_id, event)?;
             Ok(true)
         })
@@ -645,6 +717,8 @@ impl Spool {
         let body = outcome::complete_body(outcome);
         self.write("mark judged", |tx| {
             let now = now_ms();
+            // Started when it last moved.
+            let started_at = updated_at(tx, claim_id)?;
             if tx.execute(
                 "UPDATE claims SET state = 'judged', updated_at = ? WHERE claim_id = ? AND state = 'started'",
                 params![now, claim_id],
@@ -656,14 +730,19 @@ impl Spool {
                 "INSERT INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
                 params![claim_id, OutcomeKind::Complete.row(), body, now, now],
             )?;
+            bump_in(tx, Counter::JobsJudged, "", 1)?;
+            if let Some(at) = started_at {
+                time_in(tx, claim_id, now, &Timing::new(Phase::Judge, (now - at) * 1000))?;
+            }
             Ok(true)
         })
     }
 
     /// Ends a claim without reporting it (superseded, lease lost): its
-    /// outbox row and events go with it.
-    pub fn discard(&mut self, claim_id: i64, why: &str) -> Result<bool> {
-        self.write("discard claim", |tx| discard_in(tx, claim_id, why))
+    /// outbox row and events go with it. `reason` is the label it is
+    /// counted under ([`Counter::JobsDiscarded`]).
+    pub fn discard(&mut self, claim_id: i64, why: &str, reason: &str) -> Result<bool> {
+        self.write("discard claim", |tx| discard_in(tx, claim_id, why, reason))
     }
 
     // ---- the outbox ----------------------------------------------------------
@@ -711,15 +790,32 @@ impl Spool {
     }
 
     /// The hub answered finally: the outcome leaves the spool and the claim
-    /// is reported.
+    /// is reported (counted, and its report and whole time recorded).
     pub fn outbox_settle(&mut self, claim_id: i64, note: &str) -> Result<()> {
         self.write("settle outcome", |tx| {
+            let owed: Option<(String, i64, i64)> = tx
+                .query_row(
+                    "SELECT o.kind, o.created_at, c.claimed_at FROM outbox o JOIN claims c USING (claim_id) WHERE claim_id = ?",
+                    [claim_id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
             tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
             tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
-            tx.execute(
+            let now = now_ms();
+            let moved = tx.execute(
                 &format!("UPDATE claims SET state = 'reported', note = ?, updated_at = ? WHERE claim_id = ? AND state IN {HELD}"),
-                params![note, now_ms(), claim_id],
+                params![note, now, claim_id],
             )?;
+            if let (1, Some((kind, owed_at, claimed_at))) = (moved, owed) {
+                let outcome = match OutcomeKind::from_row(&kind) {
+                    Some(OutcomeKind::Complete) => "complete",
+                    _ => "abort",
+                };
+                bump_in(tx, Counter::JobsReported, &metrics::labels(&[("outcome", outcome)]), 1)?;
+                time_in(tx, claim_id, now, &Timing::labelled(Phase::Report, outcome, (now - owed_at) * 1000))?;
+                time_in(tx, claim_id, now, &Timing::labelled(Phase::Total, outcome, (now - claimed_at) * 1000))?;
+            }
             Ok(())
         })
     }
@@ -735,10 +831,14 @@ impl Spool {
                 "UPDATE outbox SET kind = ?, body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
                 params![kind, body, now, note, claim_id],
             )?;
+            let judged = is_in(tx, claim_id, "judged")?;
             tx.execute(
                 "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?",
                 params![note, now, claim_id],
             )?;
+            if judged {
+                bump_in(tx, Counter::JobsAborted, &metrics::labels(&[("reason", AbortReason::Rejected.as_str())]), 1)?;
+            }
             Ok(())
         })
     }
@@ -766,13 +866,52 @@ impl Spool {
                 params![now, error, claim_id],
             )?;
             tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
-            discard_in(tx, claim_id, &format!("outcome undeliverable: {error}"))?;
+            discard_in(tx, claim_id, &format!("outcome undeliverable: {error}"), "undeliverable")?;
             Ok(())
         })
     }
 
     pub fn dead_count(&self) -> Result<i64> {
         self.conn.query_row("SELECT count(*) FROM dead_outcomes", [], |r| r.get(0)).ctx("count dead outcomes")
+    }
+
+    // ---- metrics -------------------------------------------------------------
+
+    /// Adds `by` to a counter for an event the spool records nothing else
+    /// for (a hub's error, a lost sandbox run). `labels` as
+    /// [`metrics::labels`] writes them.
+    pub fn bump(&mut self, counter: Counter, labels: &str, by: i64) -> Result<()> {
+        self.write(&format!("count {}", counter.name()), |tx| bump_in(tx, counter, labels, by))
+    }
+
+    /// Every counter: name, labels, value (none in a spool older than them).
+    pub fn counters(&self) -> Result<Vec<(String, String, i64)>> {
+        if self.version < 2 {
+            return Ok(Vec::new());
+        }
+        let mut st =
+            self.conn.prepare("SELECT name, labels, value FROM counters ORDER BY name, labels").ctx("read counters")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).ctx("read counters")?;
+        rows.collect::<rusqlite::Result<_>>().ctx("read counters")
+    }
+
+    /// The most recent `limit` timings of `phase` with `label` (µs), newest
+    /// first.
+    pub fn recent_timings(&self, phase: Phase, label: &str, limit: usize) -> Result<Vec<i64>> {
+        if self.version < 2 {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare("SELECT took_us FROM phases WHERE phase = ? AND label = ? ORDER BY ended_at DESC LIMIT ?")
+            .ctx("read timings")?;
+        let rows = st.query_map(params![phase.as_str(), label, limit as i64], |r| r.get(0)).ctx("read timings")?;
+        rows.collect::<rusqlite::Result<_>>().ctx("read timings")
+    }
+
+    /// When the oldest outcome still owed was written (ms), if one is.
+    pub fn outbox_oldest(&self) -> Result<Option<i64>> {
+        self.conn.query_row("SELECT min(created_at) FROM outbox", [], |r| r.get(0)).ctx("read the outbox's oldest")
     }
 
     // ---- events ------------------------------------------------------------
@@ -843,6 +982,7 @@ impl Spool {
             let ended = "SELECT claim_id FROM claims WHERE state IN ('reported','discarded') AND updated_at < ?1";
             tx.execute(&format!("DELETE FROM case_results WHERE claim_id IN ({ended})"), [before_ms])?;
             tx.execute(&format!("DELETE FROM events WHERE claim_id IN ({ended})"), [before_ms])?;
+            tx.execute(&format!("DELETE FROM phases WHERE claim_id IN ({ended})"), [before_ms])?;
             tx.execute("DELETE FROM claims WHERE state IN ('reported','discarded') AND updated_at < ?1", [before_ms])
         })
     }
@@ -870,7 +1010,7 @@ impl Spool {
             let mut gone = Vec::new();
             for c in lost {
                 let why = format!("lease lost: no heartbeat for {} s", (now - c.claimed_at.max(last_beat)) / 1000);
-                if discard_in(tx, c.id, &why)? {
+                if discard_in(tx, c.id, &why, "lease_lost")? {
                     gone.push(ClaimRow { note: why, ..c });
                 }
             }
@@ -952,10 +1092,12 @@ fn abort_in(tx: &rusqlite::Transaction, claim_id: i64, reason: AbortReason, note
         "INSERT OR REPLACE INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
         params![claim_id, OutcomeKind::Abort(reason).row(), outcome::abort_body(reason), now, now],
     )?;
+    bump_in(tx, Counter::JobsAborted, &metrics::labels(&[("reason", reason.as_str())]), 1)?;
     Ok(true)
 }
 
-fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str) -> rusqlite::Result<bool> {
+/// Ends a claim unreported; counted under `reason` if it was held.
+fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str, reason: &str) -> rusqlite::Result<bool> {
     let n = tx.execute(
         &format!(
             "UPDATE claims SET state = 'discarded', note = ?, updated_at = ? WHERE claim_id = ? AND state IN {HELD}"
@@ -964,7 +1106,41 @@ fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str) -> rusqlite:
     )?;
     tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
     tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
+    if n == 1 {
+        bump_in(tx, Counter::JobsDiscarded, &metrics::labels(&[("reason", reason)]), 1)?;
+    }
     Ok(n == 1)
+}
+
+/// When a claim last moved (`updated_at`), if it is there.
+fn updated_at(tx: &rusqlite::Transaction, claim_id: i64) -> rusqlite::Result<Option<i64>> {
+    tx.query_row("SELECT updated_at FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0)).optional()
+}
+
+/// Adds `by` to a counter (`labels` as [`metrics::labels`] writes them).
+fn bump_in(tx: &rusqlite::Transaction, counter: Counter, labels: &str, by: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO counters (name, labels, value) VALUES (?, ?, ?)
+         ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value",
+        params![counter.name(), labels, by],
+    )?;
+    Ok(())
+}
+
+/// Records one timing of a claim's phase, ended at `now` (ms), and counts
+/// it in its histogram: once, however often a restarted stage records it.
+fn time_in(tx: &rusqlite::Transaction, claim_id: i64, now: i64, t: &Timing) -> rusqlite::Result<()> {
+    let fresh = tx.execute(
+        "INSERT OR IGNORE INTO phases (claim_id, phase, item, label, ended_at, took_us) VALUES (?, ?, ?, ?, ?, ?)",
+        params![claim_id, t.phase.as_str(), t.item, t.label, now, t.took_us],
+    )? == 1;
+    if fresh {
+        let series = metrics::phase_series(t.phase, t.label);
+        let bucket = format!("{series},le=\"{}\"", phase::le(phase::bucket_of(t.took_us)));
+        bump_in(tx, Counter::PhaseBucket, &bucket, 1)?;
+        bump_in(tx, Counter::PhaseSumMicros, &series, t.took_us)?;
+    }
+    Ok(())
 }
 
 fn push_event(tx: &rusqlite::Transaction, claim_id: i64, body: &str) -> rusqlite::Result<()> {
@@ -1022,10 +1198,10 @@ mod tests {
         assert!(old.is_empty());
         assert_eq!(s.held_count().unwrap(), 1);
         assert!(!s.start(id).unwrap(), "a claim not prepped does not start");
-        assert!(s.mark_prepped(id, Path::new("/td")).unwrap());
+        assert!(s.mark_prepped(id, Path::new("/td"), &[]).unwrap());
         assert!(s.start(id).unwrap());
         assert!(!s.start(id).unwrap(), "started once");
-        assert!(s.record_case(id, 0, 0, &ok(), "{}").unwrap());
+        assert!(s.record_case(id, 0, 0, &ok(), "{}", &[]).unwrap());
         let outcome = Outcome { tasks: vec![vec![ok()]] };
         assert!(s.mark_judged(id, &outcome).unwrap());
         assert!(!s.mark_judged(id, &outcome).unwrap(), "finished once");
@@ -1060,13 +1236,13 @@ mod tests {
         let (a, _) = s.insert_claim("rn_1", "jb_a", PAYLOAD).unwrap();
         let (b, _) = s.insert_claim("rn_1", "jb_b", PAYLOAD).unwrap();
         let (c, _) = s.insert_claim("rn_1", "jb_c", PAYLOAD).unwrap();
-        s.mark_prepped(b, Path::new("/td")).unwrap();
-        s.mark_prepped(c, Path::new("/td")).unwrap();
+        s.mark_prepped(b, Path::new("/td"), &[]).unwrap();
+        s.mark_prepped(c, Path::new("/td"), &[]).unwrap();
         assert!(s.start(c).unwrap());
         s.set_draining(true).unwrap();
         assert!(!s.start(b).unwrap(), "nothing starts once the latch is set");
         assert_eq!(s.abort_unstarted().unwrap(), vec![a, b]);
-        assert!(!s.mark_prepped(a, Path::new("/td")).unwrap(), "a prep finishing late changes nothing");
+        assert!(!s.mark_prepped(a, Path::new("/td"), &[]).unwrap(), "a prep finishing late changes nothing");
         let kinds: Vec<_> = s.outbox_due(now_ms()).unwrap().into_iter().map(|o| (o.claim_id, o.kind)).collect();
         assert_eq!(
             kinds,
@@ -1081,12 +1257,12 @@ mod tests {
         let d = tmp("gen");
         let mut s = Spool::open(&d).unwrap();
         let (g1, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
-        s.mark_prepped(g1, Path::new("/td")).unwrap();
+        s.mark_prepped(g1, Path::new("/td"), &[]).unwrap();
         s.start(g1).unwrap();
         let (g2, old) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         assert_eq!(old, vec![g1]);
         assert_ne!(s.claim_dir(g1), s.claim_dir(g2));
-        assert!(!s.record_case(g1, 0, 0, &ok(), "{}").unwrap(), "the old claim's late case is dropped");
+        assert!(!s.record_case(g1, 0, 0, &ok(), "{}", &[]).unwrap(), "the old claim's late case is dropped");
         assert!(!s.mark_judged(g1, &Outcome { tasks: vec![vec![ok()]] }).unwrap(), "and its late outcome");
         assert_eq!(s.held_jobs().unwrap(), vec!["jb_1".to_string()], "the job is held once");
         assert_eq!(s.held_count().unwrap(), 1, "capacity counts claims");
@@ -1110,6 +1286,100 @@ mod tests {
         let (rows, lost) = s.events(id, 200).unwrap();
         assert_eq!((rows[0].body.as_str(), lost), ("{\"i\":210}", 0), "the lost count went with the batch");
         assert_eq!(s.events(other, 200).unwrap().0.len(), 1, "another claim's events are untouched");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    fn counter(s: &Spool, name: &str, labels: &str) -> i64 {
+        s.counters().unwrap().into_iter().find(|(n, l, _)| n == name && l == labels).map_or(0, |r| r.2)
+    }
+
+    #[test]
+    fn a_claims_life_is_counted_and_timed_once_and_pruning_never_takes_a_count_back() {
+        let d = tmp("metrics");
+        let mut s = Spool::open(&d).unwrap();
+        let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        let prep = [Timing::new(Phase::Code, 1_200), Timing::labelled(Phase::Testdata, "miss", 30_000)];
+        assert!(s.mark_prepped(id, Path::new("/td"), &prep).unwrap());
+        assert!(s.start(id).unwrap());
+        let case = [Timing::new(Phase::Compile, 400_000), Timing::case(0, 0, Duration::from_micros(700))];
+        assert!(s.record_case(id, 0, 0, &ok(), "{}", &case).unwrap());
+        // The same case and compile again (a judge restarted): timed and counted once.
+        assert!(s.record_case(id, 0, 0, &ok(), "{}", &case).unwrap());
+        assert!(s.mark_judged(id, &Outcome { tasks: vec![vec![ok()]] }).unwrap());
+        s.outbox_settle(id, "204").unwrap();
+        let (a, _) = s.insert_claim("rn_1", "jb_2", PAYLOAD).unwrap();
+        s.abort(a, AbortReason::PrepFailed, "bad").unwrap();
+        let counts = |s: &Spool| {
+            [
+                counter(s, Counter::JobsClaimed.name(), ""),
+                counter(s, Counter::JobsJudged.name(), ""),
+                counter(s, Counter::JobsReported.name(), "outcome=\"complete\""),
+                counter(s, Counter::JobsAborted.name(), "reason=\"prep_failed\""),
+                counter(s, Counter::CaseVerdicts.name(), "verdict=\"AC\""),
+                counter(s, Counter::PhaseBucket.name(), "phase=\"case\",le=\"0.001\""),
+                counter(s, Counter::PhaseSumMicros.name(), "phase=\"compile\""),
+            ]
+        };
+        assert_eq!(counts(&s), [2, 1, 1, 1, 1, 1, 400_000]);
+        let phases: Vec<&str> = Phase::ALL
+            .into_iter()
+            .filter(|p| {
+                let labels: &[&str] = p.label().map(|l| l.1).unwrap_or(&[""]);
+                labels.iter().any(|l| !s.recent_timings(*p, l, 10).unwrap().is_empty())
+            })
+            .map(Phase::as_str)
+            .collect();
+        assert_eq!(phases, ["code", "testdata", "queued", "compile", "case", "judge", "report", "total"]);
+        assert_eq!(s.recent_timings(Phase::Testdata, "miss", 10).unwrap(), [30_000]);
+        assert_eq!(s.recent_timings(Phase::Case, "", 10).unwrap(), [700]);
+        // Forgetting the claims forgets their timings, not the counts.
+        s.prune_ended(now_ms() + 1).unwrap();
+        assert!(s.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
+        assert_eq!(counts(&s), [2, 1, 1, 1, 1, 1, 400_000], "counters survive pruning");
+        let text = metrics::render(&s).unwrap();
+        assert!(text.contains("ojrunner_jobs_claimed_total 2\n"), "{text}");
+        assert!(text.contains("ojrunner_phase_seconds_count{phase=\"case\"} 1\n"), "{text}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_rejected_result_is_counted_as_an_abort_once() {
+        let d = tmp("rejected");
+        let mut s = Spool::open(&d).unwrap();
+        let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        s.mark_prepped(id, Path::new("/td"), &[]).unwrap();
+        s.start(id).unwrap();
+        s.mark_judged(id, &Outcome { tasks: vec![vec![ok()]] }).unwrap();
+        s.outbox_reject(id, "complete rejected: HTTP 400").unwrap();
+        s.outbox_reject(id, "complete rejected: HTTP 400").unwrap();
+        assert_eq!(counter(&s, Counter::JobsAborted.name(), "reason=\"rejected\""), 1);
+        s.outbox_settle(id, "202").unwrap();
+        assert_eq!(counter(&s, Counter::JobsReported.name(), "outcome=\"abort\""), 1);
+        assert_eq!(s.recent_timings(Phase::Total, "abort", 10).unwrap().len(), 1);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_spool_of_schema_1_is_migrated_keeping_its_claims_and_read_as_it_is_before() {
+        let d = tmp("v1");
+        let mut s = Spool::open(&d).unwrap();
+        let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+        drop(s);
+        // What a runner of schema 1 left.
+        let c = Connection::open(d.join(DB_FILE)).unwrap();
+        c.execute_batch("DROP TABLE phases; DROP TABLE counters; PRAGMA user_version = 1;").unwrap();
+        drop(c);
+        let old = Spool::open_read_only(&d).unwrap();
+        assert!(old.counters().unwrap().is_empty(), "read as it is, the tables it lacks empty");
+        assert!(old.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
+        assert!(metrics::render(&old).unwrap().contains("ojrunner_claims{state=\"claimed\"} 1\n"));
+        drop(old);
+        let mut s = Spool::open(&d).unwrap();
+        let v: i64 = s.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Claimed, "its claims kept");
+        assert!(s.mark_prepped(id, Path::new("/td"), &[Timing::new(Phase::Code, 5)]).unwrap());
+        assert_eq!(s.recent_timings(Phase::Code, "", 10).unwrap(), [5]);
         let _ = std::fs::remove_dir_all(d);
     }
 

@@ -90,7 +90,7 @@ pub fn run(
     let mut printed = 0;
     judge.judge_all(&submitted, &cases, &slots, |c, run| {
         ready.insert(c.case, run);
-        while let Some(CaseRun { result: r, limit }) = ready.remove(&printed) {
+        while let Some(CaseRun { result: r, limit, .. }) = ready.remove(&printed) {
             worst = worst.worst(r.status);
             let mut v = serde_json::to_value(&r).unwrap();
             v["case"] = json!(names[printed]);

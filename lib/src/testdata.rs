@@ -23,6 +23,23 @@ const COMPLETE: &str = ".complete";
 /// How long a prep waits for another to finish downloading the same problem.
 const LOCK_WAIT: Duration = Duration::from_secs(60);
 
+/// Whether the testdata a claim needed was here already (a phase's label:
+/// [`crate::phase::Phase::Testdata`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cached {
+    Hit,
+    Miss,
+}
+
+impl Cached {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cached::Hit => "hit",
+            Cached::Miss => "miss",
+        }
+    }
+}
+
 /// The per-host testdata cache.
 #[derive(Clone)]
 pub struct Cache {
@@ -35,13 +52,13 @@ impl Cache {
     }
 
     /// The directory holding problem `pid`'s current testdata, downloading it
-    /// if this host does not have that version yet.
-    pub fn ensure(&self, hub: &HubClient, pid: i64) -> Result<PathBuf, FetchError> {
+    /// if this host does not have that version yet (a miss).
+    pub fn ensure(&self, hub: &HubClient, pid: i64) -> Result<(PathBuf, Cached), FetchError> {
         let checksum = hub.checksum(pid)?;
         let dir = self.root.join(pid.to_string());
         let version = dir.join(version_key(&checksum));
         if version.join(COMPLETE).exists() {
-            return Ok(version);
+            return Ok((version, Cached::Hit));
         }
         std::fs::create_dir_all(&dir).map_err(|e| FetchError::ours(format!("{}: {e}", dir.display())))?;
         // Root only: a judged program must not open the answers by path.
@@ -50,7 +67,7 @@ impl Cache {
         let _lock = lock(&self.root.join(format!("{pid}.lock")))?;
         // Another prep may have filled it while this one waited.
         if version.join(COMPLETE).exists() {
-            return Ok(version);
+            return Ok((version, Cached::Hit));
         }
         let tag = format!("{}-{}", std::process::id(), crate::spool::now_ms());
         let zip = dir.join(format!(".download-{tag}.zip"));
@@ -76,7 +93,7 @@ impl Cache {
         let _ = std::fs::remove_dir_all(&tmp);
         result.map(|_| {
             log::info!("problem {pid}: testdata version {checksum} cached");
-            version
+            (version, Cached::Miss)
         })
     }
 }

@@ -19,6 +19,11 @@ struct Cli {
     #[arg(long, env = "OJ_LIBEXEC", value_name = "DIR")]
     libexec: Option<PathBuf>,
 
+    /// Serve the metrics (GET /metrics, Prometheus' text format) on
+    /// HOST:PORT.
+    #[arg(long, env = "OJ_METRICS_LISTEN", value_name = "ADDR")]
+    metrics_listen: Option<String>,
+
     #[command(subcommand)]
     command: Option<Cmd>,
 }
@@ -27,6 +32,9 @@ struct Cli {
 enum Cmd {
     /// Print the runner's state as JSON lines: the spool, then each stage.
     Status,
+    /// Print the runner's metrics in the Prometheus text format (read from
+    /// the spool: the runner may be running or stopped).
+    Metrics,
     /// Drain a running runnerd, as TERM would (for supervisors that stop
     /// services in parallel).
     Drain {
@@ -66,6 +74,7 @@ fn dispatch(cli: Cli) -> ExitCode {
     let spool = &cli.common.spool;
     match &cli.command {
         Some(Cmd::Status) => runnerd::status(spool),
+        Some(Cmd::Metrics) => runnerd::metrics(spool),
         Some(Cmd::Drain { services: Some(dir), supervisor: Some(sup), .. }) => ojrunner::services::drain(dir, *sup),
         Some(Cmd::Drain { wait, .. }) => match cli.common.drain_timeout() {
             Ok(timeout) => runnerd::drain_command(spool, *wait, timeout),
@@ -74,7 +83,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         Some(Cmd::Check) => runnerd::check(spool),
         Some(Cmd::Latch { off }) => runnerd::latch(spool, !*off),
         None => {
-            let cfg = runnerd::Config { common: cli.common, libexec: cli.libexec };
+            let cfg = runnerd::Config { common: cli.common, libexec: cli.libexec, metrics_listen: cli.metrics_listen };
             signals::run_stage(|shutdown| runnerd::run(&cfg, shutdown))
         }
     }

@@ -200,7 +200,7 @@ impl CaseContext<'_> {
             stdout,
             stderr,
         };
-        CaseRun { result, limit }
+        CaseRun { result, limit, timing: None }
     }
 }
 

@@ -124,10 +124,12 @@ impl Judge {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(c) = cases.get(i) else { break };
                 // What the last case left there (its TMPDIR at the basic level) goes.
-                let r = match made.as_ref().map_err(|e| e.to_string()).and_then(|()| clear_scratch(&dir)) {
+                let began = std::time::Instant::now();
+                let mut r = match made.as_ref().map_err(|e| e.to_string()).and_then(|()| clear_scratch(&dir)) {
                     Ok(()) => self.run_case(sub, c, &slot, &dir),
                     Err(e) => CaseRun::judge_error(&format!("scratch directory: {e}")),
                 };
+                r.timing = Some(super::CaseTiming { began, took: began.elapsed() });
                 if tx.send((i, r)).is_err() || (lent.is_some() && pool.is_some_and(|p| p.wanted())) {
                     break;
                 }
@@ -162,7 +164,7 @@ fn record_all(cases: &[Case], compiled: Compiled, mut record: impl FnMut(&Case, 
         Compiled::Ready => return compiled,
     };
     for c in cases {
-        if !record(c, CaseRun { result: result.clone(), limit: None }) {
+        if !record(c, CaseRun { result: result.clone(), limit: None, timing: None }) {
             break;
         }
     }

@@ -117,12 +117,22 @@ pub enum Compiled {
 pub struct CaseRun {
     pub result: CaseResult,
     pub limit: Option<&'static str>,
+    /// When it began and how long it took to run and check (wall time), set
+    /// by [`Judge::run_cases`]; `None` for a result given without a run.
+    pub timing: Option<CaseTiming>,
+}
+
+/// When a case began, and how long it ran and was checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaseTiming {
+    pub began: std::time::Instant,
+    pub took: Duration,
 }
 
 impl CaseRun {
     /// The judge's own failure: JE, with why.
     fn judge_error(why: &str) -> CaseRun {
-        CaseRun { result: CaseResult::judge_error(why), limit: None }
+        CaseRun { result: CaseResult::judge_error(why), limit: None, timing: None }
     }
 }
 

@@ -65,6 +65,10 @@ pub enum Reply {
     Lost(String),
 }
 
+/// Runs lost through the judge's fault (a helper that died during the
+/// run) since this process began; `judge-exec` counts them in the spool.
+pub static RUNS_LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs `req` with `stdio` in an idle helper (started if none is idle);
 /// the program gets its streams as `streams.rs` makes them.
 pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
@@ -135,6 +139,7 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
                 return Err(format!("sandbox helper: {e}"));
             }
         };
+        RUNS_LOST.fetch_add(1, Ordering::Relaxed);
         // The judge's fault, never the program's: run it again once, in a
         // new helper, when nothing of the first run is left to touch its
         // files (a slot uid to sweep) and the files can be put back as they

@@ -25,13 +25,14 @@
 //! freed to record a claim the full disk would refuse. While the reserve
 //! cannot be made again, claiming pauses, and `status` says why.
 
-use crate::answer::Answer;
+use crate::answer::{Answer, HubCall};
 use crate::claim::{self, Fault, Next};
 use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{self, HubClient};
 use crate::language::Languages;
+use crate::metrics;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Shutdown, Stops};
@@ -151,6 +152,7 @@ impl Claimd {
             }
             tries += 1;
             let answer = self.hub.register(&self.registration_token, &self.name);
+            metrics::count_hub_answer(&mut self.spool, HubCall::Register, &answer);
             let why = match &answer {
                 Answer::Done { body, .. } => match hub::parse_registration(body) {
                     Ok(reg) => {
@@ -423,6 +425,7 @@ impl Claimd {
         self.asked_for = asked.elapsed();
         self.claiming = false;
         self.cancellable = None;
+        metrics::count_hub_answer(&mut self.spool, HubCall::NextJob, &answer);
         match answer {
             Answer::Done { body, .. } => {
                 self.last_contact = Some(crate::spool::now_ms());
@@ -553,9 +556,9 @@ impl Prepper {
                 // A spool that cannot be read now: mark_prepped decides later.
                 _ => {}
             }
-            let fault = match claim::prepare(&spool, &self.hub, &self.cache, &self.languages, claim) {
-                Ok(td) => {
-                    match spool.mark_prepped(claim.id, &td) {
+            let fault = match claim::prepare(&mut spool, &self.hub, &self.cache, &self.languages, claim) {
+                Ok(prepared) => {
+                    match spool.mark_prepped(claim.id, &prepared.testdata, &prepared.timings) {
                         Ok(true) => {
                             info!("{tag}: prepped");
                             control::poke(spool.dir(), "judge-exec");

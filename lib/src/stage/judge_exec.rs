@@ -13,8 +13,10 @@ use crate::control::{self, Event};
 use crate::daemon::{Daemon, Failure};
 use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
+use crate::metrics::Counter;
 use crate::outcome;
 use crate::patience;
+use crate::phase::{Phase, Timing};
 use crate::sandbox::slot::SlotPool;
 use crate::signals::{self, Shutdown};
 use crate::spool::{now_ms, ClaimRow, ClaimState, Spool};
@@ -80,7 +82,13 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
     let mut busy: HashSet<i64> = HashSet::new();
     let mut free: Vec<usize> = (0..n).rev().collect();
     let mut owner: Vec<Option<i64>> = vec![None; n];
+    // Sandbox runs lost so far that the spool has counted.
+    let mut lost_counted = 0;
     loop {
+        let lost = crate::sandbox::helper::RUNS_LOST.load(std::sync::atomic::Ordering::Relaxed);
+        if lost > lost_counted && spool.bump(Counter::SandboxRunsLost, "", (lost - lost_counted) as i64).is_ok() {
+            lost_counted = lost;
+        }
         while let Ok(Done::Claim(id)) = done_rx.try_recv() {
             busy.remove(&id);
             if let Some(w) = owner.iter().position(|o| *o == Some(id)) {
@@ -231,12 +239,24 @@ fn judge_claim(
         .collect();
     let (mut moved, mut failed) = (false, None);
     let slots = Slots { own: *slot, pool: Some(pool), scratch: &dir.join("cases") };
+    // The compile phase ends when the first case begins (or, with nothing
+    // to run, when the first result comes); it is recorded with that case.
+    let began = std::time::Instant::now();
+    let mut compile_timed = false;
     let compiled = judge.judge_all(&submitted, &todo, &slots, |c, run| {
         let r = run.result;
         let event = json!({"t": now_ms() - claim.claimed_at, "kind": "case", "task": c.task, "case": c.case,
                            "status": r.status, "execTime": r.exec_time, "memoryUsage": r.memory_usage})
         .to_string();
-        match spool.record_case(claim.id, c.task, c.case, &r, &event) {
+        let mut timings = Vec::with_capacity(2);
+        if !std::mem::replace(&mut compile_timed, true) {
+            let ended = run.timing.map_or_else(std::time::Instant::now, |t| t.began);
+            timings.push(Timing::new(Phase::Compile, ended.saturating_duration_since(began).as_micros() as i64));
+        }
+        if let Some(t) = run.timing {
+            timings.push(Timing::case(c.task, c.case, t.took));
+        }
+        match spool.record_case(claim.id, c.task, c.case, &r, &event, &timings) {
             Ok(true) => {
                 control::poke(spool.dir(), "reportd");
                 done.insert((c.task, c.case), r);

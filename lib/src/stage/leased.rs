@@ -27,6 +27,7 @@ use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::HubClient;
 use crate::lease;
+use crate::metrics::{self, Counter};
 use crate::outcome::{self, Meaning};
 use crate::patience;
 use crate::signals::{Shutdown, Stops};
@@ -108,7 +109,12 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
                 l.note_beat(&spool);
                 l.beats += 1;
                 l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                match outcome::classify(HubCall::Heartbeat, &answer) {
+                metrics::count_hub_answer(&mut spool, HubCall::Heartbeat, &answer);
+                let meaning = outcome::classify(HubCall::Heartbeat, &answer);
+                if meaning != Meaning::Settled {
+                    metrics::count(&mut spool, Counter::LeaseRenewalsFailed, "");
+                }
+                match meaning {
                     Meaning::Settled => {
                         unauthorized = 0;
                         failed = 0;

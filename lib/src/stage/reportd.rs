@@ -20,6 +20,7 @@ use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::HubClient;
+use crate::metrics;
 use crate::outcome::{self, Delivery, Meaning, OutcomeKind};
 use crate::patience;
 use crate::signals::{Shutdown, Stops};
@@ -224,6 +225,7 @@ impl Reporter {
             OutcomeKind::Abort(_) => h.abort(&runner, &token, &job, &body),
         });
         let Some(answer) = asked else { return };
+        metrics::count_hub_answer(&mut self.spool, item.kind.call(), &answer);
         self.last_answer = format!("{tag} {what}: {}", answer.describe());
         let r = match outcome::delivery(item.kind, &answer) {
             Delivery::Delivered => {
@@ -326,6 +328,7 @@ impl Reporter {
             let asked = self
                 .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
             let Some(answer) = asked else { return };
+            metrics::count_hub_answer(&mut self.spool, HubCall::Events, &answer);
             match outcome::classify(HubCall::Events, &answer) {
                 Meaning::Settled => {
                     let _ = self.spool.events_sent(claim_id, last_id);

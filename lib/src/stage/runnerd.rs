@@ -45,6 +45,8 @@ pub struct Config {
     pub common: Common,
     /// Where the stage programs are (default: beside runnerd, else PATH).
     pub libexec: Option<PathBuf>,
+    /// Where to serve `GET /metrics` (`HOST:PORT`), if anywhere.
+    pub metrics_listen: Option<String>,
 }
 
 /// Runs the runner: starts the stages and supervises them until `shutdown`
@@ -109,6 +111,13 @@ impl Supervisor {
         let mut spool = Spool::open(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
         spool.set_draining(false).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
+        if let Some(addr) = &cfg.metrics_listen {
+            use std::net::ToSocketAddrs;
+            addr.to_socket_addrs()
+                .map_err(|e| Failure(ExitCode::Config, format!("--metrics-listen {addr:?}: not HOST:PORT ({e})")))?;
+            let bound = crate::scrape::serve(addr, &c.spool).map_err(|e| Failure(ExitCode::Temporary, e))?;
+            info!("metrics: serving http://{bound}/metrics");
+        }
         let libexec = cfg.libexec.clone().or_else(|| {
             std::env::current_exe()
                 .ok()
@@ -496,6 +505,8 @@ pub fn status(spool_dir: &Path) -> ExitCode {
             "dead_outcomes": spool.dead_count()?,
             "draining": spool.draining()?,
             "last_beat_at_ms": Some(spool.last_beat()?).filter(|t| *t > 0),
+            "phases": crate::metrics::recent_phases(&spool)?,
+            "phases_window": format!("the last {} timings of each phase", crate::phase::RECENT),
         }))
     });
     match view {
@@ -511,6 +522,25 @@ pub fn status(spool_dir: &Path) -> ExitCode {
         println!("{line}");
     }
     ExitCode::Ok
+}
+
+/// `runnerd metrics`: the runner's metrics in the Prometheus text format,
+/// read from the spool (read-only: beside a running runner or a stopped one).
+pub fn metrics(spool_dir: &Path) -> ExitCode {
+    if !spool_dir.join(crate::spool::DB_FILE).exists() {
+        error!("no spool at {}", spool_dir.display());
+        return ExitCode::Failure;
+    }
+    match Spool::open_read_only(spool_dir).and_then(|s| crate::metrics::render(&s)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::Ok
+        }
+        Err(e) => {
+            error!("{e}");
+            ExitCode::Failure
+        }
+    }
 }
 
 /// `runnerd drain`: drains a running runnerd, as TERM would (`wait`: until

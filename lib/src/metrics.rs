@@ -1,0 +1,354 @@
+//! The runner's metrics, in the Prometheus text format (version 0.0.4),
+//! read from the spool: `runnerd metrics` prints them, `runnerd
+//! --metrics-listen` serves them ([`crate::scrape`]).
+//!
+//! Every counter lives in the spool's `counters` table and is bumped by the
+//! stage that sees its event, in the transaction that records the event
+//! where there is one ([`crate::spool`]): so a counter is the same whichever
+//! process reads it, never goes back across restarts or pruning, and the
+//! metrics read the same while the runner runs and once it has stopped.
+//! Gauges (the outbox, the claims by state) are read from the spool's rows
+//! when the metrics are rendered.
+
+use crate::answer::{Answer, HttpReply, HubCall};
+use crate::hub::{FetchError, Reach};
+use crate::phase::{self, Phase, BUCKETS_US};
+use crate::spool::{self, now_ms, Spool};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The counters the spool keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    JobsClaimed,
+    JobsJudged,
+    JobsReported,
+    JobsAborted,
+    JobsDiscarded,
+    CaseVerdicts,
+    HubErrors,
+    LeaseRenewalsFailed,
+    SandboxRunsLost,
+    /// One bucket of a phase's histogram, not cumulative (rendered
+    /// cumulative): its labels are the series' and `le`.
+    PhaseBucket,
+    /// A phase histogram's sum, in microseconds.
+    PhaseSumMicros,
+}
+
+impl Counter {
+    /// The counters rendered as Prometheus counters, in order.
+    pub const EXPORTED: [Counter; 9] = [
+        Counter::JobsClaimed,
+        Counter::JobsJudged,
+        Counter::JobsReported,
+        Counter::JobsAborted,
+        Counter::JobsDiscarded,
+        Counter::CaseVerdicts,
+        Counter::HubErrors,
+        Counter::LeaseRenewalsFailed,
+        Counter::SandboxRunsLost,
+    ];
+
+    /// Its name in the spool (the metric's, for an exported counter).
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::JobsClaimed => "ojrunner_jobs_claimed_total",
+            Counter::JobsJudged => "ojrunner_jobs_judged_total",
+            Counter::JobsReported => "ojrunner_jobs_reported_total",
+            Counter::JobsAborted => "ojrunner_jobs_aborted_total",
+            Counter::JobsDiscarded => "ojrunner_jobs_discarded_total",
+            Counter::CaseVerdicts => "ojrunner_case_verdicts_total",
+            Counter::HubErrors => "ojrunner_hub_errors_total",
+            Counter::LeaseRenewalsFailed => "ojrunner_lease_renewals_failed_total",
+            Counter::SandboxRunsLost => "ojrunner_sandbox_runs_lost_total",
+            Counter::PhaseBucket => "phase_bucket",
+            Counter::PhaseSumMicros => "phase_sum_us",
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Counter::JobsClaimed => "Jobs the hub handed to this runner (claims recorded).",
+            Counter::JobsJudged => "Claims judged: every case run, the complete queued.",
+            Counter::JobsReported => "Outcomes the hub answered finally, by outcome (complete, abort).",
+            Counter::JobsAborted => "Claims handed back, by reason (drain, prep_failed, rejected).",
+            Counter::JobsDiscarded => {
+                "Claims ended unreported, by reason (superseded, lease_lost, identity, undeliverable)."
+            }
+            Counter::CaseVerdicts => "Cases judged, by verdict.",
+            Counter::HubErrors => "Calls to the hub that did not get their success, by call and kind.",
+            Counter::LeaseRenewalsFailed => "Heartbeats that did not get the hub's 204.",
+            Counter::SandboxRunsLost => "Sandbox runs lost through the judge's fault (the helper died).",
+            Counter::PhaseBucket | Counter::PhaseSumMicros => "",
+        }
+    }
+
+    /// Whether it has labels (an unlabelled counter is shown as 0 before
+    /// its first event).
+    fn labelled(self) -> bool {
+        !matches!(
+            self,
+            Counter::JobsClaimed | Counter::JobsJudged | Counter::LeaseRenewalsFailed | Counter::SandboxRunsLost
+        )
+    }
+}
+
+/// Labels as the spool keeps them and Prometheus reads them:
+/// `name="value",…`, values escaped.
+pub fn labels(pairs: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let v = v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let _ = write!(out, "{k}=\"{v}\"");
+    }
+    out
+}
+
+/// The labels of a phase's histogram series: its name, and its own label
+/// ([`Phase::label`]) if it has one.
+pub fn phase_series(phase: Phase, label: &str) -> String {
+    match phase.label() {
+        Some((name, _)) => labels(&[("phase", phase.as_str()), (name, label)]),
+        None => labels(&[("phase", phase.as_str())]),
+    }
+}
+
+/// The name of a call, as `ojrunner_hub_errors_total` labels it.
+pub fn call_name(call: HubCall) -> &'static str {
+    match call {
+        HubCall::Register => "register",
+        HubCall::Heartbeat => "heartbeat",
+        HubCall::NextJob => "next_job",
+        HubCall::CancelPoll => "cancel_poll",
+        HubCall::Complete => "complete",
+        HubCall::Abort => "abort",
+        HubCall::Events => "events",
+        HubCall::Testdata => "testdata",
+        HubCall::Code => "code",
+    }
+}
+
+/// What kind of error an answer is, if it is not the call's success.
+pub fn error_kind(answer: &Answer) -> Option<&'static str> {
+    Some(match answer {
+        Answer::Done { .. } | Answer::NoWork => return None,
+        Answer::Unauthorized(_) => "unauthorized",
+        Answer::NotHeld(_) => "not_held",
+        Answer::Refused(_) => "refused",
+        Answer::NotServed(_) => "not_served",
+        Answer::Garbled { .. } => "garbled",
+        Answer::NoWord(HttpReply::Unreachable(_)) => "unreachable",
+        Answer::NoWord(HttpReply::Status(c, _)) => match c {
+            300..=399 => "http_3xx",
+            400..=499 => "http_4xx",
+            500..=599 => "http_5xx",
+            _ => "http_other",
+        },
+    })
+}
+
+/// Counts `answer` to `call` in `ojrunner_hub_errors_total` if it is an
+/// error. Best effort: a spool that cannot count it (a full disk) costs
+/// the count, never the stage.
+pub fn count_hub_answer(spool: &mut Spool, call: HubCall, answer: &Answer) {
+    if let Some(kind) = error_kind(answer) {
+        count(spool, Counter::HubErrors, &labels(&[("call", call_name(call)), ("kind", kind)]));
+    }
+}
+
+/// Counts a download (code, testdata) that failed by the hub's doing, as
+/// call `download`; the runner's own failures are not the hub's errors.
+pub fn count_fetch_error(spool: &mut Spool, e: &FetchError) {
+    let kind = match e.1 {
+        Reach::Answered => "answered_no",
+        Reach::Away => "unreachable",
+        Reach::Refused => "unauthorized",
+        Reach::Unusable => "unusable",
+        Reach::Ours => return,
+    };
+    count(spool, Counter::HubErrors, &labels(&[("call", "download"), ("kind", kind)]));
+}
+
+/// Adds one to `counter`, best effort (see [`count_hub_answer`]).
+pub fn count(spool: &mut Spool, counter: Counter, labels: &str) {
+    if let Err(e) = spool.bump(counter, labels, 1) {
+        log::debug!("{e}");
+    }
+}
+
+/// The metrics of the runner whose spool is `spool`, in the Prometheus
+/// text format.
+pub fn render(spool: &Spool) -> spool::Result<String> {
+    let counters = spool.counters()?;
+    let mut out = String::new();
+    for c in Counter::EXPORTED {
+        let name = c.name();
+        let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} counter", c.help());
+        let mut any = false;
+        for (_, l, v) in counters.iter().filter(|(n, _, _)| n == name) {
+            any = true;
+            let _ = writeln!(out, "{name}{} {v}", braced(l));
+        }
+        if !any && !c.labelled() {
+            let _ = writeln!(out, "{name} 0");
+        }
+    }
+    render_histograms(&mut out, &counters);
+    render_gauges(&mut out, spool)?;
+    Ok(out)
+}
+
+/// `{labels}`, or nothing for none.
+fn braced(labels: &str) -> String {
+    if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}}}")
+    }
+}
+
+/// `ojrunner_phase_seconds`: the spool's per-bucket counts, cumulated.
+fn render_histograms(out: &mut String, counters: &[(String, String, i64)]) {
+    let name = "ojrunner_phase_seconds";
+    let _ = writeln!(out, "# HELP {name} How long each phase of a claim took (ojrunner-spool(5), phases).");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    // series -> (per-bucket counts, sum in µs)
+    let mut series: BTreeMap<&str, (Vec<i64>, i64)> = BTreeMap::new();
+    let empty = || (vec![0; BUCKETS_US.len() + 1], 0);
+    for (n, l, v) in counters {
+        if n == Counter::PhaseBucket.name() {
+            let Some((s, le)) = l.rsplit_once(",le=\"") else { continue };
+            let le = le.trim_end_matches('"');
+            let Some(i) = (0..=BUCKETS_US.len()).find(|&i| phase::le(i) == le) else { continue };
+            series.entry(s).or_insert_with(empty).0[i] += v;
+        } else if n == Counter::PhaseSumMicros.name() {
+            series.entry(l.as_str()).or_insert_with(empty).1 += v;
+        }
+    }
+    for (s, (buckets, sum)) in series {
+        let mut total = 0;
+        for (i, n) in buckets.iter().enumerate() {
+            total += n;
+            let _ = writeln!(out, "{name}_bucket{{{s},le=\"{}\"}} {total}", phase::le(i));
+        }
+        let _ = writeln!(out, "{name}_sum{{{s}}} {}", phase::seconds(sum));
+        let _ = writeln!(out, "{name}_count{{{s}}} {total}");
+    }
+}
+
+fn render_gauges(out: &mut String, spool: &Spool) -> spool::Result<()> {
+    let mut gauge = |name: &str, help: &str, lines: Vec<(String, String)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (l, v) in lines {
+            let _ = writeln!(out, "{name}{} {v}", braced(&l));
+        }
+    };
+    let counts = spool.counts()?;
+    let states = crate::spool::ClaimState::ALL
+        .iter()
+        .map(|s| (labels(&[("state", s.as_str())]), counts.get(s.as_str()).copied().unwrap_or(0).to_string()))
+        .collect();
+    gauge("ojrunner_claims", "Claims in the spool, by state.", states);
+    let now = now_ms();
+    let (depth, _) = spool.outbox_len()?;
+    gauge("ojrunner_outbox_depth", "Outcomes owed to the hub.", vec![(String::new(), depth.to_string())]);
+    let age = spool.outbox_oldest()?.map(|t| (now - t).max(0) * 1000).unwrap_or(0);
+    gauge(
+        "ojrunner_outbox_oldest_age_seconds",
+        "How long the oldest outcome owed has waited (0 if none).",
+        vec![(String::new(), phase::seconds(age))],
+    );
+    gauge(
+        "ojrunner_dead_outcomes",
+        "Outcomes given up on, kept for an operator.",
+        vec![(String::new(), spool.dead_count()?.to_string())],
+    );
+    gauge(
+        "ojrunner_draining",
+        "1 while the drain latch is set.",
+        vec![(String::new(), u8::from(spool.draining()?).to_string())],
+    );
+    let beat = spool.last_beat()?;
+    if beat > 0 {
+        gauge(
+            "ojrunner_last_beat_age_seconds",
+            "How long ago a heartbeat was last attempted.",
+            vec![(String::new(), phase::seconds((now - beat).max(0) * 1000))],
+        );
+    }
+    Ok(())
+}
+
+/// Recent percentiles per phase, for `runnerd status`: the last
+/// [`phase::RECENT`] timings of each phase (and label), p50 and p99 in ms.
+pub fn recent_phases(spool: &Spool) -> spool::Result<serde_json::Value> {
+    let mut phases = serde_json::Map::new();
+    for p in Phase::ALL {
+        let labels: &[&str] = p.label().map(|(_, values)| values).unwrap_or(&[""]);
+        for &label in labels {
+            let mut took = spool.recent_timings(p, label, phase::RECENT)?;
+            if took.is_empty() {
+                continue;
+            }
+            let ms = |us: Option<i64>| us.map(|us| us as f64 / 1000.0);
+            let key = if label.is_empty() { p.as_str().to_string() } else { format!("{}:{label}", p.as_str()) };
+            let n = took.len();
+            let (p50, p99) = (phase::percentile(&mut took, 50.0), phase::percentile(&mut took, 99.0));
+            phases.insert(key, serde_json::json!({"n": n, "p50_ms": ms(p50), "p99_ms": ms(p99)}));
+        }
+    }
+    Ok(serde_json::Value::Object(phases))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_written_as_prometheus_reads_them() {
+        assert_eq!(labels(&[]), "");
+        assert_eq!(labels(&[("a", "b"), ("c", "d")]), "a=\"b\",c=\"d\"");
+        assert_eq!(labels(&[("a", "x\"y\\z\n")]), "a=\"x\\\"y\\\\z\\n\"");
+        assert_eq!(phase_series(Phase::Testdata, "hit"), "phase=\"testdata\",cache=\"hit\"");
+        assert_eq!(phase_series(Phase::Case, ""), "phase=\"case\"");
+    }
+
+    #[test]
+    fn a_histogram_is_rendered_cumulative_with_its_sum_and_count() {
+        let s = phase_series(Phase::Compile, "");
+        let bucket = |us: i64| format!("{s},le=\"{}\"", phase::le(phase::bucket_of(us)));
+        let rows = vec![
+            (Counter::PhaseBucket.name().to_string(), bucket(400), 2),
+            (Counter::PhaseBucket.name().to_string(), bucket(3_000), 1),
+            (Counter::PhaseBucket.name().to_string(), bucket(i64::MAX), 1),
+            (Counter::PhaseSumMicros.name().to_string(), s.clone(), 1_503_800),
+        ];
+        let mut out = String::new();
+        render_histograms(&mut out, &rows);
+        let line = |le: &str| format!("ojrunner_phase_seconds_bucket{{phase=\"compile\",le=\"{le}\"}} ");
+        let value = |le: &str| -> i64 {
+            let l = out.lines().find(|l| l.starts_with(&line(le))).unwrap_or_else(|| panic!("no le {le}:\n{out}"));
+            l.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(value("0.0005"), 2);
+        assert_eq!(value("0.001"), 2, "cumulative: a bucket counts every smaller one");
+        assert_eq!(value("0.005"), 3);
+        assert_eq!(value("1800"), 3);
+        assert_eq!(value("+Inf"), 4);
+        assert!(out.contains("ojrunner_phase_seconds_sum{phase=\"compile\"} 1.5038\n"), "{out}");
+        assert!(out.contains("ojrunner_phase_seconds_count{phase=\"compile\"} 4\n"), "{out}");
+    }
+
+    #[test]
+    fn an_answer_that_is_not_the_calls_success_is_an_error_of_its_kind() {
+        assert_eq!(error_kind(&Answer::NoWork), None);
+        assert_eq!(error_kind(&Answer::Done { status: 204, body: String::new() }), None);
+        assert_eq!(error_kind(&Answer::NoWord(HttpReply::Status(503, String::new()))), Some("http_5xx"));
+        assert_eq!(error_kind(&Answer::NoWord(HttpReply::Unreachable("refused".into()))), Some("unreachable"));
+        assert_eq!(error_kind(&Answer::Unauthorized(HttpReply::Status(401, String::new()))), Some("unauthorized"));
+    }
+}

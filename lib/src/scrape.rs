@@ -1,0 +1,140 @@
+//! `runnerd --metrics-listen ADDR`: serves `GET /metrics` ([`crate::metrics`])
+//! over plain HTTP/1.x, one request per connection.
+//!
+//! Written by hand rather than with an HTTP server crate: the runner's
+//! programs carry no server code (`tests/layout.rs`), and one read-only
+//! endpoint needs little. Every client is taken for an attacker: a request
+//! head is read for at most [`READ_TIMEOUT`] and [`MAX_HEAD`] bytes, an
+//! answer written for at most [`WRITE_TIMEOUT`], at most [`MAX_CLIENTS`]
+//! are served at once (more are closed unanswered), and nothing a client
+//! sends is ever more than looked at: the spool is opened read-only for
+//! each scrape.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a request head may take to arrive.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest an answer may take to be taken.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request head read.
+pub const MAX_HEAD: usize = 8 * 1024;
+/// Clients served at once.
+pub const MAX_CLIENTS: usize = 4;
+
+/// Binds `addr` (`HOST:PORT`) and serves the metrics of the spool in
+/// `spool` from a thread of its own, for as long as the process lives.
+/// The address bound (a port 0 becomes the one given).
+pub fn serve(addr: &str, spool: &Path) -> Result<SocketAddr, String> {
+    let listener = TcpListener::bind(addr).map_err(|e| format!("metrics: listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| format!("metrics: {addr}: {e}"))?;
+    let spool = spool.to_path_buf();
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .stack_size(64 * 1024)
+        .spawn(move || accept(listener, spool))
+        .map_err(|e| format!("metrics: thread: {e}"))?;
+    Ok(bound)
+}
+
+fn accept(listener: TcpListener, spool: PathBuf) {
+    let busy = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        if busy.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+            busy.fetch_sub(1, Ordering::SeqCst);
+            drop(conn);
+            continue;
+        }
+        let (held, spool) = (Arc::clone(&busy), spool.clone());
+        let spawned = std::thread::Builder::new().name("metrics-client".into()).spawn(move || {
+            answer(conn, &spool);
+            held.fetch_sub(1, Ordering::SeqCst);
+        });
+        if let Err(e) = spawned {
+            busy.fetch_sub(1, Ordering::SeqCst);
+            log::warn!("metrics: cannot start a thread for a client: {e}");
+        }
+    }
+}
+
+/// Reads one request head and answers it.
+fn answer(mut conn: TcpStream, spool: &Path) {
+    let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+    let (status, body) = match read_head(&mut conn) {
+        Some(head) => respond(&head, spool),
+        None => (400, "bad request\n".to_string()),
+    };
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Internal Server Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(body.as_bytes()));
+}
+
+/// The request head, up to its blank line; `None` if it is too long, cut,
+/// too slow or not text.
+fn read_head(conn: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
+        if buf.len() >= MAX_HEAD {
+            return None;
+        }
+        let n = conn.read(&mut chunk).ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8(buf).ok()
+}
+
+/// The status and body answering a request head.
+fn respond(head: &str, spool: &Path) -> (u16, String) {
+    let mut words = head.lines().next().unwrap_or("").split(' ');
+    let (method, target, version) = (words.next(), words.next(), words.next());
+    if !version.is_some_and(|v| v.starts_with("HTTP/1.")) || words.next().is_some() {
+        return (400, "bad request\n".into());
+    }
+    let path = target.unwrap_or("").split('?').next().unwrap_or("");
+    match (method, path) {
+        (Some("GET"), "/metrics") => {
+            match crate::spool::Spool::open_read_only(spool).and_then(|s| crate::metrics::render(&s)) {
+                Ok(text) => (200, text),
+                Err(e) => {
+                    log::warn!("metrics: {e}");
+                    (500, format!("{e}\n"))
+                }
+            }
+        }
+        (Some("GET"), _) => (404, "not found: the metrics are at /metrics\n".into()),
+        _ => (405, "only GET\n".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_get_of_the_metrics_is_served_and_a_bad_head_is_a_400() {
+        let none = Path::new("/nonexistent/spool");
+        assert_eq!(respond("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", none).0, 500, "no spool: said, not served");
+        assert_eq!(respond("GET / HTTP/1.1\r\n\r\n", none).0, 404);
+        assert_eq!(respond("POST /metrics HTTP/1.1\r\n\r\n", none).0, 405);
+        assert_eq!(respond("GET /metrics\r\n\r\n", none).0, 400, "HTTP/0.9 is not spoken");
+        assert_eq!(respond("GET /metrics HTTP/1.1 extra\r\n\r\n", none).0, 400);
+        assert_eq!(respond("\u{0}\u{1}", none).0, 400);
+    }
+}
