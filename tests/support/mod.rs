@@ -645,3 +645,18 @@ pub fn assert_clean_ac(s: &serde_json::Value) {
     assert_eq!(s["handouts"], 1, "the job was never reclaimed: {s}");
     assert_eq!(s["attempts"], 1, "{s}");
 }
+
+/// The machine a benchmark ran on, for the first line of its report: CPU
+/// model, cores, kernel.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_string()))
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
+}
