@@ -450,3 +450,30 @@ fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
         assert_eq!((s["verdict"].as_str(), s["attempts"].as_i64()), (Some("AC"), Some(1)), "{s}");
     }
 }
+
+#[test]
+fn connections_over_the_per_address_bound_are_closed_and_the_rest_still_served() {
+    let (_dir, hub, _src) = hub("hubload-conns", &["--max-connections-per-address", "4"]);
+    // Four connections, each with a request answered: all kept open.
+    let open: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(&hub.listen).unwrap();
+            s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {}\r\n\r\n", hub.listen).as_bytes()).unwrap();
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            let mut buf = [0u8; 16];
+            s.read_exact(&mut buf).unwrap();
+            assert!(buf.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf));
+            s
+        })
+        .collect();
+    // A fifth from the same address is closed without an answer.
+    let fifth = raw(&hub.listen, &format!("GET /metrics HTTP/1.1\r\nHost: {}\r\n\r\n", hub.listen), b"");
+    assert_eq!(status_of(fifth), 0, "a fifth connection from one address is closed");
+    // Once they close, the hub answers again, and counted the refusal.
+    drop(open);
+    let refused = wait_for("a place free again", LIMIT, || {
+        ureq::get(&format!("{}/metrics", hub.url)).call().ok()?;
+        Some(metric(&hub.url, "hubd_connections_refused_total"))
+    });
+    assert!(refused >= 1.0, "{refused} refusals counted");
+}

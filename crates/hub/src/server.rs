@@ -40,7 +40,8 @@ const MAX_WAIT_SEC: f64 = 30.0;
 const MAX_EVENTS: usize = 200;
 /// Reader connections (the writer is one more).
 const READERS: usize = 4;
-/// How long a client may take to send a request's headers.
+/// How long a client may take to send a request's headers (and how long an
+/// idle connection is kept between requests: hyper times both alike).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often waiting polls look at the queue without a hint: lease expiries
 /// and hints lost on the way are found within this.
@@ -597,10 +598,15 @@ struct Serving<'a> {
 impl Drop for Serving<'_> {
     fn drop(&mut self) {
         self.hub.polls.end(&self.poll);
-        if self.advertised.is_some_and(|until| until > db::now_ms()) {
+        // (No runtime: the hub is stopping, and nobody asks any more.)
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (Some(until), Ok(runtime)) = (self.advertised, runtime) {
+            if until <= db::now_ms() {
+                return;
+            }
             // Ended before its time: `status --runners` must not show it waiting.
             let (store, rn) = (self.hub.store.clone(), self.poll.runner().to_string());
-            tokio::spawn(async move {
+            runtime.spawn(async move {
                 let cleared = store.write(Lane::Claims, move |tx| runners::polling(tx, &rn, None).map(Write::Keep));
                 if let Err(e) = cleared.await {
                     log::warn!("clearing a runner's poll: {e}");
