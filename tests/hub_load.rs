@@ -171,6 +171,14 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
         })
         .collect();
     wait_polls_waiting(&hub.url, RUNNERS as f64);
+    // A waiting poll holds no thread.
+    let proc_status = std::fs::read_to_string(format!("/proc/{}/status", hub.proc.pid())).unwrap();
+    let field = |name: &str| {
+        proc_status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string()).unwrap_or_default()
+    };
+    let threads: usize = field("Threads:").parse().unwrap();
+    eprintln!("hubd with {RUNNERS} polls waiting: {threads} threads, {} resident", field("VmRSS:"));
+    assert!(threads < 64, "hubd runs {threads} threads with {RUNNERS} polls waiting");
 
     // Two lease times of heartbeats from every runner, the holders listing
     // their job: each answered 204, promptly, and no lease lapses.
@@ -476,4 +484,48 @@ fn connections_over_the_per_address_bound_are_closed_and_the_rest_still_served()
         Some(metric(&hub.url, "hubd_connections_refused_total"))
     });
     assert!(refused >= 1.0, "{refused} refusals counted");
+}
+
+#[test]
+fn at_most_two_large_results_are_read_at_once() {
+    let (_dir, hub, src) = hub("hubload-large", &["--lease-ttl", "30"]);
+    let a = Runner::register(&hub.url);
+    hub.submit(1, "python3", &src);
+    let jb = a.next_job(0).1.expect("a job")["job_id"].as_str().unwrap().to_string();
+    let head = format!(
+        "PUT /runners/{}/jobs/{jb}/complete HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
+        a.id,
+        hub.listen,
+        a.token,
+        1 << 20
+    );
+    // Two results over 64 KiB, sent slowly but never stalled for long.
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickling: Vec<_> = (0..2)
+        .map(|_| {
+            let mut s = raw(&hub.listen, &head, &[b' '; 100 << 10]);
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if s.write_all(b" ").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            })
+        })
+        .collect();
+    // Both are being read (the hub holds their connections): a third waits
+    // for a place, and is refused with 503 when none frees up.
+    std::thread::sleep(Duration::from_millis(500));
+    let third = raw(&hub.listen, &head, &[b' '; 100 << 10]);
+    let started = Instant::now();
+    assert!(a.heartbeat(&[&jb]) == 204, "the hub answers meanwhile");
+    assert_eq!(status_of(third), 503, "a third large body is not read at once");
+    eprintln!("the third large body was refused after {:?}", started.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    for t in trickling {
+        t.join().unwrap();
+    }
+    assert_eq!(a.complete(&jb), 204, "a small result still lands");
 }
