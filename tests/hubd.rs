@@ -410,6 +410,69 @@ fn events_are_stored_per_job_at_most_200_a_batch() {
 }
 
 #[test]
+fn events_for_a_job_the_runner_no_longer_holds_are_404() {
+    let (_dir, hub, subs) = hub_with_submissions("hubd-events-gone", 2);
+    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
+    let post = |r: &Runner, job: &str| {
+        let body = json!({"events": [{"t": 1, "kind": "case", "case": 0}]}).to_string();
+        call("POST", &r.at(&format!("jobs/{job}/events")), Some(&r.token), Some(&body)).0
+    };
+    let done = id(&a.claim()).to_string();
+    assert_eq!(post(&a, &done), 204);
+    assert_eq!(post(&b, &done), 404, "another runner's job");
+    assert_eq!(a.complete(&done, &result(["AC", "AC"])), 204);
+    assert_eq!(post(&a, &done), 404, "a completed job");
+    let handed_back = id(&a.claim()).to_string();
+    assert_eq!(a.abort(&handed_back, "drain"), 202);
+    assert_eq!(post(&a, &handed_back), 404, "a job handed back");
+    assert_eq!(hub.submission(&subs[0])["events"], 1, "only the event sent while held is kept");
+    assert_eq!(hub.submission(&subs[1])["events"], 0);
+}
+
+/// One metric from the hub's `/metrics`.
+fn metric(hub: &Hub, name: &str) -> f64 {
+    let (code, page) = call("GET", &format!("{}/metrics", hub.url), None, None);
+    assert_eq!(code, 200);
+    let page = String::from_utf8(page).unwrap();
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{page}"))
+}
+
+#[test]
+fn metrics_follow_the_queue_and_the_polls() {
+    let (dir, hub, _subs) = hub_with_submissions("hubd-metrics", 0);
+    assert_eq!(metric(&hub, "hubd_jobs_pending"), 0.0);
+    let src = dir.path().join("main.py");
+    hub.submit(1, "python3", &src);
+    hub.submit(1, "python3", &src);
+    assert_eq!(metric(&hub, "hubd_jobs_pending"), 2.0, "queue depth up after a submit");
+    assert!(metric(&hub, "hubd_oldest_pending_age_seconds") >= 0.0);
+    let a = Runner::register(&hub);
+    assert_eq!(metric(&hub, "hubd_runners_registered"), 1.0);
+    let jb = id(&a.claim()).to_string();
+    let _other = a.claim();
+    assert_eq!(metric(&hub, "hubd_jobs_pending"), 0.0);
+    assert_eq!(metric(&hub, "hubd_jobs_leased"), 2.0);
+    assert_eq!(metric(&hub, "hubd_claims_total"), 2.0, "attempts spent");
+    assert_eq!(metric(&hub, "hubd_runners_seen"), 1.0);
+
+    // A poll waiting shows; a lease lapsing (3 s) is counted when found.
+    let poll = {
+        let b = Runner::register(&hub);
+        std::thread::spawn(move || b.next_job(20))
+    };
+    wait_for("a poll waiting in the metrics", LIMIT, || (metric(&hub, "hubd_polls_waiting") == 1.0).then_some(()));
+    assert_eq!(a.complete(&jb, &result(["AC", "AC"])), 204);
+    assert_eq!(metric(&hub, "hubd_results_landed_total"), 1.0);
+    let (code, _) = poll.join().unwrap();
+    assert_eq!(code, 200, "A's other lease lapsed and was reclaimed by the waiting poll");
+    assert_eq!(metric(&hub, "hubd_leases_lapsed_total"), 1.0);
+    assert_eq!(metric(&hub, "hubd_claims_total"), 3.0);
+    assert_eq!(metric(&hub, "hubd_polls_waiting"), 0.0);
+}
+
+#[test]
 fn the_testdata_channel_serves_meta_zip_and_a_checksum_that_follows_changes() {
     let dir = TempDir::new("hubd-testdata");
     let hub = Hub::start(dir.path(), &[]);

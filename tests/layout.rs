@@ -16,7 +16,7 @@ const RUNNER: [&str; 5] = ["claimd", "judge-exec", "reportd", "leased", "runnerd
 const SANDBOX: [&str; 1] = ["ojrunner::sandbox::"];
 
 /// Crate paths of a hub server: the hub crate and its HTTP server.
-const HUB_SERVER: [&str; 2] = ["ojrunner_hub::", "tiny_http::"];
+const HUB_SERVER: [&str; 2] = ["ojrunner_hub::", "hyper::server::"];
 
 /// What `tool args… program` prints, for the built `program`.
 fn read(tool: &str, args: &[&str], program: &str) -> String {

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use ojrunner_daemon::{duration, signals, ExitCode};
-use ojrunner_hub::{db, fault, problem, queue, runners, server, status, submission, Context, Failure};
+use ojrunner_hub::{db, fault, problem, queue, runners, server, status, submission, wake, Context, Failure};
 use ojrunner_protocol::RunnerConfig;
 use std::path::PathBuf;
 
@@ -117,6 +117,13 @@ struct Serve {
     /// Write "\n" to this fd and close it once listening (s6 readiness).
     #[arg(long, value_name = "N")]
     notify_fd: Option<i32>,
+    /// Client connections open at once, in all (more are closed at once).
+    #[arg(long, default_value_t = 16384, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Client connections open at once from one address: a runner holds
+    /// about two (a poll and a beat).
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_address: u32,
 }
 
 fn main() {
@@ -146,10 +153,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Submit { problem, language, raw_job, file } => {
             let code = submission::code_zip(&file, language)?;
             println!("{}", submission::submit(&mut db::open(&cli.db)?, problem, language, &code, raw_job.as_deref())?);
+            wake::hint(&cli.db);
             Ok(())
         }
         Command::Rejudge { submission: sid } => {
             println!("{}", submission::rejudge(&mut db::open(&cli.db)?, &sid)?);
+            wake::hint(&cli.db);
             Ok(())
         }
         Command::Status { runners: by_runner } => {
@@ -210,6 +219,8 @@ fn serve(db: PathBuf, s: Serve) -> Result<(), Failure> {
                 max_attempts: s.max_attempts.into(),
             },
             notify_fd: s.notify_fd,
+            max_connections: s.max_connections as usize,
+            max_connections_per_address: s.max_connections_per_address as usize,
         },
         shutdown,
     )

@@ -59,33 +59,30 @@ pub fn clear(conn: &mut Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
+/// Whether any rule is armed: one cheap read, done before every request.
+pub fn armed(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM faults WHERE remaining > 0)")?.query_row([], |r| r.get(0))
+}
+
 /// The rule for `url`, if one claims it (using up one of the rule's
-/// requests). With no rules this is a single read, no write lock.
-pub fn take(conn: &mut Connection, url: &str) -> rusqlite::Result<Option<Rule>> {
-    let armed: bool = conn.query_row("SELECT EXISTS (SELECT 1 FROM faults WHERE remaining > 0)", [], |r| r.get(0))?;
-    if !armed {
-        return Ok(None);
-    }
-    let tx = db::immediate(conn)?;
-    let rule = tx
-        .query_row(
-            "UPDATE faults SET remaining = remaining - 1 WHERE id = (
-                 SELECT id FROM faults WHERE remaining > 0 AND (path_contains IS NULL OR instr(?1, path_contains) > 0)
-                 ORDER BY id LIMIT 1)
-             RETURNING status, location, body, content_type, cut_after, hang_ms",
-            [url],
-            |r| {
-                Ok(Rule {
-                    status: Some(r.get::<_, u16>(0)?).filter(|s| *s != 0),
-                    location: r.get(1)?,
-                    body: r.get(2)?,
-                    content_type: r.get(3)?,
-                    cut_after: r.get::<_, Option<i64>>(4)?.map(|b| b.max(0) as u64),
-                    hang: r.get::<_, Option<i64>>(5)?.map(|ms| Duration::from_millis(ms.max(0) as u64)),
-                })
-            },
-        )
-        .optional()?;
-    tx.commit()?;
-    Ok(rule)
+/// requests), inside the caller's transaction.
+pub fn take(tx: &Connection, url: &str) -> rusqlite::Result<Option<Rule>> {
+    tx.query_row(
+        "UPDATE faults SET remaining = remaining - 1 WHERE id = (
+             SELECT id FROM faults WHERE remaining > 0 AND (path_contains IS NULL OR instr(?1, path_contains) > 0)
+             ORDER BY id LIMIT 1)
+         RETURNING status, location, body, content_type, cut_after, hang_ms",
+        [url],
+        |r| {
+            Ok(Rule {
+                status: Some(r.get::<_, u16>(0)?).filter(|s| *s != 0),
+                location: r.get(1)?,
+                body: r.get(2)?,
+                content_type: r.get(3)?,
+                cut_after: r.get::<_, Option<i64>>(4)?.map(|b| b.max(0) as u64),
+                hang: r.get::<_, Option<i64>>(5)?.map(|ms| Duration::from_millis(ms.max(0) as u64)),
+            })
+        },
+    )
+    .optional()
 }

@@ -13,7 +13,10 @@
 //! into a verdict), [`runners`] (identities), [`problem`] and [`submission`]
 //! (what is judged), [`fault`] (injected outages), [`status`] (the report),
 //! [`server`] (HTTP, stopped through the `Shutdown` its caller hands it),
-//! and [`pyjson`] (Normal-OJ's checksum). The `hubd` program's command
+//! [`store`] (the server's database access: a group-committing writer and
+//! readers), [`polls`] (waiting long polls and their wakes), [`wake`] (the
+//! hint `submit` sends the server), [`limits`] (what one client may cost),
+//! [`metrics`] (the Prometheus page) and [`pyjson`] (Normal-OJ's checksum). The `hubd` program's command
 //! line, signals and exit code are `bins/hubd`'s.
 //!
 //! It shares the wire types with the runner (`ojrunner-protocol`) and the
@@ -22,6 +25,9 @@
 
 pub mod db;
 pub mod fault;
+pub mod limits;
+pub mod metrics;
+pub mod polls;
 pub mod problem;
 pub mod pyjson;
 pub mod queue;
@@ -29,7 +35,9 @@ pub mod result;
 pub mod runners;
 pub mod server;
 pub mod status;
+pub mod store;
 pub mod submission;
+pub mod wake;
 
 /// Why a `hubd` command failed: [`Failure::config`] (exit 100) for an
 /// unusable token file or database, [`Failure::runtime`] (exit 1) for

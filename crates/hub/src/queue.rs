@@ -1,4 +1,4 @@
-//! The job lifecycle, one `BEGIN IMMEDIATE` transaction per step, after
+//! The job lifecycle, one step per call, after
 //! Normal-OJ's dispatch queue (`reference/normal-oj.md` §6):
 //!
 //! ```text
@@ -13,10 +13,14 @@
 //! background sweeper to die). A job that is no longer its submission's
 //! current job (a rejudge superseded it) is never handed out again, and its
 //! result is answered 204 and dropped.
+//!
+//! Each step runs inside a transaction its caller opens (`BEGIN IMMEDIATE`,
+//! or a savepoint of the server's group commit, see `store`): the steps
+//! themselves neither begin nor commit.
 
 use super::{db, problem, result};
 use ojrunner_protocol::AbortReason;
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 
 /// The lease rules the hub enforces.
@@ -41,7 +45,7 @@ pub struct Claim {
 
 /// Queues a new job for `submission` at the tail and makes it current; a
 /// job of that submission still pending is superseded (it will never run).
-pub fn enqueue(tx: &Transaction, submission: &str, raw_payload: Option<&str>) -> rusqlite::Result<String> {
+pub fn enqueue(tx: &Connection, submission: &str, raw_payload: Option<&str>) -> rusqlite::Result<String> {
     let id = format!("jb_{}", db::random_hex(8));
     tx.execute("UPDATE jobs SET state = 'superseded' WHERE submission_id = ?1 AND state = 'pending'", [submission])?;
     tx.execute(
@@ -53,12 +57,12 @@ pub fn enqueue(tx: &Transaction, submission: &str, raw_payload: Option<&str>) ->
     Ok(id)
 }
 
-fn next_queue_seq(tx: &Transaction) -> rusqlite::Result<i64> {
+fn next_queue_seq(tx: &Connection) -> rusqlite::Result<i64> {
     tx.query_row("SELECT COALESCE(MAX(queue_seq), 0) + 1 FROM jobs", [], |r| r.get(0))
 }
 
 /// Back to the tail of the queue, lease cleared.
-fn requeue(tx: &Transaction, job_id: &str) -> rusqlite::Result<()> {
+fn requeue(tx: &Connection, job_id: &str) -> rusqlite::Result<()> {
     let seq = next_queue_seq(tx)?;
     tx.execute(
         "UPDATE jobs SET state = 'pending', leased_by = NULL, deadline = NULL, queue_seq = ?2 WHERE id = ?1",
@@ -68,7 +72,7 @@ fn requeue(tx: &Transaction, job_id: &str) -> rusqlite::Result<()> {
 }
 
 /// Ends a job whose attempts are spent: JE, score 0, no task results.
-fn finalise_je(tx: &Transaction, job_id: &str, attempts: i64) -> rusqlite::Result<()> {
+fn finalise_je(tx: &Connection, job_id: &str, attempts: i64) -> rusqlite::Result<()> {
     tx.execute(
         "UPDATE jobs SET state = 'done', verdict = 'JE', score = 0, result = NULL, leased_by = NULL,
          deadline = NULL, finished_at = ?2 WHERE id = ?1",
@@ -78,48 +82,61 @@ fn finalise_je(tx: &Transaction, job_id: &str, attempts: i64) -> rusqlite::Resul
     Ok(())
 }
 
+/// What a claim found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// The job leased, if any.
+    pub claim: Option<Claim>,
+    /// Leases found expired (each reclaimed, dropped or finalised).
+    pub lapsed: usize,
+    /// Of those, the jobs finalised as JE, their attempts spent.
+    pub finalised: usize,
+}
+
 /// `next-job`: scans for orphans (finalising the spent ones), then leases
 /// the oldest reclaimable orphan, or else the oldest pending current job.
-pub fn claim(conn: &mut Connection, runner: &str, policy: &Policy) -> rusqlite::Result<Option<Claim>> {
+pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result<Scan> {
     let now = db::now_ms();
-    let tx = db::immediate(conn)?;
     let orphans: Vec<(String, i64, bool)> = tx
-        .prepare(
+        .prepare_cached(
             "SELECT j.id, j.attempts, s.current_job IS j.id FROM jobs j JOIN submissions s ON s.id = j.submission_id
              WHERE j.state = 'leased' AND j.deadline < ?1 ORDER BY j.deadline",
         )?
         .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<Result<_, _>>()?;
+    let mut scan = Scan { lapsed: orphans.len(), ..Scan::default() };
     let mut pick = None;
     for (id, attempts, current) in orphans {
         if !current {
             tx.execute("UPDATE jobs SET state = 'superseded', leased_by = NULL WHERE id = ?1", [&id])?;
         } else if attempts >= policy.max_attempts {
-            finalise_je(&tx, &id, attempts)?;
+            finalise_je(tx, &id, attempts)?;
+            scan.finalised += 1;
         } else if pick.is_none() {
             log::info!("job {id}: lease expired, reclaimed by {runner}");
             pick = Some(id);
+        } else {
+            // Another runner's next ask reclaims it: not lapsed yet, as counted.
+            scan.lapsed -= 1;
         }
     }
     if pick.is_none() {
         pick = tx
-            .query_row(
+            .prepare_cached(
                 "SELECT j.id FROM jobs j JOIN submissions s ON s.current_job = j.id
                  WHERE j.state = 'pending' ORDER BY j.queue_seq LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
+            )?
+            .query_row([], |r| r.get(0))
             .optional()?;
     }
     let Some(job_id) = pick else {
-        tx.commit()?;
-        return Ok(None);
+        return Ok(scan);
     };
     tx.execute(
         "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1, handouts = handouts + 1 WHERE id = ?1",
         params![job_id, runner, now + policy.lease_ttl_ms],
     )?;
-    let claim = tx.query_row(
+    scan.claim = Some(tx.query_row(
         "SELECT j.id, s.id, s.problem_id, s.language, j.attempts, COALESCE(p.meta, '{\"tasks\": []}'), j.raw_payload
          FROM jobs j JOIN submissions s ON s.id = j.submission_id LEFT JOIN problems p ON p.id = s.problem_id
          WHERE j.id = ?1",
@@ -135,10 +152,8 @@ pub fn claim(conn: &mut Connection, runner: &str, policy: &Policy) -> rusqlite::
                 raw_payload: r.get(6)?,
             })
         },
-    )?;
-    tx.commit()?;
-    log::info!("job {job_id} (submission {}) leased to {runner}, attempt {}", claim.submission_id, claim.attempts);
-    Ok(Some(claim))
+    )?);
+    Ok(scan)
 }
 
 /// The `next-job` body for `claim`. A raw payload override is sent as
@@ -165,9 +180,8 @@ pub fn payload(claim: &Claim, base_url: &str) -> String {
 
 /// `heartbeat`: renews each listed job this runner holds (an unlisted job
 /// is left to expire: its worker is gone). Returns how many were renewed.
-pub fn heartbeat(conn: &mut Connection, runner: &str, job_ids: &[String], policy: &Policy) -> rusqlite::Result<usize> {
+pub fn heartbeat(tx: &Connection, runner: &str, job_ids: &[String], policy: &Policy) -> rusqlite::Result<usize> {
     let now = db::now_ms();
-    let tx = db::immediate(conn)?;
     tx.execute("UPDATE runners SET last_seen = ?2 WHERE id = ?1", params![runner, now])?;
     let mut renewed = 0;
     for id in job_ids {
@@ -176,7 +190,6 @@ pub fn heartbeat(conn: &mut Connection, runner: &str, job_ids: &[String], policy
             params![id, runner, now + policy.lease_ttl_ms],
         )?;
     }
-    tx.commit()?;
     Ok(renewed)
 }
 
@@ -215,7 +228,7 @@ struct Holder {
     problem_id: i64,
 }
 
-fn holder(tx: &Transaction, job_id: &str) -> rusqlite::Result<Option<Holder>> {
+fn holder(tx: &Connection, job_id: &str) -> rusqlite::Result<Option<Holder>> {
     tx.query_row(
         "SELECT j.state, j.leased_by, j.completed_by, j.attempts, s.current_job IS j.id, s.problem_id
          FROM jobs j JOIN submissions s ON s.id = j.submission_id WHERE j.id = ?1",
@@ -234,7 +247,7 @@ fn holder(tx: &Transaction, job_id: &str) -> rusqlite::Result<Option<Holder>> {
     .optional()
 }
 
-fn record_call(tx: &Transaction, job: &str, runner: &str, kind: &str, reason: Option<&str>, answer: u16, landed: bool) {
+fn record_call(tx: &Connection, job: &str, runner: &str, kind: &str, reason: Option<&str>, answer: u16, landed: bool) {
     let at = db::now_ms();
     let recorded = tx.execute(
         "INSERT INTO calls (job_id, runner_id, kind, reason, answer, landed, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -247,14 +260,13 @@ fn record_call(tx: &Transaction, job: &str, runner: &str, kind: &str, reason: Op
 
 /// `complete`: lands the result if `runner` holds the job (even past its
 /// deadline, as long as nobody reclaimed it) and it fits the meta.
-pub fn complete(conn: &mut Connection, runner: &str, job_id: &str, body: &str) -> rusqlite::Result<Landing> {
-    let tx = db::immediate(conn)?;
-    let landing = match holder(&tx, job_id)? {
+pub fn complete(tx: &Connection, runner: &str, job_id: &str, body: &str) -> rusqlite::Result<Landing> {
+    let landing = match holder(tx, job_id)? {
         None => Landing::Unknown,
         Some(h) if !h.current => Landing::Stale,
         Some(h) if h.state == "done" && h.completed_by.as_deref() == Some(runner) => Landing::Duplicate,
         Some(h) if h.state == "leased" && h.leased_by.as_deref() == Some(runner) => {
-            let meta = problem::meta_and_checksum(&tx, h.problem_id)?.map(|m| m.0).unwrap_or_default();
+            let meta = problem::meta_and_checksum(tx, h.problem_id)?.map(|m| m.0).unwrap_or_default();
             match result::judge(body, &problem::tasks_of(&meta)) {
                 Ok(v) => {
                     tx.execute(
@@ -283,8 +295,7 @@ pub fn complete(conn: &mut Connection, runner: &str, job_id: &str, body: &str) -
         Landing::Landed => {}
         other => log::info!("job {job_id}: complete from {runner} answered {} ({other:?})", other.code()),
     }
-    record_call(&tx, job_id, runner, "complete", None, landing.code(), landing == Landing::Landed);
-    tx.commit()?;
+    record_call(tx, job_id, runner, "complete", None, landing.code(), landing == Landing::Landed);
     Ok(landing)
 }
 
@@ -312,14 +323,13 @@ impl Handback {
 /// `abort`: hands a held job back. `drain` refunds the claim's attempt;
 /// `prep_failed` and `rejected` keep it, and end the job as JE at the limit.
 pub fn abort(
-    conn: &mut Connection,
+    tx: &Connection,
     runner: &str,
     job_id: &str,
     reason: AbortReason,
     policy: &Policy,
 ) -> rusqlite::Result<Handback> {
-    let tx = db::immediate(conn)?;
-    let handback = match holder(&tx, job_id)? {
+    let handback = match holder(tx, job_id)? {
         None => Handback::Unknown,
         Some(h) if h.state != "leased" || h.leased_by.as_deref() != Some(runner) => Handback::Conflict,
         Some(h) if !h.current => {
@@ -328,16 +338,16 @@ pub fn abort(
         }
         Some(h) if reason == AbortReason::Drain => {
             tx.execute("UPDATE jobs SET attempts = MAX(attempts - 1, 0) WHERE id = ?1", [job_id])?;
-            requeue(&tx, job_id)?;
+            requeue(tx, job_id)?;
             log::info!("job {job_id}: drained by {runner}, requeued (attempt refunded, {} left)", h.attempts - 1);
             Handback::Requeued
         }
         Some(h) if h.attempts >= policy.max_attempts => {
-            finalise_je(&tx, job_id, h.attempts)?;
+            finalise_je(tx, job_id, h.attempts)?;
             Handback::FinalisedJe
         }
         Some(h) => {
-            requeue(&tx, job_id)?;
+            requeue(tx, job_id)?;
             log::info!(
                 "job {job_id}: aborted by {runner} ({}), requeued after {} attempts",
                 reason.as_str(),
@@ -349,25 +359,23 @@ pub fn abort(
     if matches!(handback, Handback::Unknown | Handback::Conflict) {
         log::info!("job {job_id}: abort({}) from {runner} answered {}", reason.as_str(), handback.code());
     }
-    record_call(&tx, job_id, runner, "abort", Some(reason.as_str()), handback.code(), false);
-    tx.commit()?;
+    record_call(tx, job_id, runner, "abort", Some(reason.as_str()), handback.code(), false);
     Ok(handback)
 }
 
-/// `events`: stores each event line of a known job. False: no such job.
-pub fn add_events(conn: &mut Connection, job_id: &str, events: &[serde_json::Value]) -> rusqlite::Result<bool> {
-    let tx = db::immediate(conn)?;
-    let known: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)", [job_id], |r| r.get(0))?;
-    if known {
+/// `events`: stores each event line of a job `runner` holds now. False:
+/// it holds no such job (unknown, finished, handed back, reclaimed), so
+/// stale progress never mixes with the current holder's.
+pub fn add_events(tx: &Connection, runner: &str, job_id: &str, events: &[serde_json::Value]) -> rusqlite::Result<bool> {
+    let held = matches!(holder(tx, job_id)?, Some(h) if h.state == "leased" && h.leased_by.as_deref() == Some(runner));
+    if held {
         let now = db::now_ms();
-        let mut insert = tx.prepare("INSERT INTO events (job_id, body, at) VALUES (?1, ?2, ?3)")?;
+        let mut insert = tx.prepare_cached("INSERT INTO events (job_id, body, at) VALUES (?1, ?2, ?3)")?;
         for e in events {
             insert.execute(params![job_id, e.to_string(), now])?;
         }
-        drop(insert);
-        tx.commit()?;
     }
-    Ok(known)
+    Ok(held)
 }
 
 /// On start: the hub's own outage must not turn healthy leases into orphans

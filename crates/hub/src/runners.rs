@@ -6,31 +6,28 @@ use super::db;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Registers a runner called `name`; its id and token.
-pub fn register(conn: &mut Connection, name: &str) -> rusqlite::Result<(String, String)> {
+/// (Inside the caller's transaction.)
+pub fn register(tx: &Connection, name: &str) -> rusqlite::Result<(String, String)> {
     let id = format!("rn_{}", db::random_hex(8));
     let token = format!("rk_{}", db::random_hex(24));
-    let now = db::now_ms();
-    let tx = db::immediate(conn)?;
     tx.execute(
         "INSERT INTO runners (id, name, token, registered_at, last_seen) VALUES (?1, ?2, ?3, ?4, ?4)",
-        params![id, name, token, now],
+        params![id, name, token, db::now_ms()],
     )?;
-    tx.commit()?;
     Ok((id, token))
 }
 
 /// Whether `token` belongs to runner `id`.
 pub fn authenticate(conn: &Connection, id: &str, token: &str) -> rusqlite::Result<bool> {
     let stored: Option<String> =
-        conn.query_row("SELECT token FROM runners WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        conn.prepare_cached("SELECT token FROM runners WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;
     Ok(stored.is_some_and(|s| same(s.as_bytes(), token.as_bytes())))
 }
 
-/// Records that runner `id` was heard from.
-pub fn touch(conn: &mut Connection, id: &str) -> rusqlite::Result<()> {
-    let tx = db::immediate(conn)?;
-    tx.execute("UPDATE runners SET last_seen = ?2 WHERE id = ?1", params![id, db::now_ms()])?;
-    tx.commit()
+/// Records that runner `id` was heard from (inside the caller's transaction).
+pub fn touch(tx: &Connection, id: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE runners SET last_seen = ?2 WHERE id = ?1")?.execute(params![id, db::now_ms()])?;
+    Ok(())
 }
 
 /// Constant-time equality (the length is not a secret).
@@ -41,7 +38,7 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
 /// Records that a long poll of runner `id` waits until `until` (ms), or
 /// that none does.
 pub fn polling(conn: &Connection, id: &str, until: Option<i64>) -> rusqlite::Result<()> {
-    conn.execute("UPDATE runners SET polling_until = ?2 WHERE id = ?1", params![id, until])?;
+    conn.prepare_cached("UPDATE runners SET polling_until = ?2 WHERE id = ?1")?.execute(params![id, until])?;
     Ok(())
 }
 

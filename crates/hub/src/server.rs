@@ -1,31 +1,53 @@
-//! The HTTP side of the hub (`PROTOCOL.md`): routes, authentication, status
-//! codes. A fixed pool of worker threads pulls requests from one listener;
-//! each owns its database connection, and each request is one short
-//! transaction, never held across a sleep (a long poll re-asks every
-//! 100 ms). The queue rules themselves live in [`super::queue`].
+//! The HTTP side of the hub (`PROTOCOL.md`): connections, routes,
+//! authentication, status codes.
+//!
+//! It runs on tokio and hyper (HTTP/1.1): a waiting long poll is a parked
+//! future, not a thread, so a thousand runners' polls cost a thousand small
+//! allocations, and a heartbeat never queues behind them. Database work is
+//! [`super::store`]'s (one group-committing writer thread, a few readers), waiting
+//! polls are [`super::polls`]', a client's share of the hub is bounded by
+//! [`limits`]. A handler that panics answers 500 and costs nothing else.
+//! The queue rules themselves live in [`super::queue`].
 
-use super::{db, fault, problem, queue, runners, submission, Context, Failure};
+use super::limits::{self, Admission, Refused};
+use super::polls::{Poll, Polls};
+use super::store::{Lane, Store, Write};
+use super::{db, fault, metrics, problem, queue, runners, submission, wake, Context, Failure};
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use ojrunner_daemon::control::Event;
 use ojrunner_daemon::readiness;
 use ojrunner_daemon::signals::{self, Shutdown};
 use ojrunner_protocol::{envelope, AbortReason, Registration, RunnerConfig};
-use rusqlite::Connection;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::future::Future;
+use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::pin::{pin, Pin};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tiny_http::{Method, Request};
+use std::task::{Context as TaskContext, Poll as TaskPoll};
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
 
-/// Requests served at once: long polls hold a worker each.
-const WORKERS: usize = 16;
-/// The largest body taken (a result carries whole outputs).
-const MAX_BODY: u64 = 256 << 20;
-/// The longest `next-job?wait=S` honoured.
+/// The longest `next-job?wait=S` honoured (a longer one is cut to it).
 const MAX_WAIT_SEC: f64 = 30.0;
 /// The most event lines one batch may carry.
 const MAX_EVENTS: usize = 200;
+/// Reader connections (the writer is one more).
+const READERS: usize = 4;
+/// How long a client may take to send a request's headers (and how long an
+/// idle connection is kept between requests: hyper times both alike).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often waiting polls look at the queue without a hint: lease expiries
+/// and hints lost on the way are found within this.
+const RECHECK: Duration = Duration::from_secs(1);
+/// How long a TERM waits for the requests in hand before it stops anyway.
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// What `hubd serve` was asked for.
 #[derive(Clone, Debug)]
@@ -41,45 +63,75 @@ pub struct ServeConfig {
     pub policy: queue::Policy,
     /// s6-style readiness: write "\n" to this fd and close it once listening.
     pub notify_fd: Option<i32>,
+    /// Open connections at most, in all and from one address.
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
 }
 
-struct HubServer {
+struct Hub {
     cfg: ServeConfig,
     base_url: String,
-    /// The port listened on (a fault closes connections to it by hand).
-    port: u16,
     /// Listening on 0.0.0.0 or `[::]`: code URLs use the Host the runner used.
     wildcard: bool,
-    shutdown: AtomicBool,
+    store: Arc<Store>,
+    polls: Polls,
+    counters: metrics::Counters,
+    /// Becomes true at TERM: waiting polls answer 204 at once.
+    stopping: watch::Receiver<bool>,
+    large_bodies: Semaphore,
 }
 
 /// Serves until `shutdown` says TERM or INT (then finishes the requests in
 /// hand) or QUIT (then stops at once).
 pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
-    let mut conns = (0..WORKERS).map(|_| db::open(&cfg.db)).collect::<Result<Vec<_>, _>>()?;
-    let extended = queue::extend_leases(&mut conns[0], &cfg.policy).context(|| "extending leases".into())?;
+    let nofile = limits::raise_nofile();
+    let mut writer = db::open(&cfg.db)?;
+    let extended = queue::extend_leases(&mut writer, &cfg.policy).context(|| "extending leases".into())?;
     if extended > 0 {
         log::info!("{extended} leased jobs given a full lease again (the hub was away)");
     }
-    let server = tiny_http::Server::http(&cfg.listen)
+    let readers = (0..READERS).map(|_| db::open(&cfg.db)).collect::<Result<Vec<_>, _>>()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(READERS + 2)
+        .thread_name("hubd")
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(format!("starting the runtime: {e}")))?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(&cfg.listen))
         .map_err(|e| Failure::runtime(format!("listening on {}: {e}", cfg.listen)))?;
-    let addr = server.server_addr().to_ip().ok_or_else(|| Failure::runtime("not listening on an IP"))?;
-    let Shutdown { inbox, .. } = shutdown;
-    let hub = Arc::new(HubServer {
+    let addr = listener.local_addr().map_err(|e| Failure::runtime(format!("listening on {}: {e}", cfg.listen)))?;
+    let store = Store::new(writer, readers).map_err(|e| Failure::runtime(format!("starting the writer: {e}")))?;
+    let hints = {
+        let _rt = rt.enter();
+        wake::bind(&cfg.db)
+    };
+    // Leave descriptors for the database, the log and the like.
+    let fd_room = nofile.saturating_sub(64).max(16) as usize;
+    if cfg.max_connections > fd_room {
+        log::warn!(
+            "--max-connections {} is over the open-file limit ({nofile}): {fd_room} instead",
+            cfg.max_connections
+        );
+    }
+    let admission = Admission::new(cfg.max_connections.min(fd_room), cfg.max_connections_per_address);
+    let (stop, stopping) = watch::channel(false);
+    let hub = Arc::new(Hub {
         base_url: format!("http://{addr}"),
-        port: addr.port(),
         wildcard: addr.ip().is_unspecified(),
         cfg,
-        shutdown: AtomicBool::new(false),
+        store,
+        polls: Polls::default(),
+        counters: metrics::Counters::default(),
+        stopping,
+        large_bodies: Semaphore::new(limits::LARGE_BODIES_AT_ONCE),
     });
-    let server = Arc::new(server);
-    let workers: Vec<_> = conns
-        .into_iter()
-        .map(|conn| {
-            let (hub, server) = (hub.clone(), server.clone());
-            std::thread::spawn(move || work(&hub, &server, conn))
-        })
-        .collect();
+    let server = rt.spawn(accept(hub.clone(), listener, admission));
+    rt.spawn(recheck(hub.clone()));
+    if let Some(socket) = hints {
+        rt.spawn(hear_hints(hub.clone(), socket));
+    }
 
     // Tests and scripts read the URL as the first line of stdout.
     let mut out = std::io::stdout().lock();
@@ -91,6 +143,7 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
     readiness::sd_notify("READY=1");
     log::info!("listening on {} (database {})", hub.base_url, hub.cfg.db.display());
 
+    let Shutdown { inbox, .. } = shutdown;
     for sig in inbox.rx.iter().filter_map(|event| match event {
         Event::Signal(sig) => Some(sig),
         _ => None,
@@ -101,6 +154,7 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
             libc::SIGQUIT => {
                 log::info!("SIGQUIT: stopped at once");
                 readiness::sd_notify("STOPPING=1");
+                rt.shutdown_background();
                 return Ok(());
             }
             _ => {
@@ -110,223 +164,556 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
         }
     }
     readiness::sd_notify("STOPPING=1");
-    hub.shutdown.store(true, Ordering::SeqCst);
-    for w in workers {
-        let _ = w.join();
-    }
+    let _ = stop.send(true);
+    let _ = rt.block_on(server);
+    hub.store.close();
+    let _ = std::fs::remove_file(wake::socket_path(&hub.cfg.db));
+    rt.shutdown_timeout(Duration::from_secs(2));
     log::info!("stopped");
     Ok(())
 }
 
-fn work(hub: &HubServer, server: &tiny_http::Server, mut conn: Connection) {
-    while !hub.shutdown.load(Ordering::SeqCst) {
-        match server.recv_timeout(Duration::from_millis(200)) {
-            Ok(Some(req)) => handle(hub, &mut conn, req),
-            Ok(None) => {}
+/// Takes connections until TERM, then lets the requests in hand finish
+/// (at most [`DRAIN_LIMIT`]).
+async fn accept(hub: Arc<Hub>, listener: tokio::net::TcpListener, admission: Arc<Admission>) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut stopping = hub.stopping.clone();
+    let mut last_complaint: Option<Instant> = None;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopping.changed() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
-                log::warn!("receiving a request: {e}");
-                std::thread::sleep(Duration::from_millis(100));
+                // Out of descriptors, most likely: say so now and then, and
+                // give the connections in hand a moment to end.
+                if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    log::warn!("accepting a connection: {e}");
+                    last_complaint = Some(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
+        };
+        let Some(ticket) = admission.admit(peer.ip()) else {
+            metrics::Counters::add(&hub.counters.connections_refused, 1);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let for_requests = hub.clone();
+        let service = hyper::service::service_fn(move |req| answer(for_requests.clone(), req));
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .max_buf_size(limits::SMALL_BODY)
+            .serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            metrics::Counters::add(&hub.counters.connections_open, 1);
+            if let Err(e) = conn.await {
+                log::debug!("connection from {peer}: {e}");
+            }
+            hub.counters.connections_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            drop(ticket);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_LIMIT, graceful.shutdown()).await.is_err() {
+        log::warn!("requests still in hand after {DRAIN_LIMIT:?}: stopping anyway");
+    }
+}
+
+/// Lets one waiting poll look at the queue every [`RECHECK`]: for leases
+/// that expired, and hints that never came.
+async fn recheck(hub: Arc<Hub>) {
+    let mut tick = tokio::time::interval(RECHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if hub.polls.waiting() > 0 {
+            hub.polls.wake(1);
         }
     }
 }
+
+async fn hear_hints(hub: Arc<Hub>, socket: tokio::net::UnixDatagram) {
+    loop {
+        wake::next(&socket).await;
+        hub.polls.hint();
+    }
+}
+
+type Body = BoxBody<Bytes, std::io::Error>;
 
 /// An answer, before it is written.
 struct Reply {
     code: u16,
-    body: Vec<u8>,
+    body: Bytes,
     content_type: Option<String>,
     location: Option<String>,
+    /// A fault: send this many bytes of the body, wait, close the connection.
+    cut: Option<(u64, Option<Duration>)>,
 }
 
 impl Reply {
     fn empty(code: u16) -> Reply {
-        Reply { code, body: Vec::new(), content_type: None, location: None }
+        Reply { code, body: Bytes::new(), content_type: None, location: None, cut: None }
+    }
+    fn with(code: u16, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
+        Reply { code, body: body.into(), content_type: Some(content_type.into()), location: None, cut: None }
     }
     fn json(code: u16, text: String) -> Reply {
-        Reply { code, body: text.into_bytes(), content_type: Some("application/json".into()), location: None }
-    }
-    fn zip(body: Vec<u8>) -> Reply {
-        Reply { code: 200, body, content_type: Some("application/zip".into()), location: None }
+        Reply::with(code, "application/json", text)
     }
     fn error(code: u16, message: &str) -> Reply {
         Reply::json(code, json!({ "error": message }).to_string())
     }
+    fn internal(what: &str, e: impl std::fmt::Display) -> Reply {
+        log::error!("{what}: {e}");
+        Reply::error(500, "internal error")
+    }
+
+    fn into_response(self) -> Response<Body> {
+        let full_length = self.body.len();
+        let body: Body = match self.cut {
+            Some((cut, hang)) => CutBody {
+                head: Some(self.body.slice(..full_length.min(cut as usize))),
+                hang: hang.map(|d| Box::pin(tokio::time::sleep(d))),
+            }
+            .boxed(),
+            None => Full::new(self.body).map_err(|never| match never {}).boxed(),
+        };
+        let mut res = Response::new(body);
+        *res.status_mut() = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = res.headers_mut();
+        if let Some(ct) = self.content_type.and_then(|ct| HeaderValue::from_str(&ct).ok()) {
+            headers.insert(CONTENT_TYPE, ct);
+        }
+        if let Some(location) = self.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+            headers.insert(LOCATION, location);
+        }
+        if self.cut.is_some() {
+            // The whole length announced, a part sent: a body that ends early.
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(full_length));
+        }
+        res
+    }
 }
 
-fn handle(hub: &HubServer, conn: &mut Connection, mut req: Request) {
-    let url = req.url().to_string();
-    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+/// A body cut short by a fault rule: its head, a wait, then an error, on
+/// which the connection is closed mid-body.
+struct CutBody {
+    head: Option<Bytes>,
+    hang: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl hyper::body::Body for CutBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> TaskPoll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Some(head) = self.head.take() {
+            return TaskPoll::Ready(Some(Ok(Frame::data(head))));
+        }
+        if let Some(hang) = self.hang.as_mut() {
+            if hang.as_mut().poll(cx).is_pending() {
+                return TaskPoll::Pending;
+            }
+            self.hang = None;
+        }
+        TaskPoll::Ready(Some(Err(std::io::Error::other("body cut by a fault rule"))))
+    }
+}
+
+/// A future that turns a panic while polling into `Err`: a handler that
+/// panics costs its own request (500) and nothing else.
+struct CatchPanic<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchPanic<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> TaskPoll<Self::Output> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(TaskPoll::Ready(v)) => TaskPoll::Ready(Ok(v)),
+            Ok(TaskPoll::Pending) => TaskPoll::Pending,
+            Err(_) => TaskPoll::Ready(Err(())),
+        }
+    }
+}
+
+async fn answer(hub: Arc<Hub>, req: Request<Incoming>) -> Result<Response<Body>, std::convert::Infallible> {
+    metrics::Counters::add(&hub.counters.requests, 1);
     let method = req.method().clone();
-    let (rule, fault_error) = match fault::take(conn, &url) {
-        Ok(rule) => (rule, None),
-        Err(e) => (None, Some(e)),
-    };
-    let reply = match (&rule, fault_error) {
-        (_, Some(e)) => {
-            log::error!("{method} {path}: checking fault rules: {e}");
+    // The path only in logs: a query may hold the testdata token.
+    let path = req.uri().path().to_string();
+    let reply = match CatchPanic(Box::pin(handle(&hub, req))).await {
+        Ok(reply) => reply,
+        Err(()) => {
+            metrics::Counters::add(&hub.counters.panics, 1);
+            log::error!("{method} {path}: the handler panicked; answered 500");
             Reply::error(500, "internal error")
         }
-        (Some(fault::Rule { status: Some(code), .. }), _) => {
-            log::info!("injected fault: {method} {path} answered {code}");
-            scripted(*code, rule.as_ref().unwrap())
-        }
-        _ => route(hub, conn, &mut req, path, query).unwrap_or_else(|e| {
-            log::error!("{method} {path}: {e}");
-            Reply::error(500, "internal error")
-        }),
     };
-    // The path only: a query may hold the testdata token.
+    hub.counters.answered(reply.code);
     log::debug!("{method} {path} -> {}", reply.code);
-    if let Some(fault::Rule { cut_after: Some(cut), hang, .. }) = &rule {
+    Ok(reply.into_response())
+}
+
+async fn handle(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
+    let url = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.as_str().to_string());
+    let method = req.method().clone();
+    let rule = match take_fault(hub, &url).await {
+        Ok(rule) => rule,
+        Err(reply) => return reply,
+    };
+    if let Some(rule @ fault::Rule { status: Some(code), .. }) = &rule {
+        log::info!("injected fault: {method} {} answered {code}", req.uri().path());
+        let mut reply = scripted(*code, rule);
+        reply.cut = rule.cut_after.map(|cut| (cut, rule.hang));
+        return reply;
+    }
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let mut reply = route(hub, req, &path, &query).await;
+    if let Some(fault::Rule { cut_after: Some(cut), hang, .. }) = rule {
         log::info!("injected fault: {method} {path}: body cut after {cut} bytes");
-        return respond_cut(hub, req, reply, *cut, *hang);
+        reply.cut = Some((cut, hang));
     }
-    let mut response = tiny_http::Response::from_data(reply.body).with_status_code(reply.code);
-    if let Some(ct) = reply.content_type {
-        response = response.with_header(header("Content-Type", &ct));
+    reply
+}
+
+/// The fault rule that claims this request, if any: a read, and a write
+/// only when a rule is armed.
+async fn take_fault(hub: &Arc<Hub>, url: &str) -> Result<Option<fault::Rule>, Reply> {
+    let armed = hub.store.read(fault::armed).await.map_err(|e| Reply::internal("checking fault rules", e))?;
+    if !armed {
+        return Ok(None);
     }
-    if let Some(location) = reply.location {
-        response = response.with_header(header("Location", &location));
-    }
-    if let Err(e) = req.respond(response) {
-        log::debug!("{method} {path}: answering: {e}");
-    }
+    let url = url.to_string();
+    hub.store
+        .write(Lane::Urgent, move |tx| fault::take(tx, &url).map(Write::Keep))
+        .await
+        .map_err(|e| Reply::internal("taking a fault rule", e))
 }
 
 /// The answer a fault rule scripts.
 fn scripted(code: u16, rule: &fault::Rule) -> Reply {
     let mut reply = match &rule.body {
-        Some(body) => Reply {
-            code,
-            body: body.clone().into_bytes(),
-            content_type: Some(rule.content_type.clone().unwrap_or_else(|| "text/html".into())),
-            location: None,
-        },
+        Some(body) => {
+            let content_type = rule.content_type.clone().unwrap_or_else(|| "text/html".into());
+            Reply { code, body: body.clone().into(), content_type: Some(content_type), location: None, cut: None }
+        }
         None => Reply::error(code, "injected fault"),
     };
     reply.location = rule.location.clone();
     reply
 }
 
-/// Writes `reply` announcing its whole length but sends only `cut` bytes of
-/// its body, waits `hang`, then closes the connection: a body that ends
-/// early (or hangs first) as a dying proxy or hub sends it.
-fn respond_cut(hub: &HubServer, req: Request, reply: Reply, cut: u64, hang: Option<Duration>) {
-    let peer = req.remote_addr().copied();
-    let mut head = format!("HTTP/1.1 {} Fault\r\nContent-Length: {}\r\n", reply.code, reply.body.len());
-    if let Some(ct) = &reply.content_type {
-        head.push_str(&format!("Content-Type: {ct}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut w = req.into_writer();
-    let sent = reply.body.len().min(cut as usize);
-    let _ = w.write_all(head.as_bytes()).and_then(|_| w.write_all(&reply.body[..sent])).and_then(|_| w.flush());
-    if let Some(d) = hang {
-        std::thread::sleep(d);
-    }
-    drop(w);
-    if let Some(peer) = peer {
-        close_connection(hub, peer);
-    }
-}
-
-/// Closes this server's connection to `peer` (tiny_http keeps it open for
-/// the next request): the socket is found among our descriptors by its two
-/// addresses and shut down.
-fn close_connection(hub: &HubServer, peer: std::net::SocketAddr) {
-    use std::os::fd::FromRawFd;
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return };
-    for fd in fds.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
-        let is_socket = std::fs::metadata(format!("/proc/self/fd/{fd}")).is_ok_and(|m| m.file_type().is_socket());
-        if !is_socket {
-            continue;
-        }
-        // SAFETY: fd is an open socket of ours; ManuallyDrop leaves it open
-        // for its owner, tiny_http, which sees the shutdown as a closed peer.
-        let s = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-        if s.peer_addr().ok() == Some(peer) && s.local_addr().ok().map(|a| a.port()) == Some(hub.port) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-fn header(name: &str, value: &str) -> tiny_http::Header {
-    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a valid header")
-}
-
 /// Which endpoint a path names.
-enum Endpoint<'a> {
+enum Endpoint {
     Register,
-    Heartbeat(&'a str),
-    NextJob(&'a str),
-    Complete(&'a str, &'a str),
-    Abort(&'a str, &'a str),
-    Events(&'a str, &'a str),
-    Problem(i64, &'a str),
-    Code(&'a str),
+    Heartbeat(String),
+    NextJob(String),
+    CancelPoll(String),
+    Complete(String, String),
+    Abort(String, String),
+    Events(String, String),
+    Problem(i64, String),
+    Code(String),
+    Metrics,
 }
 
-fn route(
-    hub: &HubServer,
-    conn: &mut Connection,
-    req: &mut Request,
-    path: &str,
-    query: &str,
-) -> rusqlite::Result<Reply> {
+fn endpoint(method: &Method, path: &str) -> Result<Endpoint, Reply> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let s = |x: &&str| x.to_string();
     let (want, endpoint) = match segments.as_slice() {
-        ["runners", "register"] => (Method::Post, Endpoint::Register),
-        ["runners", rn, "heartbeat"] => (Method::Post, Endpoint::Heartbeat(rn)),
-        ["runners", rn, "next-job"] => (Method::Get, Endpoint::NextJob(rn)),
-        ["runners", rn, "jobs", jb, "complete"] => (Method::Put, Endpoint::Complete(rn, jb)),
-        ["runners", rn, "jobs", jb, "abort"] => (Method::Put, Endpoint::Abort(rn, jb)),
-        ["runners", rn, "jobs", jb, "events"] => (Method::Post, Endpoint::Events(rn, jb)),
+        ["runners", "register"] => (Method::POST, Endpoint::Register),
+        ["runners", rn, "heartbeat"] => (Method::POST, Endpoint::Heartbeat(s(rn))),
+        ["runners", rn, "next-job"] if method == Method::DELETE => (Method::DELETE, Endpoint::CancelPoll(s(rn))),
+        ["runners", rn, "next-job"] => (Method::GET, Endpoint::NextJob(s(rn))),
+        ["runners", rn, "jobs", jb, "complete"] => (Method::PUT, Endpoint::Complete(s(rn), s(jb))),
+        ["runners", rn, "jobs", jb, "abort"] => (Method::PUT, Endpoint::Abort(s(rn), s(jb))),
+        ["runners", rn, "jobs", jb, "events"] => (Method::POST, Endpoint::Events(s(rn), s(jb))),
         ["problem", pid, what @ ("meta" | "checksum" | "testdata")] => match pid.parse() {
-            Ok(pid) => (Method::Get, Endpoint::Problem(pid, what)),
-            Err(_) => return Ok(Reply::error(404, "problem ids are integers")),
+            Ok(pid) => (Method::GET, Endpoint::Problem(pid, s(what))),
+            Err(_) => return Err(Reply::error(404, "problem ids are integers")),
         },
-        ["code", file] if file.ends_with(".zip") => (Method::Get, Endpoint::Code(&file[..file.len() - 4])),
-        _ => return Ok(Reply::error(404, "no such endpoint")),
+        ["code", file] if file.ends_with(".zip") => (Method::GET, Endpoint::Code(file[..file.len() - 4].to_string())),
+        ["metrics"] => (Method::GET, Endpoint::Metrics),
+        _ => return Err(Reply::error(404, "no such endpoint")),
     };
-    if *req.method() != want {
-        return Ok(Reply::error(405, "method not allowed"));
+    if *method != want {
+        return Err(Reply::error(405, "method not allowed"));
     }
-    let runner = match endpoint {
-        Endpoint::Heartbeat(rn) | Endpoint::NextJob(rn) => Some(rn),
-        Endpoint::Complete(rn, _) | Endpoint::Abort(rn, _) | Endpoint::Events(rn, _) => Some(rn),
+    Ok(endpoint)
+}
+
+async fn route(hub: &Arc<Hub>, req: Request<Incoming>, path: &str, query: &str) -> Reply {
+    let endpoint = match endpoint(req.method(), path) {
+        Ok(e) => e,
+        Err(reply) => return reply,
+    };
+    let runner = match &endpoint {
+        Endpoint::Heartbeat(rn) | Endpoint::NextJob(rn) | Endpoint::CancelPoll(rn) => Some(rn.clone()),
+        Endpoint::Complete(rn, _) | Endpoint::Abort(rn, _) | Endpoint::Events(rn, _) => Some(rn.clone()),
         _ => None,
     };
+    // Before any body is read: an unknown client sends none.
     if let Some(rn) = runner {
         let token = req
             .headers()
-            .iter()
-            .find(|h| h.field.equiv("Authorization"))
-            .and_then(|h| h.value.as_str().strip_prefix("Bearer "))
-            .map(str::trim);
-        if !token.map_or(Ok(false), |t| runners::authenticate(conn, rn, t))? {
-            return Ok(Reply::error(401, "invalid runner token"));
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| t.trim().to_string());
+        let Some(token) = token else { return Reply::error(401, "invalid runner token") };
+        match hub.store.read(move |c| runners::authenticate(c, &rn, &token)).await {
+            Ok(true) => {}
+            Ok(false) => return Reply::error(401, "invalid runner token"),
+            Err(e) => return Reply::internal("authenticating a runner", e),
         }
     }
+    let base_url = base_url(hub, &req);
     match endpoint {
-        Endpoint::Register => register(hub, conn, req),
-        Endpoint::Heartbeat(rn) => heartbeat(hub, conn, req, rn),
-        Endpoint::NextJob(rn) => next_job(hub, conn, req, rn, query),
-        Endpoint::Complete(rn, jb) => match read_body(req) {
-            Ok(body) => queue::complete(conn, rn, jb, &body).map(|landing| match landing {
-                queue::Landing::Rejected(why) => Reply::error(400, &why),
-                other => reply_for(other.code()),
-            }),
-            Err(reply) => Ok(reply),
+        Endpoint::Register => register(hub, req).await,
+        Endpoint::Heartbeat(rn) => heartbeat(hub, req, rn).await,
+        Endpoint::NextJob(rn) => match wait_of(query) {
+            Ok(wait) => next_job(hub, rn, wait, base_url).await,
+            Err(reply) => reply,
         },
-        Endpoint::Abort(rn, jb) => abort(hub, conn, req, rn, jb),
-        Endpoint::Events(_, jb) => events(conn, req, jb),
-        Endpoint::Problem(pid, what) => testdata_channel(hub, conn, pid, what, query),
-        Endpoint::Code(jb) => Ok(match submission::code_of_job(conn, jb)? {
-            Some(zip) => Reply::zip(zip),
-            None => Reply::error(404, "no such job"),
-        }),
+        Endpoint::CancelPoll(rn) => {
+            let ended = hub.polls.cancel(&rn);
+            metrics::Counters::add(&hub.counters.polls_cancelled, ended as u64);
+            log::debug!("next-job of {rn} cancelled ({ended} polls ended)");
+            Reply::empty(204)
+        }
+        Endpoint::Complete(rn, jb) => complete(hub, req, rn, jb).await,
+        Endpoint::Abort(rn, jb) => abort(hub, req, rn, jb).await,
+        Endpoint::Events(rn, jb) => events(hub, req, rn, jb).await,
+        Endpoint::Problem(pid, what) => testdata_channel(hub, pid, what, query).await,
+        Endpoint::Code(jb) => match hub.store.read(move |c| submission::code_of_job(c, &jb)).await {
+            Ok(Some(zip)) => Reply::with(200, "application/zip", zip),
+            Ok(None) => Reply::error(404, "no such job"),
+            Err(e) => Reply::internal("reading a code zip", e),
+        },
+        Endpoint::Metrics => {
+            let seen_within = hub.cfg.policy.lease_ttl_ms;
+            match hub.store.read(move |c| metrics::queue(c, seen_within)).await {
+                Ok(q) => Reply::with(
+                    200,
+                    "text/plain; version=0.0.4",
+                    metrics::render(&q, &hub.counters, hub.polls.waiting()),
+                ),
+                Err(e) => Reply::internal("reading the queue for metrics", e),
+            }
+        }
+    }
+}
+
+/// `?wait=S`: seconds, from 0 (none given) to 30 (more is cut to 30).
+fn wait_of(query: &str) -> Result<Duration, Reply> {
+    let Some(raw) = query_param(query, "wait") else { return Ok(Duration::ZERO) };
+    match raw.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s.min(MAX_WAIT_SEC))),
+        _ => Err(Reply::error(400, "wait must be a number of seconds, 0 to 30")),
+    }
+}
+
+/// The body, or the reply refusing it.
+async fn body_of(hub: &Hub, req: Request<Incoming>, large: bool) -> Result<Bytes, Reply> {
+    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let (cap, slots) = if large { (limits::LARGE_BODY, Some(&hub.large_bodies)) } else { (limits::SMALL_BODY, None) };
+    limits::read_body(req.into_body(), declared, cap, slots).await.map_err(|Refused(code, why)| {
+        log::debug!("body refused ({code}): {why}");
+        Reply::error(code, &why)
+    })
+}
+
+/// The body as a JSON object, or the reply refusing it.
+async fn json_of(hub: &Hub, req: Request<Incoming>) -> Result<Value, Reply> {
+    let bytes = body_of(hub, req, false).await?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) if v.is_object() => Ok(v),
+        _ => Err(Reply::error(400, "the body is not a JSON object")),
+    }
+}
+
+async fn register(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
+    let body = match json_of(hub, req).await {
+        Ok(v) => v,
+        Err(reply) => return reply,
+    };
+    let given = body.get("registration_token").and_then(Value::as_str).unwrap_or("");
+    // Fail closed: no configured token means nobody may register.
+    let ok = hub.cfg.registration_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes()));
+    let name: String = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(100).collect();
+    if !ok {
+        log::warn!("registration of {name:?} refused: bad registration token");
+        return Reply::error(401, "invalid registration token");
+    }
+    let n = name.clone();
+    match hub.store.write(Lane::Urgent, move |tx| runners::register(tx, &n).map(Write::Keep)).await {
+        Ok((runner_id, token)) => {
+            log::info!("runner {runner_id} registered as {name:?}");
+            let answer = Registration { runner_id, token, config: hub.cfg.runner_config.clone() };
+            Reply::json(201, serde_json::to_string(&answer).expect("a registration serialises"))
+        }
+        Err(e) => Reply::internal("registering a runner", e),
+    }
+}
+
+async fn heartbeat(hub: &Arc<Hub>, req: Request<Incoming>, rn: String) -> Reply {
+    let ids = match json_of(hub, req).await {
+        Ok(v) => serde_json::from_value::<Vec<String>>(v.get("active_job_ids").cloned().unwrap_or(Value::Null)),
+        Err(reply) => return reply,
+    };
+    let Ok(ids) = ids else { return Reply::error(400, "active_job_ids must be a list of job ids") };
+    let policy = hub.cfg.policy;
+    let listed = ids.len();
+    let r = rn.clone();
+    match hub.store.write(Lane::Urgent, move |tx| queue::heartbeat(tx, &r, &ids, &policy).map(Write::Keep)).await {
+        Ok(renewed) => {
+            log::debug!("heartbeat from {rn}: {renewed} of {listed} leases renewed");
+            Reply::empty(204)
+        }
+        Err(e) => Reply::internal("renewing leases", e),
+    }
+}
+
+/// Forgets a poll however its request ends (answered, or its client gone).
+struct Serving<'a> {
+    hub: &'a Arc<Hub>,
+    poll: Arc<Poll>,
+    /// The `polling_until` written for it, while it may still be in the future.
+    advertised: Option<i64>,
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.hub.polls.end(&self.poll);
+        // (No runtime: the hub is stopping, and nobody asks any more.)
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (Some(until), Ok(runtime)) = (self.advertised, runtime) {
+            if until <= db::now_ms() {
+                return;
+            }
+            // Ended before its time: `status --runners` must not show it waiting.
+            let (store, rn) = (self.hub.store.clone(), self.poll.runner().to_string());
+            runtime.spawn(async move {
+                let cleared = store.write(Lane::Claims, move |tx| runners::polling(tx, &rn, None).map(Write::Keep));
+                if let Err(e) = cleared.await {
+                    log::warn!("clearing a runner's poll: {e}");
+                }
+            });
+        }
+    }
+}
+
+/// `next-job`: a claim, then (with `wait`) waiting for a wake and claiming
+/// again, until a job, the end of the wait, a `DELETE` or a TERM.
+async fn next_job(hub: &Arc<Hub>, rn: String, wait: Duration, base_url: String) -> Reply {
+    let Ok(poll) = hub.polls.begin(&rn) else {
+        log::debug!("next-job of {rn}: cancelled before it came");
+        return Reply::empty(204);
+    };
+    let mut serving = Serving { hub, poll: poll.clone(), advertised: None };
+    let until = Instant::now() + wait;
+    let until_ms = db::now_ms() + wait.as_millis() as i64;
+    let mut stopping = hub.stopping.clone();
+    let policy = hub.cfg.policy;
+    loop {
+        if *stopping.borrow() {
+            return Reply::empty(204);
+        }
+        let generation = hub.polls.generation();
+        let advertise = (serving.advertised.is_none() && !wait.is_zero()).then_some(until_ms);
+        let clear = serving.advertised.is_some();
+        let (p, r) = (poll.clone(), rn.clone());
+        let claim = hub.store.write(Lane::Claims, move |tx| {
+            let scan = queue::claim(tx, &r, &policy)?;
+            if scan.claim.is_some() && !p.commit() {
+                // Cancelled (or its client left) before the commit: undone.
+                return Ok(Write::Undo(queue::Scan::default()));
+            }
+            if scan.claim.is_some() {
+                if clear {
+                    runners::polling(tx, &r, None)?;
+                }
+            } else if let Some(until) = advertise {
+                runners::polling(tx, &r, Some(until))?;
+            }
+            if advertise.is_some() || scan.claim.is_some() {
+                runners::touch(tx, &r)?;
+            }
+            Ok(Write::Keep(scan))
+        });
+        let mut claim = pin!(claim);
+        let scan = loop {
+            tokio::select! {
+                scan = &mut claim => break scan,
+                _ = poll.rung() => if poll.cancelled() {
+                    return Reply::empty(204);
+                },
+            }
+        };
+        let scan = match scan {
+            Ok(scan) => scan,
+            Err(e) => return Reply::internal("claiming a job", e),
+        };
+        metrics::Counters::add(&hub.counters.leases_lapsed, scan.lapsed as u64);
+        metrics::Counters::add(&hub.counters.finalised_je, scan.finalised as u64);
+        if let Some(claim) = scan.claim {
+            serving.advertised = None;
+            hub.polls.spent_wake(&poll);
+            // There may be more: the next waiter looks.
+            hub.polls.wake(1);
+            metrics::Counters::add(&hub.counters.claims, 1);
+            log::info!(
+                "job {} (submission {}) leased to {rn}, attempt {}",
+                claim.job_id,
+                claim.submission_id,
+                claim.attempts
+            );
+            return Reply::json(200, queue::payload(&claim, &base_url));
+        }
+        if advertise.is_some() {
+            serving.advertised = advertise;
+        }
+        hub.polls.spent_wake(&poll);
+        if Instant::now() >= until {
+            return Reply::empty(204);
+        }
+        if hub.polls.generation() != generation {
+            continue; // work came while it claimed: look again
+        }
+        if hub.polls.wait(&poll).is_err() {
+            return Reply::empty(204);
+        }
+        tokio::select! {
+            _ = poll.rung() => {}
+            _ = tokio::time::sleep_until(until) => {}
+            _ = stopping.changed() => {}
+        }
+        if hub.polls.resume(&poll).is_err() || Instant::now() >= until {
+            return Reply::empty(204);
+        }
+    }
+}
+
+/// The base of `code_url`: where this hub listens, or, when it listens on
+/// every address, the host the runner reached it by.
+fn base_url(hub: &Hub, req: &Request<Incoming>) -> String {
+    let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
+    match host {
+        Some(host) if hub.wildcard => format!("http://{host}"),
+        _ => hub.base_url.clone(),
     }
 }
 
@@ -338,145 +725,91 @@ fn reply_for(code: u16) -> Reply {
     }
 }
 
-/// The body as UTF-8 text, or the reply refusing it.
-fn read_body(req: &mut Request) -> Result<String, Reply> {
-    let mut buf = Vec::new();
-    if let Err(e) = req.as_reader().take(MAX_BODY + 1).read_to_end(&mut buf) {
-        return Err(Reply::error(400, &format!("reading the body: {e}")));
-    }
-    if buf.len() as u64 > MAX_BODY {
-        return Err(Reply::error(413, "body too large"));
-    }
-    String::from_utf8(buf).map_err(|_| Reply::error(400, "the body is not UTF-8"))
-}
-
-/// The body as a JSON object, or the reply refusing it.
-fn read_json(req: &mut Request) -> Result<Value, Reply> {
-    let text = read_body(req)?;
-    match serde_json::from_str::<Value>(&text) {
-        Ok(v) if v.is_object() => Ok(v),
-        _ => Err(Reply::error(400, "the body is not a JSON object")),
-    }
-}
-
-fn register(hub: &HubServer, conn: &mut Connection, req: &mut Request) -> rusqlite::Result<Reply> {
-    let body = match read_json(req) {
-        Ok(v) => v,
-        Err(reply) => return Ok(reply),
+async fn complete(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String) -> Reply {
+    let body = match body_of(hub, req, true).await {
+        Ok(b) => b,
+        Err(reply) => return reply,
     };
-    let given = body.get("registration_token").and_then(Value::as_str).unwrap_or("");
-    // Fail closed: no configured token means nobody may register.
-    let ok = hub.cfg.registration_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes()));
-    let name: String = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(100).collect();
-    if !ok {
-        log::warn!("registration of {name:?} refused: bad registration token");
-        return Ok(Reply::error(401, "invalid registration token"));
-    }
-    let (runner_id, token) = runners::register(conn, &name)?;
-    log::info!("runner {runner_id} registered as {name:?}");
-    let answer = Registration { runner_id, token, config: hub.cfg.runner_config.clone() };
-    Ok(Reply::json(201, serde_json::to_string(&answer).expect("a registration serialises")))
-}
-
-fn heartbeat(hub: &HubServer, conn: &mut Connection, req: &mut Request, rn: &str) -> rusqlite::Result<Reply> {
-    let ids = read_json(req).and_then(|v| {
-        serde_json::from_value::<Vec<String>>(v.get("active_job_ids").cloned().unwrap_or(Value::Null))
-            .map_err(|_| Reply::error(400, "active_job_ids must be a list of job ids"))
-    });
-    match ids {
-        Ok(ids) => {
-            let renewed = queue::heartbeat(conn, rn, &ids, &hub.cfg.policy)?;
-            log::debug!("heartbeat from {rn}: {renewed} of {} leases renewed", ids.len());
-            Ok(Reply::empty(204))
+    let Ok(body) = String::from_utf8(body.to_vec()) else { return Reply::error(400, "the body is not UTF-8") };
+    match hub.store.write(Lane::Urgent, move |tx| queue::complete(tx, &rn, &jb, &body).map(Write::Keep)).await {
+        Ok(queue::Landing::Rejected(why)) => Reply::error(400, &why),
+        Ok(landing) => {
+            if landing == queue::Landing::Landed {
+                metrics::Counters::add(&hub.counters.results_landed, 1);
+            }
+            reply_for(landing.code())
         }
-        Err(reply) => Ok(reply),
+        Err(e) => Reply::internal("landing a result", e),
     }
 }
 
-fn next_job(hub: &HubServer, conn: &mut Connection, req: &Request, rn: &str, query: &str) -> rusqlite::Result<Reply> {
-    let wait = query_param(query, "wait").and_then(|w| w.parse::<f64>().ok()).unwrap_or(0.0);
-    let until = Instant::now() + Duration::from_secs_f64(wait.clamp(0.0, MAX_WAIT_SEC));
-    runners::touch(conn, rn)?;
-    let polling = wait > 0.0;
-    if polling {
-        runners::polling(conn, rn, Some(db::now_ms() + (until - Instant::now()).as_millis() as i64))?;
-    }
-    let reply = loop {
-        if let Some(claim) = queue::claim(conn, rn, &hub.cfg.policy)? {
-            break Reply::json(200, queue::payload(&claim, &base_url(hub, req)));
-        }
-        if Instant::now() >= until || hub.shutdown.load(Ordering::SeqCst) {
-            break Reply::empty(204);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    if polling {
-        runners::polling(conn, rn, None)?;
-    }
-    Ok(reply)
-}
-
-/// The base of `code_url`: where this hub listens, or, when it listens on
-/// every address, the host the runner reached it by.
-fn base_url(hub: &HubServer, req: &Request) -> String {
-    let host = req.headers().iter().find(|h| h.field.equiv("Host")).map(|h| h.value.as_str().to_string());
-    match host {
-        Some(host) if hub.wildcard => format!("http://{host}"),
-        _ => hub.base_url.clone(),
-    }
-}
-
-fn abort(hub: &HubServer, conn: &mut Connection, req: &mut Request, rn: &str, jb: &str) -> rusqlite::Result<Reply> {
-    let reason = match read_json(req) {
+async fn abort(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String) -> Reply {
+    let reason = match json_of(hub, req).await {
         Ok(v) => v.get("reason").and_then(Value::as_str).and_then(AbortReason::parse),
-        Err(reply) => return Ok(reply),
+        Err(reply) => return reply,
     };
     let Some(reason) = reason else {
-        return Ok(Reply::error(400, "reason must be drain, prep_failed or rejected"));
+        return Reply::error(400, "reason must be drain, prep_failed or rejected");
     };
-    Ok(match queue::abort(conn, rn, jb, reason, &hub.cfg.policy)? {
-        queue::Handback::Requeued => Reply::json(202, r#"{"outcome": "requeued"}"#.into()),
-        queue::Handback::FinalisedJe => Reply::json(202, r#"{"outcome": "JE"}"#.into()),
-        queue::Handback::Superseded => Reply::json(202, r#"{"outcome": "superseded"}"#.into()),
-        other => reply_for(other.code()),
-    })
+    let policy = hub.cfg.policy;
+    match hub.store.write(Lane::Urgent, move |tx| queue::abort(tx, &rn, &jb, reason, &policy).map(Write::Keep)).await {
+        Ok(queue::Handback::Requeued) => {
+            // Back in the queue: a waiting poll takes it.
+            hub.polls.hint();
+            Reply::json(202, r#"{"outcome": "requeued"}"#.into())
+        }
+        Ok(queue::Handback::FinalisedJe) => Reply::json(202, r#"{"outcome": "JE"}"#.into()),
+        Ok(queue::Handback::Superseded) => Reply::json(202, r#"{"outcome": "superseded"}"#.into()),
+        Ok(other) => reply_for(other.code()),
+        Err(e) => Reply::internal("handing a job back", e),
+    }
 }
 
-fn events(conn: &mut Connection, req: &mut Request, jb: &str) -> rusqlite::Result<Reply> {
-    let events = match read_json(req) {
+async fn events(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String) -> Reply {
+    let events = match json_of(hub, req).await {
         Ok(mut v) => match v.get_mut("events").map(Value::take) {
             Some(Value::Array(events)) => events,
-            _ => return Ok(Reply::error(400, "events must be a list")),
+            _ => return Reply::error(400, "events must be a list"),
         },
-        Err(reply) => return Ok(reply),
+        Err(reply) => return reply,
     };
     if events.len() > MAX_EVENTS {
-        return Ok(Reply::error(400, &format!("{} events in one batch (at most {MAX_EVENTS})", events.len())));
+        return Reply::error(400, &format!("{} events in one batch (at most {MAX_EVENTS})", events.len()));
     }
-    Ok(if queue::add_events(conn, jb, &events)? { Reply::empty(204) } else { Reply::error(404, "no such job") })
+    match hub.store.write(Lane::Urgent, move |tx| queue::add_events(tx, &rn, &jb, &events).map(Write::Keep)).await {
+        Ok(true) => Reply::empty(204),
+        Ok(false) => Reply::error(404, "no such job held by this runner"),
+        Err(e) => Reply::internal("storing events", e),
+    }
 }
 
 /// `/problem/{pid}/meta|checksum|testdata?token=S`, wrapped as Normal-OJ's
 /// backend wraps it (the zip aside).
-fn testdata_channel(hub: &HubServer, conn: &Connection, pid: i64, what: &str, query: &str) -> rusqlite::Result<Reply> {
+async fn testdata_channel(hub: &Arc<Hub>, pid: i64, what: String, query: &str) -> Reply {
     let given = query_param(query, "token").unwrap_or_default();
     if !hub.cfg.testdata_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes())) {
-        return Ok(Reply::error(401, "Invalid sandbox token"));
+        return Reply::error(401, "Invalid sandbox token");
     }
     let not_found = || Reply::error(404, "Problem not found");
     if what == "testdata" {
-        return Ok(problem::testdata(conn, pid)?.map_or_else(not_found, Reply::zip));
+        return match hub.store.read(move |c| problem::testdata(c, pid)).await {
+            Ok(Some(zip)) => Reply::with(200, "application/zip", zip),
+            Ok(None) => not_found(),
+            Err(e) => Reply::internal("reading testdata", e),
+        };
     }
-    let Some((meta, checksum)) = problem::meta_and_checksum(conn, pid)? else {
-        return Ok(not_found());
+    let (meta, checksum) = match hub.store.read(move |c| problem::meta_and_checksum(c, pid)).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
+        Err(e) => return Reply::internal("reading a problem", e),
     };
-    Ok(if what == "meta" {
+    if what == "meta" {
         // Spliced as text: the checksum covers these exact bytes, key order
         // included, and a Python runner recomputes it from them.
         Reply::json(200, format!(r#"{{"status": "ok", "message": "", "data": {meta}}}"#))
     } else {
         Reply::json(200, envelope(json!(checksum)).to_string())
-    })
+    }
 }
 
 /// A query parameter, percent-decoded.
@@ -522,6 +855,8 @@ mod tests {
             runner_config: RunnerConfig { heartbeat_interval_sec: 15, poll_interval_sec: 3, max_concurrent_jobs: 8 },
             policy: queue::Policy { lease_ttl_ms: 30_000, max_attempts: 3 },
             notify_fd: None,
+            max_connections: 64,
+            max_connections_per_address: 64,
         };
         let (shutdown, stopper) = Shutdown::new();
         let (done_tx, done) = std::sync::mpsc::channel();
@@ -540,5 +875,15 @@ mod tests {
         assert_eq!(super::query_param("wait=5&token=a%2Bb+c%zz", "token").as_deref(), Some("a+b c%zz"));
         assert_eq!(super::query_param("wait=5", "token"), None);
         assert_eq!(super::query_param("token", "token").as_deref(), Some(""));
+    }
+
+    #[test]
+    fn waits_are_seconds_from_0_to_30_and_anything_else_is_refused() {
+        assert_eq!(wait_of("").ok(), Some(Duration::ZERO));
+        assert_eq!(wait_of("wait=2.5").ok(), Some(Duration::from_millis(2500)));
+        assert_eq!(wait_of("wait=1e9").ok(), Some(Duration::from_secs(30)));
+        for bad in ["NaN", "nan", "inf", "-inf", "-1", "", "five", "1e400"] {
+            assert_eq!(wait_of(&format!("wait={bad}")).err().map(|r| r.code), Some(400), "wait={bad}");
+        }
     }
 }

@@ -1,0 +1,164 @@
+//! What one client may cost the hub: connections (per address and in
+//! total) and request bodies (a size cap, a read deadline, and a bound on
+//! how many large bodies are read at once). A client over a limit gets an
+//! error or a closed connection; the others never wait behind it.
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+/// The largest body of every call but `complete`.
+pub const SMALL_BODY: usize = 64 << 10;
+/// The largest `complete` body (a result carries whole outputs).
+pub const LARGE_BODY: usize = 256 << 20;
+/// `complete` bodies over [`SMALL_BODY`] read at once (memory stays bounded).
+pub const LARGE_BODIES_AT_ONCE: usize = 2;
+/// The longest pause between two pieces of a body.
+const BODY_IDLE: Duration = Duration::from_secs(10);
+/// The longest a small body may take in all.
+const SMALL_BODY_TIME: Duration = Duration::from_secs(10);
+/// The longest a large body may take in all.
+const LARGE_BODY_TIME: Duration = Duration::from_secs(300);
+
+/// Why a body was not read: the status and the reason to answer.
+#[derive(Debug)]
+pub struct Refused(pub u16, pub String);
+
+/// Reads a body of at most `cap` bytes (`declared`: its Content-Length).
+/// With `large`, a body past [`SMALL_BODY`] first takes one of its permits.
+pub async fn read_body(
+    mut body: hyper::body::Incoming,
+    declared: Option<u64>,
+    cap: usize,
+    large: Option<&Semaphore>,
+) -> Result<Bytes, Refused> {
+    let too_large = || Refused(413, format!("body too large (at most {cap} bytes)"));
+    if declared.is_some_and(|n| n > cap as u64) {
+        return Err(too_large());
+    }
+    let deadline = Instant::now() + if large.is_some() { LARGE_BODY_TIME } else { SMALL_BODY_TIME };
+    let mut buf = BytesMut::new();
+    let mut permit = None;
+    loop {
+        let until = deadline.min(Instant::now() + BODY_IDLE);
+        let frame = match tokio::time::timeout_at(until, body.frame()).await {
+            Ok(frame) => frame,
+            Err(_) => return Err(Refused(408, "the body stalled".into())),
+        };
+        let data = match frame {
+            None => break,
+            Some(Err(e)) => return Err(Refused(400, format!("reading the body: {e}"))),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue, // trailers
+            },
+        };
+        let len = buf.len() + data.len();
+        if len > cap {
+            return Err(too_large());
+        }
+        if let (Some(slots), None) = (large, &permit) {
+            if len > SMALL_BODY {
+                let wait = tokio::time::timeout_at(until, slots.acquire()).await;
+                permit = Some(
+                    wait.ok()
+                        .and_then(Result::ok)
+                        .ok_or_else(|| Refused(503, "too many large bodies being read; send it again later".into()))?,
+                );
+            }
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(buf.freeze())
+}
+
+/// Open connections, per client address and in total.
+pub struct Admission {
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+    max_total: usize,
+    max_per_address: usize,
+}
+
+/// One admitted connection; dropping it gives its place back.
+pub struct Ticket {
+    admission: Arc<Admission>,
+    ip: IpAddr,
+}
+
+impl Admission {
+    pub fn new(max_total: usize, max_per_address: usize) -> Arc<Admission> {
+        Arc::new(Admission { open: Mutex::new((0, HashMap::new())), max_total, max_per_address })
+    }
+
+    /// A place for a connection from `ip`, or `None` over a limit.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let (total, per) = &mut *open;
+        let mine = per.entry(ip).or_insert(0);
+        if *total >= self.max_total || *mine >= self.max_per_address {
+            if *mine == 0 {
+                per.remove(&ip);
+            }
+            return None;
+        }
+        *mine += 1;
+        *total += 1;
+        Some(Ticket { admission: self.clone(), ip })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut open = self.admission.open.lock().unwrap_or_else(|p| p.into_inner());
+        let (total, per) = &mut *open;
+        *total -= 1;
+        if let Some(n) = per.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Raises this process's open-file limit to its hard limit: every
+/// connection is a descriptor. Returns the limit in force.
+pub fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write `lim`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_bounded_per_address_and_in_total() {
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let adm = Admission::new(3, 2);
+        let (t1, _t2) = (adm.admit(a).unwrap(), adm.admit(a).unwrap());
+        assert!(adm.admit(a).is_none(), "a third from one address");
+        let _t3 = adm.admit(b).unwrap();
+        assert!(adm.admit(b).is_none(), "a fourth in all");
+        drop(t1);
+        assert!(adm.admit(a).is_some(), "a place given back is taken again");
+    }
+}
