@@ -394,3 +394,60 @@ fn a_beat_the_hub_keeps_waiting_keeps_the_runners_claims() {
     let s = hub.submission(&sub);
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
 }
+
+/// An idle runner's drain does not wait out its long poll: claimd asks the
+/// hub to end it (`DELETE .../next-job`). The poll here is 30 s, unscaled.
+#[test]
+fn an_idle_runner_drains_without_waiting_out_its_long_poll() {
+    let sc = scenario("r-idle-drain", &[]);
+    let mut runner = sc.start(&[("OJ_CLAIM_WAIT", "30"), ("OJ_TIME_SCALE", "1")]);
+    sc.hub.wait_for_a_poll_lasting(Duration::from_secs(20));
+    let began = std::time::Instant::now();
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "the idle runner drained cleanly");
+    let took = began.elapsed();
+    // Liveness only (the target, 0.5 s, is make bench-e2e's): far below the
+    // 20 s the poll had left.
+    assert!(took < Duration::from_secs(10), "the drain waited for the poll: {took:?}");
+}
+
+/// A drain's cancel racing a hand-out, again and again: a job in the poll's
+/// answer is recorded and handed back as drain (no attempt spent); a job
+/// not handed out stays pending; none is lost.
+#[test]
+fn a_cancel_racing_a_hand_out_never_loses_the_job_nor_spends_an_attempt() {
+    let sc = scenario("r-cancel-race", &[]);
+    let source = examples().join("submissions/ab_ok.c");
+    let mut subs = Vec::new();
+    for round in 0..6u64 {
+        let mut runner = sc.start(&[("OJ_CLAIM_WAIT", "30"), ("OJ_TIME_SCALE", "1")]);
+        sc.hub.wait_for_a_poll_lasting(Duration::from_secs(20));
+        // The submission and the drain at once, a little apart each round.
+        let hub = &sc.hub;
+        let sub = std::thread::scope(|s| {
+            let submitted = s.spawn(|| hub.submit(1, "c11", &source));
+            std::thread::sleep(Duration::from_millis(round * 3));
+            runner.signal(Signal::SIGTERM);
+            submitted.join().unwrap()
+        });
+        assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0, "round {round}: drained cleanly");
+        let s = sc.hub.submission(&sub);
+        if s["state"] == "done" {
+            // Handed out and started before the drain's latch: judged, once.
+            assert_clean_ac(&s);
+            continue;
+        }
+        assert_eq!(s["attempts"], 0, "round {round}: no attempt spent: {s}");
+        assert_eq!(s["state"], "pending", "round {round}: the job waits for the next runner: {s}");
+        let drains = s["aborts"].as_array().unwrap().iter().filter(|a| a["reason"] == "drain").count() as i64;
+        assert_eq!(s["handouts"].as_i64(), Some(drains), "round {round}: each hand-out came back as drain: {s}");
+        subs.push(sub);
+    }
+    // None lost: a runner that stays judges every one, once.
+    let runner = sc.start(&[]);
+    for sub in &subs {
+        let s = sc.judged(sub, Duration::from_secs(120));
+        assert_eq!((&s["verdict"], &s["completes"], &s["attempts"]), (&"AC".into(), &1.into(), &1.into()), "{s}");
+    }
+    sc.drain(runner);
+}
