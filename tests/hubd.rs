@@ -516,15 +516,77 @@ fn the_testdata_channel_serves_meta_zip_and_a_checksum_that_follows_changes() {
     hub.add_problem(5, &problem_dir(dir.path(), "v2"));
     let again = json_of(&get("checksum", "5", TESTDATA_TOKEN).1);
     assert_ne!(again["data"], expected.as_str());
+}
 
-    // A problem the backend would refuse is refused.
-    let broken = problem_dir(dir.path(), "broken");
-    std::fs::remove_file(broken.join("0101.out")).unwrap();
-    let out =
-        Command::new(bin("hubd")).arg("--db").arg(&hub.db).args(["problem", "add", "--id", "9"]).arg(&broken).output();
-    let out = out.unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("0101.out is missing"));
+/// `hubd problem add` refuses what a runner would refuse (its tasks' rule,
+/// its unpacker, its case check), naming the problem, and stores nothing.
+#[test]
+fn problem_add_refuses_what_a_runner_would_refuse() {
+    let dir = TempDir::new("hubd-problem-refusals");
+    let db = dir.path().join("hub.db");
+    let add = |p: &Path| {
+        let out = Command::new(bin("hubd")).arg("--db").arg(&db).args(["problem", "add", "--id", "9"]).arg(p).output();
+        let out = out.unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let broken = |tag: &str, meta: Option<&str>| {
+        let p = problem_dir(dir.path(), tag);
+        if let Some(meta) = meta {
+            std::fs::write(p.join("meta.json"), meta).unwrap();
+        }
+        p
+    };
+    let one = |task: &str| format!(r#"{{"tasks": [{{"taskScore": 100, {task}}}]}}"#);
+    let cases: Vec<(&str, PathBuf, &str)> = vec![
+        (
+            "missing case",
+            {
+                let p = broken("missing", None);
+                std::fs::remove_file(p.join("0101.out")).unwrap();
+                p
+            },
+            "testdata has no 0101.out",
+        ),
+        (
+            "caseCount 0",
+            broken("c0", Some(&one(r#""memoryLimit": 65536, "timeLimit": 1000, "caseCount": 0"#))),
+            "caseCount 0",
+        ),
+        (
+            "negative time",
+            broken("tneg", Some(&one(r#""memoryLimit": 65536, "timeLimit": -1, "caseCount": 1"#))),
+            "timeLimit -1",
+        ),
+        (
+            "memory 0",
+            broken("m0", Some(&one(r#""memoryLimit": 0, "timeLimit": 1000, "caseCount": 1"#))),
+            "memoryLimit 0",
+        ),
+        (
+            "a link",
+            {
+                let p = broken("link", None);
+                std::fs::rename(p.join("0101.out"), p.join("real.out")).unwrap();
+                std::os::unix::fs::symlink(p.join("real.out"), p.join("0101.out")).unwrap();
+                p
+            },
+            "0101.out is a symbolic link",
+        ),
+    ];
+    // A problem a runner takes, first: the database exists, problem 1 in it.
+    let first = problem_dir(dir.path(), "first");
+    let out = Command::new(bin("hubd")).arg("--db").arg(&db).args(["problem", "add", "--id", "1"]).arg(first).output();
+    assert!(out.unwrap().status.success());
+    for (what, p, why) in cases {
+        let (code, err) = add(&p);
+        assert_eq!(code, Some(1), "{what}: {err}");
+        assert!(err.contains("problem 9") && err.contains(why), "{what}: {err}");
+    }
+    let stored =
+        rusqlite::Connection::open(&db).unwrap().query_row("SELECT count(*) FROM problems", [], |r| r.get::<_, i64>(0));
+    assert_eq!(stored.ok(), Some(1), "nothing but the first problem was stored");
+    // And the same directory, mended, is taken.
+    assert_eq!(add(&problem_dir(dir.path(), "fine")).0, Some(0));
 }
 
 #[test]
