@@ -2,14 +2,13 @@
 //! testdata once per testdata version into the checkers' cache, and found
 //! there by the next job (see "Checker programs" in [the module doc](super)).
 
-use super::files::{annotate, set_mode};
+use super::files::set_mode;
 use super::{Compiled, Judge, Slot};
 use crate::checker::{self, Checker, Named, Program};
 use crate::language::Languages;
+use crate::lock;
 use crate::program_cache;
 use crate::workspace::Workspace;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 impl Judge {
@@ -72,7 +71,7 @@ impl Judge {
         set_mode(cache, 0o711).map_err(|e| fail("cache", e))?;
         program_cache::prune(cache, program_cache::KEEP);
         let _lookup = program_cache::enter(cache).map_err(|e| fail("locking the cache", e))?;
-        let _lock = lock_file(&cache.join(format!("{key}.lock"))).map_err(|e| fail("locking the cache", e))?;
+        let _lock = lock::exclusive(&cache.join(format!("{key}.lock"))).map_err(|e| fail("locking the cache", e))?;
         let dir = cache.join(&key);
         let binary = dir.join(&binary_name);
         if binary.is_file() {
@@ -107,20 +106,6 @@ impl Judge {
         let _ = std::fs::remove_dir_all(&build);
         result.map(|()| Program::new(binary))
     }
-}
-
-/// Opens (creating, root only) and `flock`s `p`; unlocked when dropped.
-fn lock_file(p: &Path) -> std::io::Result<File> {
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-        .map_err(|e| annotate(e, p))?;
-    f.lock().map_err(|e| annotate(e, p))?;
-    Ok(f)
 }
 
 /// 128 bits (hex) of two differently seeded hashes of `parts`: a cache key.

@@ -105,17 +105,13 @@ pub fn slot_lock_dir() -> &'static Path {
 /// process holds it. Released when the returned file is dropped (or its
 /// holder dies).
 pub(super) fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join(format!("slot-{uid}.lock")))?;
-    file.lock()?;
-    Ok(file)
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    crate::lock::exclusive(&dir.join(format!("slot-{uid}.lock")))
 }
 
 /// After a helper died during a run: kills what is left of the run (its
