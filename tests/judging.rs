@@ -728,9 +728,16 @@ fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
     std::fs::write(dir.path().join("not-executable"), "#!/bin/sh\nexit 0\n").unwrap();
     let run = |argv0: &str| sandbox::run(slot_spec(&[argv0], dir.path(), 71, 64, 16));
     // exec fails (ENOENT, EACCES): the program never ran, the judge says why.
+    let exec_failed = |e: &sandbox::Error| {
+        matches!(e, sandbox::Error::CannotStart { during: Some(sandbox::error::Starting::Exec), .. })
+    };
     let e = run("./no-such-program").unwrap_err();
+    assert!(exec_failed(&e), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("no-such-program") && e.contains("No such file"), "{e}");
     let e = run("./not-executable").unwrap_err();
+    assert!(exec_failed(&e), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("not-executable") && e.contains("ermission denied"), "{e}");
     // And the helper is fine for the next run.
     assert_eq!(run("/bin/true").unwrap().exit, sandbox::Exit::Code(0));
@@ -793,7 +800,11 @@ fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error
     assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
     // Once only: then it is the judge's error, at once.
     let e = run.join().unwrap().expect_err("a run that lost its init twice");
-    assert!(e.contains("init") && e.contains("during the run"), "{e}");
+    assert!(
+        matches!(&e, sandbox::Error::Lost { why, .. } if matches!(**why, sandbox::Error::InitDied { .. })),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("init") && e.to_string().contains("during the run"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(25), "the run waited for its program: {:?}", t.elapsed());
     gone(&second);
     // A run on the slot after it works.

@@ -350,6 +350,7 @@ fn sandboxed_run(dir: &Path, program: &str, args: &[String], limits: Limits) -> 
         limits,
         binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     })
+    .map_err(|e| e.to_string())
 }
 
 /// fork, execve, wait4: nothing else.

@@ -3,6 +3,7 @@
 //! the reply.
 
 use super::cgroup::{Baseline, Group, Hierarchy};
+use super::error::{Error, Step};
 use super::jail::{self, Jail};
 use super::limits::{
     look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched,
@@ -83,7 +84,7 @@ pub(super) struct Executor {
     mechanisms: Mechanisms,
     /// Whether the jail could be readied: its bounding set emptied, the
     /// template root built (`mounts.rs`).
-    jail_ready: Result<(), String>,
+    jail_ready: Result<(), Error>,
     /// The helper's cgroup, made at its first jailed run; the helper lives
     /// in it from then on.
     group: Option<Group>,
@@ -113,8 +114,8 @@ impl Executor {
         let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
         let jail_ready = if namespaces {
             jail::drop_bounding_set()
-                .map_err(|e| format!("emptying the capability bounding set: {e}"))
-                .and_then(|()| mounts::build_template().map_err(|e| format!("building the sandbox's root: {e}")))
+                .map_err(Step::BoundingSet.err())
+                .and_then(|()| mounts::build_template().map_err(Step::Template.err()))
         } else {
             Ok(())
         };
@@ -169,19 +170,17 @@ impl Executor {
 
     /// Runs one request (`hangup` is the judge's socket: if it closes, the
     /// run is killed).
-    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
         let program = match req.argv.first() {
             Some(p) if p.starts_with("./") => req.cwd.join(&p[2..]),
             Some(p) => PathBuf::from(p),
-            None => return Err("empty command".into()),
+            None => return Err(Error::EmptyCommand),
         };
         self.after_reply();
         // Held until the run is cleaned up: another judge process using the
         // same slot uid waits instead of having its program swept away.
         let slot_lock = match req.identity {
-            Some(id) => {
-                Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?)
-            }
+            Some(id) => Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
             None => None,
         };
         match req.identity {
@@ -219,17 +218,17 @@ impl Executor {
         stdio: [File; 3],
         hangup: RawFd,
         slot_lock: Option<File>,
-    ) -> Result<Usage, String> {
+    ) -> Result<Usage, Error> {
         self.jail_ready.clone()?;
         if self.passwd_for != Some(id) {
-            mounts::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
+            mounts::set_identity(id.uid, id.gid).map_err(Step::Passwd.err())?;
             self.passwd_for = Some(id);
         }
         if !req.fresh_netns {
             if let Err(e) = jail::renew_netns_if_used() {
                 // Its namespace holds a run's socket still: no more runs here.
                 self.retiring = true;
-                return Err(format!("a new network namespace for the helper: {e}"));
+                return Err(Step::RenewNetns.failed(e));
             }
         }
         let limits = &req.limits;
@@ -238,10 +237,10 @@ impl Executor {
         let group = self.group.as_ref();
         let baseline = match group.map(|g| g.reset(limits.memory, limits.processes)).transpose() {
             Ok(b) => b.unwrap_or_default(),
-            Err(e) => return Err(format!("resetting the run's cgroup: {e}")),
+            Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
         let watchdog = Watchdog::new(group, limits, self.clock.as_ref());
-        let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
+        let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
         let look = |pid| watchdog.look(pid);
@@ -264,7 +263,7 @@ impl Executor {
             watchdog: &look,
         };
         watchdog.start.set(Instant::now());
-        let spawned = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"));
+        let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
         drop(stdio);
         let (pid, rep) = spawned?;
@@ -275,14 +274,14 @@ impl Executor {
             let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| describe(status));
             tidy_after_init(group, &req.binds);
             self.retiring = true;
-            return Err(format!("the sandbox's init {how} during the run"));
+            return Err(Error::InitDied { how });
         }
         let usage = watchdog.usage(&rep, &baseline, wall);
         // init killed and reaped every process of the run before it was done:
         // only its own exit (the namespaces' teardown) is left, reaped later.
         self.leftover = Some(Leftover { init: pid, binds: req.binds, _slot_lock: slot_lock });
         if rep.hangup {
-            return Err("the judge went away".into());
+            return Err(Error::JudgeGone);
         }
         match rep.error {
             Some(e) => Err(e),
@@ -392,7 +391,7 @@ fn tidy_after_init(group: Option<&Group>, binds: &[Bind]) {
 impl Executor {
     /// The basic level: the program forked by the helper, in its own process
     /// group, cleaned up by `killpg` and a sweep of the slot uid.
-    fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
         let Request { argv, cwd, env, identity, limits, .. } = req;
         let [stdin, stdout, stderr] = stdio;
         // Everything the child needs is computed here: `pre_exec` must not allocate.
@@ -412,7 +411,11 @@ impl Executor {
             cmd.pre_exec(move || child_setup(&rlimits, identity, parent));
         }
         let start = Instant::now();
-        let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let child = cmd.spawn().map_err(|e| Error::CannotStart {
+            program: program.display().to_string(),
+            during: None,
+            why: e.to_string(),
+        })?;
         let pid = child.id() as libc::pid_t;
         // From here on the child is reaped with wait4 below, never by `child`.
         drop(child);
@@ -422,13 +425,13 @@ impl Executor {
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
         unsafe { libc::killpg(pid, libc::SIGKILL) };
-        let (status, ru) = reap(pid).map_err(|e| format!("wait4({pid}): {e}"))?;
+        let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
         let wall = start.elapsed();
         if let Some(id) = identity {
             sweep(id);
         }
         if watch.hangup {
-            return Err("the judge went away".into());
+            return Err(Error::JudgeGone);
         }
         let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
         let cpu = (tv(ru.ru_utime) + tv(ru.ru_stime)).max(watch.cpu);

@@ -3,6 +3,7 @@
 //! theory of operation, `sandbox/mod.rs`).
 
 use super::cgroup::Group;
+use super::error::{Error, Starting, Step};
 use super::limits::Watched;
 use super::limits::{Bind, Fired};
 use super::mounts;
@@ -47,7 +48,7 @@ pub struct Jail<'a> {
 #[derive(Debug, Default)]
 pub struct Report {
     /// The judge's failure: building the root, or starting the program.
-    pub error: Option<String>,
+    pub error: Option<Error>,
     /// The program's wait status, once it exited.
     pub status: Option<i32>,
     /// `ru_utime + ru_stime`, µs, of the program and the children it reaped.
@@ -177,24 +178,23 @@ fn run_init(j: &Jail, rep: &mut Report) {
     match supervised {
         Ok(Ok(())) => {}
         Ok(Err(e)) => rep.error = Some(e),
-        Err(_) => rep.error = Some("the sandbox's init panicked".into()),
+        Err(_) => rep.error = Some(Error::InitPanicked),
     }
     rep.init_cpu_us = own_cpu().as_micros() as u64;
     rep.done = true;
 }
 
-fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
+fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // Inherited by the program and its whole tree (init itself, a vfork
     // child the helper waits for, is never a candidate).
-    std::fs::write("/proc/self/oom_score_adj", OOM_FIRST)
-        .map_err(|e| format!("setting the run's oom_score_adj: {e}"))?;
-    mounts::enter_root(j.binds, j.tmp_size).map_err(|e| format!("building the sandbox's root: {e}"))?;
+    std::fs::write("/proc/self/oom_score_adj", OOM_FIRST).map_err(Step::OomScore.err())?;
+    mounts::enter_root(j.binds, j.tmp_size).map_err(Step::EnterRoot.err())?;
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
-        return Err(format!("socketpair: {}", io::Error::last_os_error()));
+        return Err(Step::SocketPair.failed(io::Error::last_os_error()));
     }
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
-    let (mut err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let (mut err_r, err_w) = pipe().map_err(Step::Pipe.err())?;
     let pointers = |v: &[CString]| v.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let launch = Launch {
         j,
@@ -208,7 +208,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
     // copied address space torn down by the `exec` (fork cost 0.1 ms).
-    let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
+    let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(Step::ProgramStack.err())?;
     let pid = unsafe {
         libc::clone(
             launched,
@@ -218,7 +218,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
         )
     };
     if pid < 0 {
-        return Err(format!("clone: {}", io::Error::last_os_error()));
+        return Err(Step::CloneProgram.failed(io::Error::last_os_error()));
     }
     drop(theirs);
     drop(err_w);
@@ -230,13 +230,13 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     let listener = recv_fd(ours.as_raw_fd());
     let mut errno = [0u8; 4];
     if err_r.read(&mut errno).unwrap_or(0) == 4 {
-        let e = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
-        let (step, e) = match i32::from_ne_bytes(errno) {
-            n if n >= 1000 => ("setting up the program", io::Error::from_raw_os_error(n / 1000)),
-            _ => ("exec", e),
+        let (during, e) = match i32::from_ne_bytes(errno) {
+            n if n >= 1000 => (Starting::Setup, io::Error::from_raw_os_error(n / 1000)),
+            n => (Starting::Exec, io::Error::from_raw_os_error(n)),
         };
         let _ = reap(pid);
-        return Err(format!("cannot start {}: {step}: {e}", j.program.to_string_lossy()));
+        let program = j.program.to_string_lossy().into_owned();
+        return Err(Error::CannotStart { program, during: Some(during), why: e.to_string() });
     }
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
     let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
@@ -283,7 +283,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     }
     // The last look, for what the program's tree used (not acted on).
     let _ = (j.watchdog)(pid);
-    let (status, ru) = reap(pid).map_err(|e| format!("waiting for the program: {e}"))?;
+    let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
     // Whatever the program left behind (background children) is killed and
     // reaped here, before the report: once the helper has it, nothing of
     // the run is alive, and init's own exit (the namespaces' teardown) need

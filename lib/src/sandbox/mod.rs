@@ -132,6 +132,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `error` | [`Error`]: why a run could not be made (the judge's failure, typed across the helper's socket) |
 //! | `sys` | the kernel calls, each wrapped once: descriptors over a socket, waiting, pipes (raw: some run between `clone` and `exec`) |
 //! | `procfs` | what `/proc` says of a process tree |
 //! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
@@ -142,6 +143,7 @@
 //! | this module | the interface: [`run`] |
 
 pub mod cgroup;
+pub mod error;
 pub mod executor;
 pub mod helper;
 pub mod jail;
@@ -153,6 +155,7 @@ pub mod slot;
 pub mod streams;
 pub mod sys;
 
+pub use error::Error;
 pub use executor::{helper_oom_score_adj, probe_mechanisms, probe_namespaces, Mechanisms};
 pub use helper::{netns_per_run, set_netns_per_run};
 pub use limits::SLOT_LOCK_DIR;
@@ -163,7 +166,7 @@ pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
 /// Runs `spec` to the end, in a sandbox helper. `Err` only for the judge's
 /// own failures (the program could not be started, the kernel refused a
 /// call): the caller's JE.
-pub fn run(spec: Spec) -> Result<Usage, String> {
+pub fn run(spec: Spec) -> Result<Usage, Error> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
     let slot_lock_dir = slot_lock_dir().to_path_buf();
     let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run(), slot_lock_dir };
@@ -296,7 +299,7 @@ mod tests {
             limits: limits(),
             binds: vec![],
         };
-        assert!(run(spec).unwrap_err().contains("/no-such-program"));
+        assert!(run(spec).unwrap_err().to_string().contains("/no-such-program"));
     }
 
     #[test]
@@ -352,7 +355,7 @@ mod tests {
             limits: limits(),
             binds: vec![],
         };
-        let e = run(spec).unwrap_err();
+        let e = run(spec).unwrap_err().to_string();
         let killed = killer.join().unwrap();
         assert!(!Path::new(&format!("/proc/{killed}")).exists(), "the dead helper was not reaped");
         assert!(e.contains("killed by signal 9"), "{e}");

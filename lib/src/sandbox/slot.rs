@@ -33,12 +33,17 @@ pub fn slot_uid_base() -> u32 {
 
 /// A slot uid base as configured: from 1000 (above the system's users) to
 /// 2^31 less the room the slots take.
-pub fn parse_slot_uid_base(value: &str) -> Result<u32, String> {
+pub fn parse_slot_uid_base(value: &str) -> Result<u32, BadSlotUidBase> {
     match value.trim().parse::<u32>() {
         Ok(b) if (1000..=(1u32 << 31) - 2 * AUX_UID_OFFSET).contains(&b) => Ok(b),
-        _ => Err(format!("{value:?} is not a slot uid base (a number from 1000 to 2147481648)")),
+        _ => Err(BadSlotUidBase(value.to_string())),
     }
 }
+
+/// A slot uid base out of range, or not a number.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a slot uid base (a number from 1000 to 2147481648)")]
+pub struct BadSlotUidBase(pub String);
 
 /// How far above a worker's slot uid its auxiliary slot is (checkers and
 /// interactors): worker i's is the base + 1000 + i.
