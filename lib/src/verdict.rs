@@ -165,6 +165,7 @@ mod tests {
             wall: Duration::from_millis(cpu_ms + 5),
             memory: memory_mib << 20,
             denied: None,
+            steps: None,
         }
     }
 

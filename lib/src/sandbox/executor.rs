@@ -15,6 +15,7 @@ use super::slot::{lock_slot, sweep};
 use super::sys::{
     become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
 };
+use super::timeline::{now_ns, Mark, Stamps};
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::File;
@@ -102,6 +103,10 @@ pub(super) struct Executor {
     /// the ones it warned it could not.
     privileged: bool,
     warned: Vec<libc::__rlimit_resource_t>,
+    /// This run's steps, stamped by the helper, init and the program
+    /// (`timeline.rs`), and the last run's cleanup after its reply.
+    stamps: Stamps,
+    last_teardown: [u64; 3],
 }
 
 impl Executor {
@@ -140,6 +145,8 @@ impl Executor {
             clock: File::open(format!("/proc/{}/schedstat", std::process::id())).ok(),
             privileged: has_cap_sys_resource(),
             warned: Vec::new(),
+            stamps: Stamps::default(),
+            last_teardown: [0; 3],
         }
     }
 
@@ -152,8 +159,11 @@ impl Executor {
     /// finishes the last jailed run, if that is left to do.
     pub(super) fn after_reply(&mut self) {
         let Some(left) = self.leftover.take() else { return };
+        let replied = now_ns();
         let _ = reap(left.init);
+        let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
+        self.last_teardown = [replied, reaped, now_ns()];
     }
 
     /// When the helper exits: its cgroup goes.
@@ -170,23 +180,35 @@ impl Executor {
 
     /// Runs one request (`hangup` is the judge's socket: if it closes, the
     /// run is killed).
-    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
+    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd, received: u64) -> Result<Usage, Error> {
         let program = match req.argv.first() {
             Some(p) if p.starts_with("./") => req.cwd.join(&p[2..]),
             Some(p) => PathBuf::from(p),
             None => return Err(Error::EmptyCommand),
         };
         self.after_reply();
+        self.stamps.begin(req.timed);
+        self.stamps.set(Mark::Received, received);
+        let last = [Mark::LastReplied, Mark::LastInitReaped, Mark::LastTidied];
+        for (m, at) in last.into_iter().zip(std::mem::take(&mut self.last_teardown)) {
+            self.stamps.set(m, at);
+        }
         // Held until the run is cleaned up: another judge process using the
         // same slot uid waits instead of having its program swept away.
         let slot_lock = match req.identity {
             Some(id) => Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
             None => None,
         };
-        match req.identity {
+        self.stamps.mark(Mark::SlotLocked);
+        let ran = match req.identity {
             Some(id) if self.mechanisms.namespaces => self.run_jailed(req, program, id, stdio, hangup, slot_lock),
             _ => self.run_direct(req, program, stdio, hangup),
-        }
+        };
+        ran.map(|mut usage| {
+            self.stamps.mark(Mark::Measured);
+            usage.steps = self.stamps.timeline().map(Box::new);
+            usage
+        })
     }
 
     /// Makes and joins the helper's cgroup at its first run: the run's
@@ -231,6 +253,7 @@ impl Executor {
                 return Err(Step::RenewNetns.failed(e));
             }
         }
+        self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
         let rlimits = self.within_own(rlimits(limits, true));
         self.make_group(limits);
@@ -239,6 +262,7 @@ impl Executor {
             Ok(b) => b.unwrap_or_default(),
             Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
+        self.stamps.mark(Mark::CgroupReset);
         let watchdog = Watchdog::new(group, limits, self.clock.as_ref());
         let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
@@ -261,10 +285,13 @@ impl Executor {
             stacks: &self.stacks,
             hangup,
             watchdog: &look,
+            stamps: &self.stamps,
         };
+        self.stamps.mark(Mark::Prepared);
         watchdog.start.set(Instant::now());
         let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
+        self.stamps.mark(Mark::Resumed);
         drop(stdio);
         let (pid, rep) = spawned?;
         if !rep.done {
@@ -373,7 +400,7 @@ impl<'a> Watchdog<'a> {
             None => (rusage_cpu.max(watched_cpu), maxrss.max(watched_memory), false),
         };
         let fired = rep.fired.or(oom.then_some(Fired::Memory));
-        Usage { exit, fired, cpu, wall, memory, denied }
+        Usage { exit, fired, cpu, wall, memory, denied, steps: None }
     }
 }
 
@@ -410,6 +437,7 @@ impl Executor {
         unsafe {
             cmd.pre_exec(move || child_setup(&rlimits, identity, parent));
         }
+        self.stamps.mark(Mark::Prepared);
         let start = Instant::now();
         let child = cmd.spawn().map_err(|e| Error::CannotStart {
             program: program.display().to_string(),
@@ -422,6 +450,7 @@ impl Executor {
         drop(cmd);
 
         let watch = watch(pid, &limits, start, hangup);
+        self.stamps.mark(Mark::Exited);
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
         unsafe { libc::killpg(pid, libc::SIGKILL) };
@@ -430,13 +459,14 @@ impl Executor {
         if let Some(id) = identity {
             sweep(id);
         }
+        self.stamps.mark(Mark::Reaped);
         if watch.hangup {
             return Err(Error::JudgeGone);
         }
         let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
         let cpu = (tv(ru.ru_utime) + tv(ru.ru_stime)).max(watch.cpu);
         let memory = (ru.ru_maxrss as u64 * 1024).max(watch.peak_memory);
-        Ok(Usage { exit: Exit::from_status(status), fired: watch.fired, cpu, wall, memory, denied: None })
+        Ok(Usage { exit: Exit::from_status(status), fired: watch.fired, cpu, wall, memory, denied: None, steps: None })
     }
 
     /// The rlimits as this process can set them. Without `CAP_SYS_RESOURCE` no

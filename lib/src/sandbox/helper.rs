@@ -42,6 +42,7 @@ use super::limits::{Request, Usage};
 use super::slot;
 use super::streams::{Input, Outputs};
 use super::sys::{describe, recv, send};
+use super::timeline::{now_ns, Mark};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -73,6 +74,7 @@ pub static RUNS_LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// Runs `req` with `stdio` in an idle helper (started if none is idle);
 /// the program gets its streams as `streams.rs` makes them.
 pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
+    let called = now_ns();
     let msg = serde_json::to_vec(req).map_err(|e| Step::Request.failed(e))?;
     let [stdin, stdout, stderr] = stdio;
     let stdin = Input::seal(stdin).map_err(Step::Input.err())?;
@@ -107,16 +109,24 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
             unread_by(helper, e)?;
             continue;
         }
+        let sent = now_ns();
         let mut buf = vec![0u8; 64 * 1024];
         let answered = drain.until_readable(helper.sock.as_raw_fd());
         let reply = answered.and_then(|()| recv(helper.sock.as_raw_fd(), &mut buf, &mut []));
+        let answered = now_ns();
         // The run is over (or its helper gone): its outputs are complete.
         let copied = drain.finish().map_err(Step::RecordOutput.err());
         // What was lost through the judge's fault during the run, if so.
         let lost = match reply {
             Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]) {
-                Ok(Reply::Ok(u)) => {
+                Ok(Reply::Ok(mut u)) => {
                     CLIENT.idle.lock().unwrap().push(helper);
+                    if let Some(t) = &mut u.steps {
+                        let ours = [(Mark::Called, called), (Mark::Sent, sent), (Mark::Answered, answered)];
+                        for (m, at) in ours.into_iter().chain([(Mark::Returned, now_ns())]) {
+                            t.at[m as usize] = at;
+                        }
+                    }
                     return copied.map(|()| u);
                 }
                 Ok(Reply::Err(e)) => {
@@ -161,9 +171,24 @@ struct Client {
     idle: Mutex<Vec<Helper>>,
     /// Whether each jailed run gets a network namespace of its own.
     fresh_netns: AtomicBool,
+    /// Whether runs are timed step by step ([`set_timed`]).
+    timed: AtomicBool,
 }
 
-static CLIENT: Client = Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false) };
+static CLIENT: Client =
+    Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false), timed: AtomicBool::new(false) };
+
+/// Has every run from now on stamp each of its steps (`timeline.rs`) and
+/// carry them back in [`Usage::steps`]: `make bench`'s cost per step. Off
+/// by default: then a step's stamp is one branch.
+pub fn set_timed(on: bool) {
+    CLIENT.timed.store(on, Ordering::Relaxed);
+}
+
+/// Whether runs are timed step by step ([`set_timed`]).
+pub fn timed() -> bool {
+    CLIENT.timed.load(Ordering::Relaxed)
+}
 
 /// Gives each jailed run from now on a new network namespace of its own
 /// (`judge-exec --netns-per-run`), where runs otherwise share their
@@ -286,9 +311,10 @@ fn serve(fd: RawFd) -> i32 {
                 break 1;
             }
         };
+        let received = now_ns();
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
         let ran: Result<Usage, Error> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
-            (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd),
+            (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd, received),
             (Err(e), _) => Err(Error::BadRequest(e.to_string())),
             _ => Err(Error::BadRequest("three files expected".into())),
         };

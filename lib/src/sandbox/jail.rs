@@ -9,6 +9,7 @@ use super::limits::{Bind, Fired};
 use super::mounts;
 use super::seccomp;
 use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, send_fd};
+use super::timeline::{Mark, Stamps};
 use std::ffi::CString;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -41,6 +42,8 @@ pub struct Jail<'a> {
     /// run's namespace) when it starts, at each wake-up and once after the
     /// program exited (that answer is not acted on).
     pub watchdog: &'a dyn Fn(libc::pid_t) -> Watched,
+    /// The run's steps, stamped by init and the program (`timeline.rs`).
+    pub stamps: &'a Stamps,
 }
 
 /// What init leaves the helper, in their shared memory, once the run is
@@ -170,6 +173,7 @@ fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut li
 }
 
 fn run_init(j: &Jail, rep: &mut Report) {
+    j.stamps.mark(Mark::InitStarted);
     // The helper's death kills the run: nobody else would ever stop it.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     // A panic is caught here, in init: unwound through the clone it would
@@ -189,6 +193,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // child the helper waits for, is never a candidate).
     std::fs::write("/proc/self/oom_score_adj", OOM_FIRST).map_err(Step::OomScore.err())?;
     mounts::enter_root(j.binds, j.tmp_size).map_err(Step::EnterRoot.err())?;
+    j.stamps.mark(Mark::RootEntered);
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
         return Err(Step::SocketPair.failed(io::Error::last_os_error()));
@@ -238,6 +243,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         let program = j.program.to_string_lossy().into_owned();
         return Err(Error::CannotStart { program, during: Some(during), why: e.to_string() });
     }
+    j.stamps.mark(Mark::Execed);
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
     let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
     let mut hangup = j.hangup;
@@ -281,6 +287,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
             break;
         }
     }
+    j.stamps.mark(Mark::Exited);
     // The last look, for what the program's tree used (not acted on).
     let _ = (j.watchdog)(pid);
     let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
@@ -301,6 +308,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     rep.status = Some(status);
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
     rep.maxrss_kib = ru.ru_maxrss as u64;
+    j.stamps.mark(Mark::Reaped);
     Ok(())
 }
 
@@ -327,6 +335,7 @@ struct Launch<'a> {
 
 extern "C" fn launched(arg: *mut libc::c_void) -> libc::c_int {
     let l = unsafe { &*(arg as *const Launch) };
+    l.j.stamps.mark(Mark::ProgramStarted);
     unsafe { libc::close(l.not_ours) };
     program(l)
 }
@@ -379,6 +388,7 @@ fn program(l: &Launch) -> ! {
         if libc::getppid() != 1 {
             fail(libc::ESRCH * 1000);
         }
+        j.stamps.mark(Mark::Credentials);
         match seccomp::install(j.filter) {
             Ok(listener) => {
                 if send_fd(sock, listener.as_raw_fd()).is_err() {
@@ -387,6 +397,7 @@ fn program(l: &Launch) -> ! {
             }
             Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO) * 1000),
         }
+        j.stamps.mark(Mark::Filtered);
         only_stdio_across_exec();
         libc::execve(j.program.as_ptr(), l.argv.as_ptr(), l.envp.as_ptr());
         fail(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))

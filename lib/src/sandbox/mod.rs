@@ -134,6 +134,7 @@
 //! |---|---|
 //! | `error` | [`Error`]: why a run could not be made (the judge's failure, typed across the helper's socket) |
 //! | `sys` | the kernel calls, each wrapped once: descriptors over a socket, waiting, pipes (raw: some run between `clone` and `exec`) |
+//! | `timeline` | a run's steps stamped, when the judge asks (`make bench`'s cost per step) |
 //! | `procfs` | what `/proc` says of a process tree |
 //! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
 //! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
@@ -154,10 +155,11 @@ pub mod seccomp;
 pub mod slot;
 pub mod streams;
 pub mod sys;
+pub mod timeline;
 
 pub use error::Error;
 pub use executor::{helper_oom_score_adj, probe_mechanisms, probe_namespaces, Mechanisms};
-pub use helper::{netns_per_run, set_netns_per_run};
+pub use helper::{netns_per_run, set_netns_per_run, set_timed};
 pub use limits::SLOT_LOCK_DIR;
 pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL};
 pub use slot::slot_lock_dir;
@@ -169,7 +171,8 @@ pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
 pub fn run(spec: Spec) -> Result<Usage, Error> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
     let slot_lock_dir = slot_lock_dir().to_path_buf();
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run(), slot_lock_dir };
+    let (fresh_netns, timed) = (netns_per_run(), helper::timed());
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed };
     helper::run(&req, [stdin, stdout, stderr])
 }
 
