@@ -103,6 +103,9 @@ pub(super) struct Executor {
     /// the ones it warned it could not.
     privileged: bool,
     warned: Vec<libc::__rlimit_resource_t>,
+    /// The helper's network namespace's `sockstat`, held open
+    /// ([`jail::renew_netns_if_used`]).
+    sockstat: Option<File>,
     /// This run's steps, stamped by the helper, init and the program
     /// (`timeline.rs`), and the last run's cleanup after its reply.
     stamps: Stamps,
@@ -145,6 +148,7 @@ impl Executor {
             clock: File::open(format!("/proc/{}/schedstat", std::process::id())).ok(),
             privileged: has_cap_sys_resource(),
             warned: Vec::new(),
+            sockstat: None,
             stamps: Stamps::default(),
             last_teardown: [0; 3],
         }
@@ -247,7 +251,7 @@ impl Executor {
             self.passwd_for = Some(id);
         }
         if !req.fresh_netns {
-            if let Err(e) = jail::renew_netns_if_used() {
+            if let Err(e) = jail::renew_netns_if_used(&mut self.sockstat) {
                 // Its namespace holds a run's socket still: no more runs here.
                 self.retiring = true;
                 return Err(Step::RenewNetns.failed(e));

@@ -8,9 +8,10 @@ use super::limits::Watched;
 use super::limits::{Bind, Fired};
 use super::mounts;
 use super::seccomp;
-use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, send_fd};
+use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, reread, send_fd};
 use super::timeline::{Mark, Stamps};
 use std::ffi::CString;
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -417,20 +418,33 @@ fn program(l: &Launch) -> ! {
 /// (A netlink socket, as `getaddrinfo` opens, is freed an RCU grace period
 /// after its close: a run that used one may cost a needless renewal, 0.4
 /// ms. Before Linux 4.16 the count is the host's, and every run would.)
-pub fn renew_netns_if_used() -> io::Result<()> {
-    if sockets_in_netns().ok() == Some(0) {
+///
+/// `sockstat` is the namespace's `sockstat`, held open from run to run (a
+/// file of `/proc/<pid>/net` stays its namespace's): opened at the first
+/// call, opened again after each renewal.
+pub fn renew_netns_if_used(sockstat: &mut Option<File>) -> io::Result<()> {
+    if sockstat.is_none() {
+        *sockstat = File::open(SOCKSTAT).ok();
+    }
+    if sockstat.as_ref().and_then(|f| sockets_in_netns(f).ok()) == Some(0) {
         return Ok(());
     }
+    *sockstat = None;
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    *sockstat = File::open(SOCKSTAT).ok();
     Ok(())
 }
 
-/// The sockets alive in the calling thread's network namespace
-/// (`sockets: used` of its `sockstat`: a count kept per namespace).
-fn sockets_in_netns() -> io::Result<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/sockstat")?;
+/// The calling thread's network namespace's socket counts.
+const SOCKSTAT: &str = "/proc/thread-self/net/sockstat";
+
+/// The sockets alive in the network namespace of `sockstat`
+/// (`sockets: used`: a count kept per namespace), read anew.
+fn sockets_in_netns(sockstat: &File) -> io::Result<u64> {
+    let mut buf = [0u8; 512];
+    let text = reread(sockstat, &mut buf).ok_or_else(|| io::Error::other("sockstat: unreadable"))?;
     text.lines()
         .find_map(|l| l.strip_prefix("sockets: used "))
         .and_then(|n| n.trim().parse().ok())
