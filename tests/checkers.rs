@@ -7,8 +7,8 @@
 //! Run as root (programs run as slot uids 60040–60049 and, for checkers and
 //! interactors, their auxiliary uids 61040–61049).
 
-use ojrunner::checker::Checker;
-use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
+use ojrunner::checker::{BadName, Checker};
+use ojrunner::judge::{Case, CaseRun, Compiled, Judge, PrepareError, Slot, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
 use ojrunner::workspace::Workspace;
@@ -109,13 +109,16 @@ fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
     let work = TempDir::new("checkers-names");
     let td = testdata(work.path(), &[("1\n", "1\n")], &[]);
     let (j, slot, cache) = (Judge::default(), Slot::for_index(41), work.path().join("cache"));
-    assert_eq!(j.prepare_checker(None, &td, &cache, &slot), Ok(Checker::Diff));
-    assert_eq!(j.prepare_checker(Some("print(\"not implement yet. qaq\")"), &td, &cache, &slot), Ok(Checker::Diff));
-    assert!(j.prepare_checker(Some("float:lots"), &td, &cache, &slot).unwrap_err().contains("tolerance"));
+    assert!(matches!(j.prepare_checker(None, &td, &cache, &slot), Ok(Checker::Diff)));
+    let placeholder = j.prepare_checker(Some("print(\"not implement yet. qaq\")"), &td, &cache, &slot);
+    assert!(matches!(placeholder, Ok(Checker::Diff)));
+    let e = j.prepare_checker(Some("float:lots"), &td, &cache, &slot).unwrap_err();
+    assert!(matches!(e, PrepareError::Name(BadName::Tolerance(_))) && e.to_string().contains("tolerance"), "{e}");
     let e = j.prepare_checker(Some("special"), &td, &cache, &slot).unwrap_err();
-    assert!(e.contains("checker.cpp or checker.c"), "{e}");
+    assert!(matches!(e, PrepareError::NoSource { stem: "checker" }), "{e}");
+    assert!(e.to_string().contains("checker.cpp or checker.c"), "{e}");
     let e = j.prepare_checker(Some("interactive"), &td, &cache, &slot).unwrap_err();
-    assert!(e.contains("interactor.cpp or interactor.c"), "{e}");
+    assert!(e.to_string().contains("interactor.cpp or interactor.c"), "{e}");
     // Unprepared (the name alone): JE, never a silent diff.
     let langs = Languages::builtin();
     let lang = langs.by_name("c11").unwrap();
@@ -199,7 +202,8 @@ fn a_broken_checker_is_je_with_its_message_and_a_bad_one_does_not_compile() {
     let td = testdata(&w2, &[("1\n", "1\n")], &[("checker.c", work.path().join("bad.c"))]);
     let e =
         Judge::default().prepare_checker(Some("special"), &td, &w2.join("cache"), &Slot::for_index(45)).unwrap_err();
-    assert!(e.contains("does not compile") && e.contains("error"), "{e}");
+    assert!(matches!(&e, PrepareError::DoesNotCompile { message, .. } if message.contains("error")), "{e}");
+    assert!(e.to_string().contains("does not compile"), "{e}");
 }
 
 fn guess_problem(work: &Path) -> PathBuf {

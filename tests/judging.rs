@@ -728,9 +728,16 @@ fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
     std::fs::write(dir.path().join("not-executable"), "#!/bin/sh\nexit 0\n").unwrap();
     let run = |argv0: &str| sandbox::run(slot_spec(&[argv0], dir.path(), 71, 64, 16));
     // exec fails (ENOENT, EACCES): the program never ran, the judge says why.
+    let exec_failed = |e: &sandbox::Error| {
+        matches!(e, sandbox::Error::CannotStart { during: Some(sandbox::error::Starting::Exec), .. })
+    };
     let e = run("./no-such-program").unwrap_err();
+    assert!(exec_failed(&e), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("no-such-program") && e.contains("No such file"), "{e}");
     let e = run("./not-executable").unwrap_err();
+    assert!(exec_failed(&e), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("not-executable") && e.contains("ermission denied"), "{e}");
     // And the helper is fine for the next run.
     assert_eq!(run("/bin/true").unwrap().exit, sandbox::Exit::Code(0));
@@ -793,7 +800,11 @@ fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error
     assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
     // Once only: then it is the judge's error, at once.
     let e = run.join().unwrap().expect_err("a run that lost its init twice");
-    assert!(e.contains("init") && e.contains("during the run"), "{e}");
+    assert!(
+        matches!(&e, sandbox::Error::Lost { why, .. } if matches!(**why, sandbox::Error::InitDied { .. })),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("init") && e.to_string().contains("during the run"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(25), "the run waited for its program: {:?}", t.elapsed());
     gone(&second);
     // A run on the slot after it works.
@@ -872,4 +883,42 @@ fn a_run_is_stopped_when_its_judge_is_killed() {
     testkit::wait_for("the run to end with its judge", Duration::from_secs(10), || {
         processes_of(uid).is_empty().then_some(())
     });
+}
+
+#[test]
+fn a_timed_run_carries_the_moment_each_of_its_steps_ended_in_order() {
+    use ojrunner::sandbox::{self, timeline::Mark};
+    let dir = TempDir::new("timed");
+    let run = || sandbox::run(slot_spec(&["/bin/true"], dir.path(), 76, 64, 16)).unwrap();
+    // Off (the default), a run carries nothing back.
+    assert_eq!(run().steps, None);
+    sandbox::set_timed(true);
+    let (first, second) = (run(), run());
+    sandbox::set_timed(false);
+    let t = second.steps.expect("a timed run without its steps");
+    // Every step of a run the judge, the helper, init and the program stamp.
+    let mut reached = vec![Mark::Called, Mark::Sent, Mark::Received, Mark::SlotLocked, Mark::Prepared];
+    if is_root() && sandbox::probe_namespaces() {
+        reached.extend([Mark::Checked, Mark::CgroupReset, Mark::InitStarted, Mark::RootEntered]);
+        reached.extend([Mark::ProgramStarted, Mark::Credentials, Mark::Filtered, Mark::Execed]);
+        // The first run's cleanup after its reply, reported by the second.
+        reached.extend([Mark::Resumed, Mark::LastReplied, Mark::LastInitReaped, Mark::LastTidied]);
+    }
+    reached.extend([Mark::Exited, Mark::Reaped, Mark::Measured, Mark::Answered, Mark::Returned]);
+    for m in &reached {
+        assert_ne!(t.at[*m as usize], 0, "{m:?} was not stamped: {t:?}");
+    }
+    // One clock for the host: the marks reached come in the order of the
+    // run, and the last run's cleanup in its own (it may overlap this run's
+    // request).
+    let (last, this) = Mark::ALL.split_at(Mark::Called as usize);
+    for chain in [last, this] {
+        let at: Vec<u64> = chain.iter().map(|m| t.at[*m as usize]).filter(|&ns| ns != 0).collect();
+        assert!(at.windows(2).all(|w| w[0] <= w[1]), "{chain:?}: {t:?}");
+    }
+    let whole = t.at[Mark::Returned as usize] - t.at[Mark::Called as usize];
+    let steps: u128 =
+        t.steps().iter().skip_while(|(m, _)| (*m as usize) <= Mark::Called as usize).map(|(_, d)| d.as_nanos()).sum();
+    assert_eq!(steps, whole as u128, "the steps of a run add up to it");
+    assert!(first.steps.is_some());
 }

@@ -116,7 +116,7 @@ pub enum Named {
 
 /// Reads a checker name (see the module doc). Unknown names are Normal-OJ's
 /// placeholder: `diff`. `Err` for a malformed `float:…`.
-pub fn parse(name: Option<&str>) -> Result<Named, String> {
+pub fn parse(name: Option<&str>) -> Result<Named, BadName> {
     let name = name.map(str::trim).unwrap_or("diff");
     Ok(match name {
         "exact" => Named::Builtin(Checker::Exact),
@@ -131,10 +131,19 @@ pub fn parse(name: Option<&str>) -> Result<Named, String> {
     })
 }
 
-fn parse_float(spec: &str) -> Result<Checker, String> {
+/// A checker name that names no checker: a malformed `float:…`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadName {
+    #[error("checker float: bad tolerance {0:?} (want e.g. float:1e-4 or float:abs=1e-6,rel=1e-9)")]
+    Tolerance(String),
+    #[error("checker float: bad item {0:?} (want abs=X or rel=Y)")]
+    Item(String),
+}
+
+fn parse_float(spec: &str) -> Result<Checker, BadName> {
     let number = |s: &str| match s.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!("checker float: bad tolerance {s:?} (want e.g. float:1e-4 or float:abs=1e-6,rel=1e-9)")),
+        _ => Err(BadName::Tolerance(s.to_string())),
     };
     if !spec.contains('=') {
         let eps = number(spec)?;
@@ -146,7 +155,7 @@ fn parse_float(spec: &str) -> Result<Checker, String> {
         match item.split_once('=').map(|(k, v)| (k.trim(), v)) {
             Some(("abs", v)) => abs = number(v)?,
             Some(("rel", v)) => rel = number(v)?,
-            _ => return Err(format!("checker float: bad item {item:?} (want abs=X or rel=Y)")),
+            _ => return Err(BadName::Item(item.to_string())),
         }
     }
     Ok(Checker::Float { abs, rel })

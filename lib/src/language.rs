@@ -138,14 +138,14 @@ const BUILTIN: &str = include_str!("../../etc/languages.json");
 
 impl Languages {
     /// Reads and checks a table in the format above.
-    pub fn load(path: &Path) -> Result<Languages, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Languages::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Languages, TableError> {
+        let text = std::fs::read_to_string(path).map_err(TableError::Read)?;
+        Languages::parse(&text)
     }
 
     /// Parses and checks a table from its JSON text.
-    pub fn parse(text: &str) -> Result<Languages, String> {
-        let file: File = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Languages, TableError> {
+        let file: File = serde_json::from_str(text)?;
         let table = Languages { list: file.languages };
         table.validate()?;
         Ok(table)
@@ -169,36 +169,68 @@ impl Languages {
         &self.list
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), TableError> {
         if self.list.is_empty() {
-            return Err("no languages".into());
+            return Err(TableError::Empty);
         }
         for (i, l) in self.list.iter().enumerate() {
-            let what = format!("language {:?} (id {})", l.name, l.id);
             if l.name.is_empty() {
-                return Err(format!("language #{i} has an empty name"));
+                return Err(TableError::EmptyName { index: i });
             }
+            let wrong = |problem| TableError::Language { name: l.name.clone(), id: l.id, problem };
             if self.list[..i].iter().any(|o| o.id == l.id) {
-                return Err(format!("{what}: duplicate id"));
+                return Err(wrong(Problem::DuplicateId));
             }
             if self.list[..i].iter().any(|o| o.name == l.name) {
-                return Err(format!("{what}: duplicate name"));
+                return Err(wrong(Problem::DuplicateName));
             }
             if l.source.is_empty() || l.source.contains('/') || l.source.starts_with('.') {
-                return Err(format!("{what}: source {:?} must be a plain file name", l.source));
+                return Err(wrong(Problem::Source(l.source.clone())));
             }
             if l.run.first().is_none_or(|p| p.is_empty()) {
-                return Err(format!("{what}: empty run command"));
+                return Err(wrong(Problem::EmptyRun));
             }
             if l.compile.as_ref().is_some_and(|c| c.first().is_none_or(|p| p.is_empty())) {
-                return Err(format!("{what}: empty compile command"));
+                return Err(wrong(Problem::EmptyCompile));
             }
             if l.processes == 0 {
-                return Err(format!("{what}: processes must be at least 1"));
+                return Err(wrong(Problem::NoProcesses));
             }
         }
         Ok(())
     }
+}
+
+/// Why a language table was refused. Its callers name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("{0}")]
+    Read(std::io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("no languages")]
+    Empty,
+    #[error("language #{index} has an empty name")]
+    EmptyName { index: usize },
+    #[error("language {name:?} (id {id}): {problem}")]
+    Language { name: String, id: i64, problem: Problem },
+}
+
+/// What is wrong with one language of a table.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("duplicate id")]
+    DuplicateId,
+    #[error("duplicate name")]
+    DuplicateName,
+    #[error("source {0:?} must be a plain file name")]
+    Source(String),
+    #[error("empty run command")]
+    EmptyRun,
+    #[error("empty compile command")]
+    EmptyCompile,
+    #[error("processes must be at least 1")]
+    NoProcesses,
 }
 
 #[cfg(test)]
@@ -250,7 +282,7 @@ mod tests {
     fn the_file_on_disk_loads() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/languages.json");
         assert_eq!(Languages::load(&path).unwrap(), Languages::builtin());
-        assert!(Languages::load(Path::new("/nonexistent/languages.json")).unwrap_err().contains("/nonexistent"));
+        assert!(matches!(Languages::load(Path::new("/nonexistent/languages.json")), Err(TableError::Read(_))));
     }
 
     #[test]
@@ -258,13 +290,13 @@ mod tests {
         let one = r#"{"id": 0, "name": "c", "source": "main.c", "run": ["./main"]}"#;
         assert!(Languages::parse(&format!(r#"{{"languages": [{one}]}}"#)).is_ok());
         let dup = format!(r#"{{"languages": [{one}, {one}]}}"#);
-        assert!(Languages::parse(&dup).unwrap_err().contains("duplicate id"));
+        assert!(Languages::parse(&dup).unwrap_err().to_string().contains("duplicate id"));
         assert!(Languages::parse(r#"{"languages": []}"#).is_err());
         let typo = r#"{"languages": [{"id": 0, "name": "c", "source": "main.c", "run": ["./main"], "compiel": []}]}"#;
         assert!(Languages::parse(typo).is_err());
         let empty_run = r#"{"languages": [{"id": 0, "name": "c", "source": "main.c", "run": []}]}"#;
-        assert!(Languages::parse(empty_run).unwrap_err().contains("empty run"));
+        assert!(Languages::parse(empty_run).unwrap_err().to_string().contains("empty run"));
         let bad_source = r#"{"languages": [{"id": 0, "name": "c", "source": "../x.c", "run": ["./main"]}]}"#;
-        assert!(Languages::parse(bad_source).unwrap_err().contains("plain file name"));
+        assert!(Languages::parse(bad_source).unwrap_err().to_string().contains("plain file name"));
     }
 }

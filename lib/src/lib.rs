@@ -24,6 +24,7 @@ pub mod daemon;
 pub mod drain;
 pub mod hub;
 pub mod lease;
+pub mod lock;
 pub mod metrics;
 pub mod outcome;
 pub mod patience;

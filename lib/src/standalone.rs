@@ -121,7 +121,7 @@ pub fn probe(languages: &crate::language::Languages) -> ExitCode {
     let trial = match trial {
         Ok(Ok(u)) => json!({"ok": u.exit == crate::sandbox::Exit::Code(0), "exit": u.exit.code(),
             "wall_us": u.wall.as_micros() as u64, "memory_kib": u.memory / 1024}),
-        Ok(Err(e)) => json!({"ok": false, "error": e}),
+        Ok(Err(e)) => json!({"ok": false, "error": e.to_string()}),
         Err(e) => json!({"ok": false, "error": e.to_string()}),
     };
     let ok = trial["ok"] == json!(true);

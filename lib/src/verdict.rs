@@ -93,20 +93,35 @@ pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str, said_bytes: u
 /// (PE) WA; `Err`, why not, for any other exit, a signal, a limit or a
 /// denied system call: the judge's fault (JE), not the program's. `what`
 /// names the program in the reason (`checker`, `interactor`).
-pub fn checker_program(what: &str, usage: &Usage) -> Result<Verdict, String> {
+pub fn checker_program(what: &'static str, usage: &Usage) -> Result<Verdict, CheckerFailed> {
     Err(match (usage.fired, &usage.denied, usage.exit) {
         (None, None, Exit::Code(0)) => return Ok(Verdict::AC),
         (None, None, Exit::Code(1 | 2)) => return Ok(Verdict::WA),
-        (Some(f), _, _) => format!("{what} exceeded its {} limit", f.as_str()),
-        (None, Some(call), _) => format!("{what}: system call {call} denied by the sandbox"),
-        (None, None, Exit::Code(c)) => format!("{what} failed (exit {c})"),
-        (None, None, Exit::Signal(s)) => format!("{what} died of signal {s}"),
+        (Some(limit), _, _) => CheckerFailed::Limit { what, limit },
+        (None, Some(call), _) => CheckerFailed::Denied { what, call: call.clone() },
+        (None, None, Exit::Code(code)) => CheckerFailed::Exit { what, code },
+        (None, None, Exit::Signal(signal)) => CheckerFailed::Signal { what, signal },
     })
+}
+
+/// Why a checker program's run is no verdict ([`checker_program`]): the
+/// judge's fault. `what` names the program (`checker`, `interactor`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckerFailed {
+    #[error("{what} exceeded its {} limit", limit.as_str())]
+    Limit { what: &'static str, limit: Fired },
+    #[error("{what}: system call {call} denied by the sandbox")]
+    Denied { what: &'static str, call: String },
+    #[error("{what} failed (exit {code})")]
+    Exit { what: &'static str, code: i32 },
+    #[error("{what} died of signal {signal}")]
+    Signal { what: &'static str, signal: i32 },
 }
 
 /// An interactive case's verdict, from the program's own ([`decide`]),
 /// whether it died of `SIGPIPE` (for no denied call), and the interactor's
-/// ([`checker_program`], or why it could not run); `Err` is JE, with why.
+/// ([`checker_program`], or why it could not run: any error `E`); `Err` is
+/// JE, with why.
 /// First match wins:
 ///
 /// | program | interactor | verdict |
@@ -116,11 +131,7 @@ pub fn checker_program(what: &str, usage: &Usage) -> Result<Verdict, String> {
 /// | TLE, OLE, MLE, RE | any | the program's |
 /// | clean | AC, WA | the interactor's |
 /// | clean | failed | JE |
-pub fn interactive(
-    program: Option<Verdict>,
-    sigpipe: bool,
-    interactor: Result<Verdict, String>,
-) -> Result<Verdict, String> {
+pub fn interactive<E>(program: Option<Verdict>, sigpipe: bool, interactor: Result<Verdict, E>) -> Result<Verdict, E> {
     match (program, interactor) {
         (Some(Verdict::RE), Ok(Verdict::WA)) if sigpipe => Ok(Verdict::WA),
         (Some(Verdict::RE), Err(e)) => Err(e),
@@ -154,6 +165,7 @@ mod tests {
             wall: Duration::from_millis(cpu_ms + 5),
             memory: memory_mib << 20,
             denied: None,
+            steps: None,
         }
     }
 
@@ -225,7 +237,7 @@ mod tests {
 
     #[test]
     fn checker_programs_speak_testlib() {
-        let v = |u: Usage| checker_program("checker", &u);
+        let v = |u: Usage| checker_program("checker", &u).map_err(|e| e.to_string());
         assert_eq!(v(usage(OK, None, 10, 1)), Ok(Verdict::AC));
         assert_eq!(v(usage(Exit::Code(1), None, 10, 1)), Ok(Verdict::WA));
         assert_eq!(v(usage(Exit::Code(2), None, 10, 1)), Ok(Verdict::WA), "PE is WA");

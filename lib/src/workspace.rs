@@ -22,6 +22,7 @@
 //! each helper starts. Not root, a judge uses the directory where it is: its
 //! runs are not jailed, and see host paths anyway.
 
+use crate::lock;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -55,11 +56,10 @@ impl Workspace {
             return Ok(Workspace { dir: from.to_path_buf(), lock: None });
         };
         let (dir, lock) = {
-            let _naming = locked(Path::new(LOCK))?;
+            let _naming = lock::exclusive(Path::new(LOCK))?;
             sweep(root);
             let name = random_name()?;
-            let lock = File::create(root.join(format!("{name}.lock")))?;
-            lock.lock()?;
+            let lock = lock::exclusive(&root.join(format!("{name}.lock")))?;
             (root.join(name), lock)
         };
         let ws = Workspace { dir, lock: Some(lock) };
@@ -106,7 +106,7 @@ fn mount_root() -> io::Result<()> {
     let root = Path::new(ROOT);
     let parent = root.parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new().recursive(true).mode(0o755).create(root)?;
-    let _mounting = locked(Path::new(LOCK))?;
+    let _mounting = lock::exclusive(Path::new(LOCK))?;
     if std::fs::metadata(root)?.dev() != std::fs::metadata(parent)?.dev() {
         // Another judge of this boot mounted it.
         return std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711));
@@ -121,13 +121,6 @@ fn mount_root() -> io::Result<()> {
         return Err(io::Error::new(e.kind(), format!("mounting a tmpfs: {e}")));
     }
     Ok(())
-}
-
-/// An exclusive lock on `path` (created), held until the file is dropped.
-fn locked(path: &Path) -> io::Result<File> {
-    let f = File::options().create(true).truncate(false).write(true).open(path)?;
-    f.lock()?;
-    Ok(f)
 }
 
 /// Removes the workspaces no live judge holds (their judge died).

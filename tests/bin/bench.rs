@@ -5,6 +5,8 @@
 //!    sandboxed run (`sandbox::run`: helper, namespaces, cgroup, limits,
 //!    measurement, teardown), of a bare fork/exec/wait, and of `bwrap`
 //!    (installed with apt-get if missing), as ratios to bare.
+//!    Then the same run timed step by step (clone, mounts, cgroup, seccomp,
+//!    exec, wait, teardown: `sandbox::timeline`), p50 and p99 of each.
 //! 2. Judged cases per second: one job of 1,000 A+B cases through
 //!    `Judge::run_cases` as judge-exec runs a lone job (its cases side by
 //!    side on one slot per core; the checker and per-case results on).
@@ -25,6 +27,7 @@ use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
 use ojrunner::sandbox::slot::SlotPool;
+use ojrunner::sandbox::timeline::{Mark, MARKS};
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
 use ojrunner::workspace::Workspace;
 use std::ffi::CString;
@@ -186,6 +189,7 @@ fn bench() -> Result<(), String> {
         sandboxed.p50 <= bare.p50 + Duration::from_micros(800),
     );
     rep.target("sandbox p99 < 3 ms", format!("{:.3} ms", ms(sandboxed.p99)), sandboxed.p99 < Duration::from_millis(3));
+    cost_per_step(&dir, n.min(500))?;
 
     if std::env::var_os("OJ_BENCH_COST_ONLY").is_some() {
         ojrunner::sandbox::helper::shutdown();
@@ -321,6 +325,46 @@ fn bench() -> Result<(), String> {
     Ok(())
 }
 
+/// The same trivial run, timed step by step (`sandbox::set_timed`): p50 and
+/// p99 of each step, so that a slower host shows where its time goes.
+fn cost_per_step(dir: &Path, n: usize) -> Result<(), String> {
+    let mut per: Vec<Vec<Duration>> = (0..MARKS).map(|_| Vec::with_capacity(n)).collect();
+    let mut whole = Vec::with_capacity(n);
+    sandbox::set_timed(true);
+    let timed = (0..n).try_for_each(|_| {
+        let u = sandboxed_run(dir, "./trivial", &[], limits(Duration::from_secs(1), 64 << 20))?;
+        let t = u.steps.ok_or("a timed run came back without its steps")?;
+        for (m, d) in t.steps() {
+            per[m as usize].push(d);
+        }
+        let (called, returned) = (t.at[Mark::Called as usize], t.at[Mark::Returned as usize]);
+        whole.push(Duration::from_nanos(returned.saturating_sub(called)));
+        Ok::<_, String>(())
+    });
+    sandbox::set_timed(false);
+    timed?;
+    println!();
+    println!("the cost of each step of one sandboxed run ({n} timed runs; µs; teardown is after the reply)");
+    println!("  {:<44} {:>8} {:>8}", "step", "p50", "p99");
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let mut sum = Duration::ZERO;
+    for m in Mark::ALL {
+        let (Some(name), times) = (m.step(), &per[m as usize]) else { continue };
+        if times.is_empty() {
+            continue;
+        }
+        let s = stats(times.clone());
+        if !name.starts_with("teardown") {
+            sum += s.p50;
+        }
+        println!("  {name:<44} {:>8.0} {:>8.0}", us(s.p50), us(s.p99));
+    }
+    let w = stats(whole);
+    println!("  {:<44} {:>8.0} {:>8.0}", "the run, called to returned", us(w.p50), us(w.p99));
+    println!("  {:<44} {:>8.0}", "  (the sum of its steps' p50)", us(sum));
+    Ok(())
+}
+
 /*** The runs ***/
 
 fn limits(cpu: Duration, memory: u64) -> Limits {
@@ -350,6 +394,7 @@ fn sandboxed_run(dir: &Path, program: &str, args: &[String], limits: Limits) -> 
         limits,
         binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     })
+    .map_err(|e| e.to_string())
 }
 
 /// fork, execve, wait4: nothing else.

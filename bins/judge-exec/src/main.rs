@@ -37,7 +37,7 @@ struct Cli {
 
     /// The first slot uid (workers' slots from it, checkers' 1000 above):
     /// a range no other runner on the host uses (default 60000).
-    #[arg(long, env = "OJ_SLOT_UID_BASE", value_name = "UID", value_parser = parse_slot_uid_base)]
+    #[arg(long, env = "OJ_SLOT_UID_BASE", value_name = "UID", value_parser = ojrunner::judge::parse_slot_uid_base)]
     slot_uid_base: Option<u32>,
 
     /// The directory of the slots' host-wide locks, shared by every runner
@@ -47,10 +47,6 @@ struct Cli {
 
     #[command(subcommand)]
     command: Option<Command>,
-}
-
-fn parse_slot_uid_base(v: &str) -> Result<u32, String> {
-    ojrunner::judge::parse_slot_uid_base(v)
 }
 
 #[derive(Subcommand, Debug)]

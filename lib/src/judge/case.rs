@@ -77,7 +77,7 @@ impl CaseContext<'_> {
         };
         let usage = match sandbox::run(self.program(limits.clone()).stdio(stdin, out_w, err_w)) {
             Ok(u) => u,
-            Err(e) => return CaseRun::judge_error(&e),
+            Err(e) => return CaseRun::judge_error(&e.to_string()),
         };
         let status = match verdict::decide(&usage, &limits, size(&stdout).max(size(&stderr))) {
             Some(s) => s,
@@ -86,7 +86,7 @@ impl CaseContext<'_> {
             None => match self.sub.checker {
                 Checker::Special(p) => match self.run_checker(p, &mut stdout) {
                     Ok(s) => s,
-                    Err(e) => return CaseRun::judge_error(&e),
+                    Err(e) => return CaseRun::judge_error(&cap_string(e.to_string(), self.judge.output_cap)),
                 },
                 checker => match checker.check_output(&mut stdout, self.answer) {
                     Ok(true) => Verdict::AC,
@@ -132,25 +132,23 @@ impl CaseContext<'_> {
     }
 
     /// A checker program's verdict ([`verdict::checker_program`]), with what
-    /// it said (its `log`) after the reason when it failed.
+    /// it said (its `log`) when it failed.
     pub(super) fn checker_verdict(
         &self,
-        what: &str,
+        what: &'static str,
         usage: &sandbox::Usage,
         log: &mut File,
-    ) -> Result<Verdict, String> {
-        let cap = self.judge.output_cap;
-        verdict::checker_program(what, usage).map_err(|why| {
-            let said = read_back(log, cap);
-            let said = said.trim_end();
-            cap_string(if said.is_empty() { why } else { format!("{why}: {said}") }, cap)
+    ) -> Result<Verdict, CheckError> {
+        verdict::checker_program(what, usage).map_err(|failed| {
+            let said = read_back(log, self.judge.output_cap).trim_end().to_string();
+            CheckError::Failed { failed, said }
         })
     }
 
     /// Runs a special checker on a finished case: `checker input output
     /// answer` in `<scratch>.judge/`, as the auxiliary slot. Exit 0 AC, 1 or
     /// 2 WA; `Err` (JE) for anything else, with the checker's stderr.
-    fn run_checker(&self, p: &Program, output: &mut File) -> Result<Verdict, String> {
+    fn run_checker(&self, p: &Program, output: &mut File) -> Result<Verdict, CheckError> {
         let aux = self.slot.auxiliary();
         let prepared = (|| {
             let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
@@ -161,10 +159,10 @@ impl CaseContext<'_> {
             dir.hand_to(&aux)?;
             Ok::<_, std::io::Error>((dir, log))
         })();
-        let (dir, mut log) = prepared.map_err(|e| format!("checker: preparing: {e}"))?;
+        let (dir, mut log) = prepared.map_err(|e| CheckError::Preparing { what: "checker", source: e })?;
         let spec = self.checker_program(p, &dir, self.judge.checker_limits(None), false);
-        let usage = sandbox::run(spec.logged(&log).map_err(|e| format!("checker: {e}"))?)
-            .map_err(|e| format!("checker: {e}"))?;
+        let spec = spec.logged(&log).map_err(|e| CheckError::Preparing { what: "checker", source: e })?;
+        let usage = sandbox::run(spec).map_err(|e| CheckError::Run { what: "checker", source: e })?;
         self.checker_verdict("checker", &usage, &mut log)
     }
 
@@ -202,6 +200,20 @@ impl CaseContext<'_> {
         };
         CaseRun { result, limit, timing: None }
     }
+}
+
+/// Why a checker or interactor gave no verdict: the judge's fault (JE,
+/// with this as its reason, cut to the output cap). `what` names the
+/// program: `checker` or `interactor`.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CheckError {
+    #[error("{what}: preparing: {source}")]
+    Preparing { what: &'static str, source: std::io::Error },
+    #[error("{what}: {source}")]
+    Run { what: &'static str, source: sandbox::Error },
+    /// It ran, and failed: why, and what it said (its log).
+    #[error("{failed}{}", if said.is_empty() { String::new() } else { format!(": {said}") })]
+    Failed { failed: verdict::CheckerFailed, said: String },
 }
 
 /// How many bytes a run's output file holds.

@@ -2,14 +2,13 @@
 //! testdata once per testdata version into the checkers' cache, and found
 //! there by the next job (see "Checker programs" in [the module doc](super)).
 
-use super::files::{annotate, set_mode};
+use super::files::set_mode;
 use super::{Compiled, Judge, Slot};
 use crate::checker::{self, Checker, Named, Program};
 use crate::language::Languages;
+use crate::lock;
 use crate::program_cache;
 use crate::workspace::Workspace;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 impl Judge {
@@ -25,7 +24,7 @@ impl Judge {
         testdata: &Path,
         cache: &Path,
         slot: &Slot,
-    ) -> Result<Checker, String> {
+    ) -> Result<Checker, PrepareError> {
         match checker::parse(job_checker)? {
             Named::Builtin(c) => Ok(c),
             Named::Special => Ok(Checker::Special(self.build_program(testdata, "checker", cache, slot)?)),
@@ -34,29 +33,38 @@ impl Judge {
     }
 
     /// Compiles `testdata/<stem>.cpp` (or `.c`) into the cache, or finds it there.
-    fn build_program(&self, testdata: &Path, stem: &str, cache: &Path, slot: &Slot) -> Result<Program, String> {
+    fn build_program(
+        &self,
+        testdata: &Path,
+        stem: &'static str,
+        cache: &Path,
+        slot: &Slot,
+    ) -> Result<Program, PrepareError> {
+        let fail = |what: &dyn std::fmt::Display| {
+            let what = what.to_string();
+            move |source| PrepareError::Io { stem, what, source }
+        };
         let (source, lang_name) = [("cpp", "cpp17"), ("c", "c11")]
             .iter()
             .map(|(ext, l)| (testdata.join(format!("{stem}.{ext}")), *l))
             .find(|(p, _)| p.is_file())
-            .ok_or_else(|| format!("{stem}: no {stem}.cpp or {stem}.c in the testdata"))?;
+            .ok_or(PrepareError::NoSource { stem })?;
         let languages = Languages::builtin();
-        let lang =
-            languages.by_name(lang_name).ok_or_else(|| format!("{stem}: no {lang_name} in the built-in table"))?;
+        let lang = languages.by_name(lang_name).ok_or(PrepareError::NoLanguage { stem, lang: lang_name })?;
         let binary_name = lang
             .run
             .first()
             .and_then(|r| r.strip_prefix("./"))
-            .ok_or_else(|| format!("{stem}: {lang_name} does not run ./BINARY"))?
+            .ok_or(PrepareError::NoBinary { stem, lang: lang_name })?
             .to_string();
-        let code = std::fs::read(&source).map_err(|e| format!("{stem}: {}: {e}", source.display()))?;
+        let code = std::fs::read(&source).map_err(fail(&source.display()))?;
         // Headers shipped beside it (testlib.h), in name order.
         let mut headers: Vec<(String, Vec<u8>)> = Vec::new();
-        for entry in std::fs::read_dir(testdata).map_err(|e| format!("{stem}: {}: {e}", testdata.display()))? {
-            let entry = entry.map_err(|e| format!("{stem}: {e}"))?;
+        for entry in std::fs::read_dir(testdata).map_err(fail(&testdata.display()))? {
+            let entry = entry.map_err(fail(&testdata.display()))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if (name.ends_with(".h") || name.ends_with(".hpp")) && entry.file_type().is_ok_and(|t| t.is_file()) {
-                let bytes = std::fs::read(entry.path()).map_err(|e| format!("{stem}: {name}: {e}"))?;
+                let bytes = std::fs::read(entry.path()).map_err(fail(&name))?;
                 headers.push((name, bytes));
             }
         }
@@ -67,12 +75,11 @@ impl Judge {
             &code,
             &serde_json::to_vec(&(&lang.compile, &headers)).unwrap_or_default(),
         ]);
-        let fail = |what: &str, e: std::io::Error| format!("{stem}: {what}: {e}");
-        std::fs::create_dir_all(cache).map_err(|e| fail(&cache.display().to_string(), e))?;
-        set_mode(cache, 0o711).map_err(|e| fail("cache", e))?;
+        std::fs::create_dir_all(cache).map_err(fail(&cache.display()))?;
+        set_mode(cache, 0o711).map_err(fail(&"cache"))?;
         program_cache::prune(cache, program_cache::KEEP);
-        let _lookup = program_cache::enter(cache).map_err(|e| fail("locking the cache", e))?;
-        let _lock = lock_file(&cache.join(format!("{key}.lock"))).map_err(|e| fail("locking the cache", e))?;
+        let _lookup = program_cache::enter(cache).map_err(fail(&"locking the cache"))?;
+        let _lock = lock::exclusive(&cache.join(format!("{key}.lock"))).map_err(fail(&"locking the cache"))?;
         let dir = cache.join(&key);
         let binary = dir.join(&binary_name);
         if binary.is_file() {
@@ -81,7 +88,7 @@ impl Judge {
         }
         let build = cache.join(format!("{key}.build"));
         let _ = std::fs::remove_dir_all(&build);
-        std::fs::create_dir(&build).map_err(|e| fail("build directory", e))?;
+        std::fs::create_dir(&build).map_err(fail(&"build directory"))?;
         let written = (|| {
             std::fs::write(build.join(&lang.source), &code)?;
             for (name, bytes) in &headers {
@@ -89,8 +96,8 @@ impl Judge {
             }
             Ok::<_, std::io::Error>(())
         })();
-        written.map_err(|e| fail("build directory", e))?;
-        let work = Workspace::stage(&build).map_err(|e| fail("build directory", e))?;
+        written.map_err(fail(&"build directory"))?;
+        let work = Workspace::stage(&build).map_err(fail(&"build directory"))?;
         let result = match self.compile(lang, &work, slot) {
             Compiled::Ready => (|| {
                 // Only the binary is kept: the runs must not read the source.
@@ -100,27 +107,35 @@ impl Judge {
                 set_mode(&binary, 0o755)?;
                 set_mode(&dir, 0o755)
             })()
-            .map_err(|e| fail("caching the binary", e)),
-            Compiled::Failed { message } => Err(format!("{stem} does not compile: {message}")),
-            Compiled::JudgeError(why) => Err(format!("{stem}: {why}")),
+            .map_err(fail(&"caching the binary")),
+            Compiled::Failed { message } => Err(PrepareError::DoesNotCompile { stem, message }),
+            Compiled::JudgeError(why) => Err(PrepareError::Compile { stem, why }),
         };
         let _ = std::fs::remove_dir_all(&build);
         result.map(|()| Program::new(binary))
     }
 }
 
-/// Opens (creating, root only) and `flock`s `p`; unlocked when dropped.
-fn lock_file(p: &Path) -> std::io::Result<File> {
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-        .map_err(|e| annotate(e, p))?;
-    f.lock().map_err(|e| annotate(e, p))?;
-    Ok(f)
+/// Why a job's checker cannot be prepared (its every case is JE with it).
+/// `stem` names the program: `checker` or `interactor`.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Name(#[from] checker::BadName),
+    #[error("{stem}: no {stem}.cpp or {stem}.c in the testdata")]
+    NoSource { stem: &'static str },
+    #[error("{stem}: no {lang} in the built-in table")]
+    NoLanguage { stem: &'static str, lang: &'static str },
+    #[error("{stem}: {lang} does not run ./BINARY")]
+    NoBinary { stem: &'static str, lang: &'static str },
+    #[error("{stem}: {what}: {source}")]
+    Io { stem: &'static str, what: String, source: std::io::Error },
+    /// A compile error: the compiler's message.
+    #[error("{stem} does not compile: {message}")]
+    DoesNotCompile { stem: &'static str, message: String },
+    /// The judge could not compile it.
+    #[error("{stem}: {why}")]
+    Compile { stem: &'static str, why: String },
 }
 
 /// 128 bits (hex) of two differently seeded hashes of `parts`: a cache key.

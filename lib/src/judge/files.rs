@@ -53,8 +53,8 @@ impl Drop for CheckDir {
 
 /// Empties a slot's scratch directory but for the output files the judge
 /// reuses (see [`create_fresh`]).
-pub(super) fn clear_scratch(dir: &Path) -> Result<(), String> {
-    for e in std::fs::read_dir(dir).map_err(|e| annotate(e, dir).to_string())?.flatten() {
+pub(super) fn clear_scratch(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir).map_err(|e| annotate(e, dir))?.flatten() {
         if e.file_name() == "stdout" || e.file_name() == "stderr" {
             continue;
         }
@@ -63,7 +63,7 @@ pub(super) fn clear_scratch(dir: &Path) -> Result<(), String> {
             Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
             _ => std::fs::remove_file(&p),
         };
-        gone.map_err(|e| annotate(e, &p).to_string())?;
+        gone.map_err(|e| annotate(e, &p))?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! [`Slot::auxiliary`](super::Slot::auxiliary)), connected by two pipes;
 //! the verdict is [`verdict::interactive`]'s.
 
-use super::capped::read_back;
-use super::case::{size, CaseContext};
+use super::capped::{cap_string, read_back};
+use super::case::{size, CaseContext, CheckError};
 use super::files::{create_fresh, run_output, CheckDir};
 use super::CaseRun;
 use crate::checker::Program;
@@ -43,22 +43,23 @@ impl CaseContext<'_> {
         let (usage, iusage) = std::thread::scope(|s| {
             let prog = s.spawn(|| sandbox::run(program));
             let i = sandbox::run(interactor);
-            (prog.join().unwrap_or_else(|_| Err("the program's run panicked".into())), i)
+            (prog.join().map_err(|_| "the program's run panicked"), i)
         });
         let usage = match usage {
-            Ok(u) => u,
-            Err(e) => return CaseRun::judge_error(&e),
+            Ok(Ok(u)) => u,
+            Ok(Err(e)) => return CaseRun::judge_error(&e.to_string()),
+            Err(panicked) => return CaseRun::judge_error(panicked),
         };
         let interactor_verdict = match iusage {
             Ok(u) => self.checker_verdict("interactor", &u, &mut log),
-            Err(e) => Err(format!("interactor: {e}")),
+            Err(e) => Err(CheckError::Run { what: "interactor", source: e }),
         };
         drop(dir);
         let own = verdict::decide(&usage, &limits, size(&stderr));
         let sigpipe = usage.exit == sandbox::Exit::Signal(libc::SIGPIPE) && usage.denied.is_none();
         let status = match verdict::interactive(own, sigpipe, interactor_verdict) {
             Ok(s) => s,
-            Err(e) => return CaseRun::judge_error(&e),
+            Err(e) => return CaseRun::judge_error(&cap_string(e.to_string(), self.judge.output_cap)),
         };
         let stderr = read_back(&mut stderr, self.judge.output_cap);
         self.case_run(status, &usage, String::new(), stderr)

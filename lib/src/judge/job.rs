@@ -3,6 +3,7 @@
 //! runs the cases side by side ([`Judge::run_cases`]), or gives every case
 //! the same result when there is nothing to run (CE, JE).
 
+use super::checker_program::PrepareError;
 use super::files::clear_scratch;
 use super::{CaseRun, Compiled, Judge, Slot};
 use crate::checker::Checker;
@@ -24,16 +25,21 @@ pub struct Case {
 
 /// A submission as it comes to [`Judge::judge_all`]: not yet compiled.
 pub struct Submitted<'a> {
-    /// Its language; `Err`: why it cannot be judged here (every case JE).
-    pub lang: Result<&'a Language, String>,
+    /// Its language; `Err`: it is not in this runner's table (every case JE).
+    pub lang: Result<&'a Language, UnknownLanguage>,
     /// Its directory: staged into a [`Workspace`] before the compile.
     pub src: &'a Path,
     /// The job's tasks: each case's limits.
     pub tasks: &'a [Task],
     /// The job's checker, prepared ([`Judge::prepare_checker`]); `Err`: why
     /// not (every case JE, and nothing is compiled).
-    pub checker: Result<Checker, String>,
+    pub checker: Result<Checker, PrepareError>,
 }
+
+/// A job's language id that this runner's table does not have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("language {0} is not in this runner's table")]
+pub struct UnknownLanguage(pub i64);
 
 /// A compiled submission: what every case of it shares.
 pub struct Submission<'a> {
@@ -69,7 +75,8 @@ impl Judge {
         record: impl FnMut(&Case, CaseRun) -> bool,
     ) -> Compiled {
         let (lang, checker) = match (&job.lang, &job.checker) {
-            (_, Err(why)) | (Err(why), _) => return record_all(cases, Compiled::JudgeError(why.clone()), record),
+            (_, Err(why)) => return record_all(cases, Compiled::JudgeError(why.to_string()), record),
+            (Err(why), _) => return record_all(cases, Compiled::JudgeError(why.to_string()), record),
             (Ok(lang), Ok(checker)) => (*lang, checker),
         };
         if cases.is_empty() {
@@ -125,7 +132,11 @@ impl Judge {
                 let Some(c) = cases.get(i) else { break };
                 // What the last case left there (its TMPDIR at the basic level) goes.
                 let began = std::time::Instant::now();
-                let mut r = match made.as_ref().map_err(|e| e.to_string()).and_then(|()| clear_scratch(&dir)) {
+                let cleared = match &made {
+                    Ok(()) => clear_scratch(&dir),
+                    Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+                };
+                let mut r = match cleared {
                     Ok(()) => self.run_case(sub, c, &slot, &dir),
                     Err(e) => CaseRun::judge_error(&format!("scratch directory: {e}")),
                 };
@@ -196,16 +207,18 @@ mod tests {
             (compiled, got)
         };
         // No checker: JE with why, and the checker's failure wins over the language's.
-        let no_checker = job(Err("no lang".into()), Err("checker: broken".into()));
+        let broken = || Err(PrepareError::NoSource { stem: "checker" });
+        let no_checker = job(Err(UnknownLanguage(9)), broken());
         let (compiled, got) = judged(&no_checker, 9);
-        assert_eq!(compiled, Compiled::JudgeError("checker: broken".into()));
-        let je = |c| (c, Verdict::JE, "checker: broken".to_string());
+        let why = "checker: no checker.cpp or checker.c in the testdata";
+        assert_eq!(compiled, Compiled::JudgeError(why.into()));
+        let je = |c| (c, Verdict::JE, why.to_string());
         assert_eq!(got, [je(0), je(1), je(2)]);
         // Recording stops when `record` says so.
         assert_eq!(judged(&no_checker, 2).1.len(), 2);
         // No language.
-        let (compiled, got) = judged(&job(Err("no lang".into()), Ok(Checker::Diff)), 9);
-        assert_eq!(compiled, Compiled::JudgeError("no lang".into()));
+        let (compiled, got) = judged(&job(Err(UnknownLanguage(9)), Ok(Checker::Diff)), 9);
+        assert_eq!(compiled, Compiled::JudgeError("language 9 is not in this runner's table".into()));
         assert_eq!(got.len(), 3);
         // No case left: nothing compiled, nothing recorded (the source is not even read).
         let done = judge.judge_all(&job(Ok(c11), Ok(Checker::Diff)), &[], &slots, |_, _| panic!("recorded"));

@@ -86,7 +86,8 @@ mod interactive;
 mod job;
 mod spec;
 
-pub use job::{Case, Slots, Submission, Submitted};
+pub use checker_program::PrepareError;
+pub use job::{Case, Slots, Submission, Submitted, UnknownLanguage};
 
 /// Where a jailed compile or run sees the submission's directory: a name
 /// that tells nothing of the host (the spool, the claim).

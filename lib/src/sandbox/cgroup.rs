@@ -166,9 +166,59 @@ pub struct Group {
     peak: Option<File>,
     /// v2: whether that reset worked for this run (else no peak is known).
     peak_reset: std::cell::Cell<bool>,
+    /// The files every run reads or resets, held open: a walk of a deep
+    /// cgroup path is paid once per helper, not nine times a run (`make
+    /// bench`'s cost per step).
+    files: Files,
     /// The least charge (file cache aside) seen at a reset: the caller's
     /// own, with nothing of a run left (see [`Group::reset`]).
     floor: std::cell::Cell<Option<u64>>,
+}
+
+/// A group's files read (or, v1, reset) at every run.
+#[derive(Debug)]
+struct Files {
+    /// `memory.usage_in_bytes` (v1), `memory.current` (v2).
+    usage: File,
+    /// `memory.stat`.
+    stat: File,
+    /// `memory.oom_control` (v1), `memory.events` (v2).
+    events: File,
+    /// v1: `memory.max_usage_in_bytes` (read and reset).
+    peak: Option<File>,
+    /// v1: `cpuacct.usage` open for writing (its reset).
+    cpu_reset: Option<File>,
+}
+
+impl Files {
+    fn open(kind: Kind, memory: &Path, cpu: &Path) -> io::Result<Files> {
+        let read = |d: &Path, f: &str| File::open(d.join(f)).map_err(|e| annotate(e, &d.join(f)));
+        let read_write = |d: &Path, f: &str| {
+            OpenOptions::new().read(true).write(true).open(d.join(f)).map_err(|e| annotate(e, &d.join(f)))
+        };
+        Ok(match kind {
+            Kind::V1 => Files {
+                usage: read(memory, "memory.usage_in_bytes")?,
+                stat: read(memory, "memory.stat")?,
+                events: read(memory, "memory.oom_control")?,
+                peak: Some(read_write(memory, "memory.max_usage_in_bytes")?),
+                cpu_reset: Some(read_write(cpu, "cpuacct.usage")?),
+            },
+            Kind::V2 => Files {
+                usage: read(memory, "memory.current")?,
+                stat: read(memory, "memory.stat")?,
+                events: read(memory, "memory.events")?,
+                peak: None,
+                cpu_reset: None,
+            },
+        })
+    }
+}
+
+/// Writes `value` to a kernel file held open (from its start).
+fn rewrite(f: &File, value: &str) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    f.write_at(value.as_bytes(), 0).map(drop)
 }
 
 impl Hierarchy {
@@ -276,8 +326,10 @@ impl Hierarchy {
             Kind::V1 => None,
             Kind::V2 => OpenOptions::new().read(true).write(true).open(m.join("memory.peak")).ok(),
         };
+        let files = Files::open(self.kind, &m, &c)?;
         let g = Group {
             kind: self.kind,
+            files,
             cpu_file,
             procs: dirs
                 .iter()
@@ -383,8 +435,12 @@ impl Group {
     fn reset_counters(&self) -> io::Result<()> {
         match self.kind {
             Kind::V1 => {
-                write(&self.memory, "memory.max_usage_in_bytes", "0")?;
-                write(&self.cpu, "cpuacct.usage", "0")
+                let reset = |f: &Option<File>, name: &str| match f {
+                    Some(f) => rewrite(f, "0").map_err(|e| annotate(e, &self.memory.join(name))),
+                    None => Ok(()),
+                };
+                reset(&self.files.peak, "memory.max_usage_in_bytes")?;
+                reset(&self.files.cpu_reset, "cpuacct.usage")
             }
             Kind::V2 => {
                 use std::os::unix::fs::FileExt;
@@ -431,11 +487,7 @@ impl Group {
 
     /// Memory charged now, bytes.
     pub fn memory_now(&self) -> u64 {
-        let f = match self.kind {
-            Kind::V1 => "memory.usage_in_bytes",
-            Kind::V2 => "memory.current",
-        };
-        read_u64(&self.memory.join(f)).unwrap_or(0)
+        reread(&self.files.usage, &mut [0u8; 32]).and_then(|t| t.trim().parse().ok()).unwrap_or(0)
     }
 
     /// The kernel's peak since the last reset, bytes (page cache included;
@@ -443,7 +495,7 @@ impl Group {
     /// (kernel < 6.12): the caller then measures by itself.
     pub fn memory_peak(&self) -> Option<u64> {
         match (self.kind, &self.peak) {
-            (Kind::V1, _) => read_u64(&self.memory.join("memory.max_usage_in_bytes")),
+            (Kind::V1, _) => reread(self.files.peak.as_ref()?, &mut [0u8; 32])?.trim().parse().ok(),
             (Kind::V2, Some(f)) if self.peak_reset.get() => reread(f, &mut [0u8; 32])?.trim().parse().ok(),
             (Kind::V2, _) => None,
         }
@@ -453,8 +505,9 @@ impl Group {
     /// not pages written and not yet on disk), bytes.
     pub fn file_cache(&self) -> u64 {
         // One read: the kernel makes the whole file for each (tens of µs on v1).
-        let stat = fs::read_to_string(self.memory.join("memory.stat")).unwrap_or_default();
-        let field = |name: &str| field(&stat, name).unwrap_or(0);
+        let mut buf = [0u8; 8192];
+        let stat = reread(&self.files.stat, &mut buf).unwrap_or("");
+        let field = |name: &str| field(stat, name).unwrap_or(0);
         match self.kind {
             Kind::V1 => field("cache").saturating_sub(field("shmem") + field("dirty") + field("writeback")),
             Kind::V2 => field("file").saturating_sub(field("shmem") + field("file_dirty") + field("file_writeback")),
@@ -470,11 +523,7 @@ impl Group {
     }
 
     fn read_oom_kills(&self) -> u64 {
-        let f = match self.kind {
-            Kind::V1 => "memory.oom_control",
-            Kind::V2 => "memory.events",
-        };
-        stat_field(&self.memory.join(f), "oom_kill").unwrap_or(0)
+        reread(&self.files.events, &mut [0u8; 512]).and_then(|t| field(t, "oom_kill")).unwrap_or(0)
     }
 
     /// Moves the calling process back to the groups it was in before
@@ -561,15 +610,6 @@ fn ensure_dir(d: &Path) -> io::Result<()> {
 fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
     let p = dir.join(file);
     OpenOptions::new().write(true).open(&p).and_then(|mut f| f.write_all(value.as_bytes())).map_err(|e| annotate(e, &p))
-}
-
-fn read_u64(p: &Path) -> Option<u64> {
-    fs::read_to_string(p).ok()?.trim().parse().ok()
-}
-
-/// The value of `key` in a "key value" per line file.
-fn stat_field(p: &Path, key: &str) -> Option<u64> {
-    field(&fs::read_to_string(p).ok()?, key)
 }
 
 /// The value of `key` in "key value" lines.

@@ -3,6 +3,7 @@
 //! the reply.
 
 use super::cgroup::{Baseline, Group, Hierarchy};
+use super::error::{Error, Step};
 use super::jail::{self, Jail};
 use super::limits::{
     look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched,
@@ -14,6 +15,7 @@ use super::slot::{lock_slot, sweep};
 use super::sys::{
     become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
 };
+use super::timeline::{now_ns, Mark, Stamps};
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::File;
@@ -83,7 +85,7 @@ pub(super) struct Executor {
     mechanisms: Mechanisms,
     /// Whether the jail could be readied: its bounding set emptied, the
     /// template root built (`mounts.rs`).
-    jail_ready: Result<(), String>,
+    jail_ready: Result<(), Error>,
     /// The helper's cgroup, made at its first jailed run; the helper lives
     /// in it from then on.
     group: Option<Group>,
@@ -101,6 +103,13 @@ pub(super) struct Executor {
     /// the ones it warned it could not.
     privileged: bool,
     warned: Vec<libc::__rlimit_resource_t>,
+    /// The helper's network namespace's `sockstat`, held open
+    /// ([`jail::renew_netns_if_used`]).
+    sockstat: Option<File>,
+    /// This run's steps, stamped by the helper, init and the program
+    /// (`timeline.rs`), and the last run's cleanup after its reply.
+    stamps: Stamps,
+    last_teardown: [u64; 3],
 }
 
 impl Executor {
@@ -113,8 +122,8 @@ impl Executor {
         let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
         let jail_ready = if namespaces {
             jail::drop_bounding_set()
-                .map_err(|e| format!("emptying the capability bounding set: {e}"))
-                .and_then(|()| mounts::build_template().map_err(|e| format!("building the sandbox's root: {e}")))
+                .map_err(Step::BoundingSet.err())
+                .and_then(|()| mounts::build_template().map_err(Step::Template.err()))
         } else {
             Ok(())
         };
@@ -139,6 +148,9 @@ impl Executor {
             clock: File::open(format!("/proc/{}/schedstat", std::process::id())).ok(),
             privileged: has_cap_sys_resource(),
             warned: Vec::new(),
+            sockstat: None,
+            stamps: Stamps::default(),
+            last_teardown: [0; 3],
         }
     }
 
@@ -151,8 +163,11 @@ impl Executor {
     /// finishes the last jailed run, if that is left to do.
     pub(super) fn after_reply(&mut self) {
         let Some(left) = self.leftover.take() else { return };
+        let replied = now_ns();
         let _ = reap(left.init);
+        let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
+        self.last_teardown = [replied, reaped, now_ns()];
     }
 
     /// When the helper exits: its cgroup goes.
@@ -169,25 +184,35 @@ impl Executor {
 
     /// Runs one request (`hangup` is the judge's socket: if it closes, the
     /// run is killed).
-    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd, received: u64) -> Result<Usage, Error> {
         let program = match req.argv.first() {
             Some(p) if p.starts_with("./") => req.cwd.join(&p[2..]),
             Some(p) => PathBuf::from(p),
-            None => return Err("empty command".into()),
+            None => return Err(Error::EmptyCommand),
         };
         self.after_reply();
+        self.stamps.begin(req.timed);
+        self.stamps.set(Mark::Received, received);
+        let last = [Mark::LastReplied, Mark::LastInitReaped, Mark::LastTidied];
+        for (m, at) in last.into_iter().zip(std::mem::take(&mut self.last_teardown)) {
+            self.stamps.set(m, at);
+        }
         // Held until the run is cleaned up: another judge process using the
         // same slot uid waits instead of having its program swept away.
         let slot_lock = match req.identity {
-            Some(id) => {
-                Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(|e| format!("locking slot uid {}: {e}", id.uid))?)
-            }
+            Some(id) => Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
             None => None,
         };
-        match req.identity {
+        self.stamps.mark(Mark::SlotLocked);
+        let ran = match req.identity {
             Some(id) if self.mechanisms.namespaces => self.run_jailed(req, program, id, stdio, hangup, slot_lock),
             _ => self.run_direct(req, program, stdio, hangup),
-        }
+        };
+        ran.map(|mut usage| {
+            self.stamps.mark(Mark::Measured);
+            usage.steps = self.stamps.timeline().map(Box::new);
+            usage
+        })
     }
 
     /// Makes and joins the helper's cgroup at its first run: the run's
@@ -219,29 +244,31 @@ impl Executor {
         stdio: [File; 3],
         hangup: RawFd,
         slot_lock: Option<File>,
-    ) -> Result<Usage, String> {
+    ) -> Result<Usage, Error> {
         self.jail_ready.clone()?;
         if self.passwd_for != Some(id) {
-            mounts::set_identity(id.uid, id.gid).map_err(|e| format!("the sandbox's passwd: {e}"))?;
+            mounts::set_identity(id.uid, id.gid).map_err(Step::Passwd.err())?;
             self.passwd_for = Some(id);
         }
         if !req.fresh_netns {
-            if let Err(e) = jail::renew_netns_if_used() {
+            if let Err(e) = jail::renew_netns_if_used(&mut self.sockstat) {
                 // Its namespace holds a run's socket still: no more runs here.
                 self.retiring = true;
-                return Err(format!("a new network namespace for the helper: {e}"));
+                return Err(Step::RenewNetns.failed(e));
             }
         }
+        self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
         let rlimits = self.within_own(rlimits(limits, true));
         self.make_group(limits);
         let group = self.group.as_ref();
         let baseline = match group.map(|g| g.reset(limits.memory, limits.processes)).transpose() {
             Ok(b) => b.unwrap_or_default(),
-            Err(e) => return Err(format!("resetting the run's cgroup: {e}")),
+            Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
+        self.stamps.mark(Mark::CgroupReset);
         let watchdog = Watchdog::new(group, limits, self.clock.as_ref());
-        let cs = |b: &[u8]| CString::new(b).map_err(|_| "a NUL byte in the command or environment".to_string());
+        let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
         let look = |pid| watchdog.look(pid);
@@ -262,10 +289,13 @@ impl Executor {
             stacks: &self.stacks,
             hangup,
             watchdog: &look,
+            stamps: &self.stamps,
         };
+        self.stamps.mark(Mark::Prepared);
         watchdog.start.set(Instant::now());
-        let spawned = jail::spawn(&jail).map_err(|e| format!("cannot start the jail: {e}"));
+        let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
+        self.stamps.mark(Mark::Resumed);
         drop(stdio);
         let (pid, rep) = spawned?;
         if !rep.done {
@@ -275,14 +305,14 @@ impl Executor {
             let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| describe(status));
             tidy_after_init(group, &req.binds);
             self.retiring = true;
-            return Err(format!("the sandbox's init {how} during the run"));
+            return Err(Error::InitDied { how });
         }
         let usage = watchdog.usage(&rep, &baseline, wall);
         // init killed and reaped every process of the run before it was done:
         // only its own exit (the namespaces' teardown) is left, reaped later.
         self.leftover = Some(Leftover { init: pid, binds: req.binds, _slot_lock: slot_lock });
         if rep.hangup {
-            return Err("the judge went away".into());
+            return Err(Error::JudgeGone);
         }
         match rep.error {
             Some(e) => Err(e),
@@ -374,7 +404,7 @@ impl<'a> Watchdog<'a> {
             None => (rusage_cpu.max(watched_cpu), maxrss.max(watched_memory), false),
         };
         let fired = rep.fired.or(oom.then_some(Fired::Memory));
-        Usage { exit, fired, cpu, wall, memory, denied }
+        Usage { exit, fired, cpu, wall, memory, denied, steps: None }
     }
 }
 
@@ -392,7 +422,7 @@ fn tidy_after_init(group: Option<&Group>, binds: &[Bind]) {
 impl Executor {
     /// The basic level: the program forked by the helper, in its own process
     /// group, cleaned up by `killpg` and a sweep of the slot uid.
-    fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, String> {
+    fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
         let Request { argv, cwd, env, identity, limits, .. } = req;
         let [stdin, stdout, stderr] = stdio;
         // Everything the child needs is computed here: `pre_exec` must not allocate.
@@ -411,29 +441,36 @@ impl Executor {
         unsafe {
             cmd.pre_exec(move || child_setup(&rlimits, identity, parent));
         }
+        self.stamps.mark(Mark::Prepared);
         let start = Instant::now();
-        let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let child = cmd.spawn().map_err(|e| Error::CannotStart {
+            program: program.display().to_string(),
+            during: None,
+            why: e.to_string(),
+        })?;
         let pid = child.id() as libc::pid_t;
         // From here on the child is reaped with wait4 below, never by `child`.
         drop(child);
         drop(cmd);
 
         let watch = watch(pid, &limits, start, hangup);
+        self.stamps.mark(Mark::Exited);
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
         unsafe { libc::killpg(pid, libc::SIGKILL) };
-        let (status, ru) = reap(pid).map_err(|e| format!("wait4({pid}): {e}"))?;
+        let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
         let wall = start.elapsed();
         if let Some(id) = identity {
             sweep(id);
         }
+        self.stamps.mark(Mark::Reaped);
         if watch.hangup {
-            return Err("the judge went away".into());
+            return Err(Error::JudgeGone);
         }
         let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
         let cpu = (tv(ru.ru_utime) + tv(ru.ru_stime)).max(watch.cpu);
         let memory = (ru.ru_maxrss as u64 * 1024).max(watch.peak_memory);
-        Ok(Usage { exit: Exit::from_status(status), fired: watch.fired, cpu, wall, memory, denied: None })
+        Ok(Usage { exit: Exit::from_status(status), fired: watch.fired, cpu, wall, memory, denied: None, steps: None })
     }
 
     /// The rlimits as this process can set them. Without `CAP_SYS_RESOURCE` no

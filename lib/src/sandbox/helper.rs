@@ -36,11 +36,13 @@
 //! stdio are files that can be put back (`streams.rs`), so the judge's
 //! fault does not become the submission's JE.
 
+use super::error::{Error, Step};
 use super::executor::Executor;
 use super::limits::{Request, Usage};
 use super::slot;
 use super::streams::{Input, Outputs};
 use super::sys::{describe, recv, send};
+use super::timeline::{now_ns, Mark};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -59,10 +61,10 @@ pub enum Reply {
     /// The run ended (whatever the program did).
     Ok(Usage),
     /// The judge's failure: the run could not be started or measured.
-    Err(String),
+    Err(Error),
     /// The judge's failure during the run (its init died): the program was
     /// killed with it; the helper retires. Worth one more try.
-    Lost(String),
+    Lost(Error),
 }
 
 /// Runs lost through the judge's fault (a helper that died during the
@@ -71,11 +73,12 @@ pub static RUNS_LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 /// Runs `req` with `stdio` in an idle helper (started if none is idle);
 /// the program gets its streams as `streams.rs` makes them.
-pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
-    let msg = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
+    let called = now_ns();
+    let msg = serde_json::to_vec(req).map_err(|e| Step::Request.failed(e))?;
     let [stdin, stdout, stderr] = stdio;
-    let stdin = Input::seal(stdin).map_err(|e| format!("the program's input: {e}"))?;
-    let outputs = Outputs::new(stdout, stderr, req.limits.output).map_err(|e| format!("the program's outputs: {e}"))?;
+    let stdin = Input::seal(stdin).map_err(Step::Input.err())?;
+    let outputs = Outputs::new(stdout, stderr, req.limits.output).map_err(Step::Outputs.err())?;
     // Tries that ran nothing (the helper never read the request), at most
     // two; and whether a run lost through the judge's fault is being run
     // again (once). After either, a newly started helper takes it.
@@ -84,7 +87,7 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
         let pooled = if fresh { None } else { CLIENT.idle.lock().unwrap().pop() };
         let helper = match pooled {
             Some(h) => h,
-            None => Helper::start().map_err(|e| format!("cannot start the sandbox helper: {e}"))?,
+            None => Helper::start().map_err(Step::StartHelper.err())?,
         };
         // A helper that died while idle, or closed with the request unread
         // (it was retiring, see `executor::must_retire`): nothing ran.
@@ -95,10 +98,10 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
             if unread <= 2 {
                 Ok(())
             } else {
-                Err(format!("sandbox helper: {e}"))
+                Err(Step::HelperSocket.failed(e))
             }
         };
-        let ([out, err], mut drain) = outputs.open().map_err(|e| format!("the program's outputs: {e}"))?;
+        let ([out, err], mut drain) = outputs.open().map_err(Step::Outputs.err())?;
         let sent = send(helper.sock.as_raw_fd(), &msg, &[stdin.file().as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()]);
         // The program's ends are its own now: the pipes end when its do.
         drop((out, err));
@@ -106,16 +109,24 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
             unread_by(helper, e)?;
             continue;
         }
+        let sent = now_ns();
         let mut buf = vec![0u8; 64 * 1024];
         let answered = drain.until_readable(helper.sock.as_raw_fd());
         let reply = answered.and_then(|()| recv(helper.sock.as_raw_fd(), &mut buf, &mut []));
+        let answered = now_ns();
         // The run is over (or its helper gone): its outputs are complete.
-        let copied = drain.finish().map_err(|e| format!("recording the program's output: {e}"));
+        let copied = drain.finish().map_err(Step::RecordOutput.err());
         // What was lost through the judge's fault during the run, if so.
         let lost = match reply {
             Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]) {
-                Ok(Reply::Ok(u)) => {
+                Ok(Reply::Ok(mut u)) => {
                     CLIENT.idle.lock().unwrap().push(helper);
+                    if let Some(t) = &mut u.steps {
+                        let ours = [(Mark::Called, called), (Mark::Sent, sent), (Mark::Answered, answered)];
+                        for (m, at) in ours.into_iter().chain([(Mark::Returned, now_ns())]) {
+                            t.at[m as usize] = at;
+                        }
+                    }
                     return copied.map(|()| u);
                 }
                 Ok(Reply::Err(e)) => {
@@ -123,20 +134,20 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, String> {
                     return Err(e);
                 }
                 // The helper retires after this answer.
-                Ok(Reply::Lost(why)) => format!("{why} (the helper {})", helper.reap()),
+                Ok(Reply::Lost(why)) => Error::Lost { why: Box::new(why), how: helper.reap() },
                 Err(e) => {
                     helper.discard();
-                    return Err(format!("sandbox helper: a reply that does not parse: {e}"));
+                    return Err(Step::HelperReply.failed(e));
                 }
             },
-            Ok(_) => format!("the sandbox helper {} during the run", helper.reap()),
+            Ok(_) => Error::HelperDied { how: helper.reap() },
             Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
                 unread_by(helper, e)?;
                 continue;
             }
             Err(e) => {
                 helper.discard();
-                return Err(format!("sandbox helper: {e}"));
+                return Err(Step::HelperSocket.failed(e));
             }
         };
         RUNS_LOST.fetch_add(1, Ordering::Relaxed);
@@ -160,9 +171,24 @@ struct Client {
     idle: Mutex<Vec<Helper>>,
     /// Whether each jailed run gets a network namespace of its own.
     fresh_netns: AtomicBool,
+    /// Whether runs are timed step by step ([`set_timed`]).
+    timed: AtomicBool,
 }
 
-static CLIENT: Client = Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false) };
+static CLIENT: Client =
+    Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false), timed: AtomicBool::new(false) };
+
+/// Has every run from now on stamp each of its steps (`timeline.rs`) and
+/// carry them back in [`Usage::steps`]: `make bench`'s cost per step. Off
+/// by default: then a step's stamp is one branch.
+pub fn set_timed(on: bool) {
+    CLIENT.timed.store(on, Ordering::Relaxed);
+}
+
+/// Whether runs are timed step by step ([`set_timed`]).
+pub fn timed() -> bool {
+    CLIENT.timed.load(Ordering::Relaxed)
+}
 
 /// Gives each jailed run from now on a new network namespace of its own
 /// (`judge-exec --netns-per-run`), where runs otherwise share their
@@ -285,11 +311,12 @@ fn serve(fd: RawFd) -> i32 {
                 break 1;
             }
         };
+        let received = now_ns();
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
-        let ran: Result<Usage, String> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
-            (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd),
-            (Err(e), _) => Err(format!("bad request: {e}")),
-            _ => Err("bad request: three files expected".into()),
+        let ran: Result<Usage, Error> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
+            (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd, received),
+            (Err(e), _) => Err(Error::BadRequest(e.to_string())),
+            _ => Err(Error::BadRequest("three files expected".into())),
         };
         let reply = match ran {
             Ok(u) => Reply::Ok(u),

@@ -3,12 +3,15 @@
 //! theory of operation, `sandbox/mod.rs`).
 
 use super::cgroup::Group;
+use super::error::{Error, Starting, Step};
 use super::limits::Watched;
 use super::limits::{Bind, Fired};
 use super::mounts;
 use super::seccomp;
-use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, send_fd};
+use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, reread, send_fd};
+use super::timeline::{Mark, Stamps};
 use std::ffi::CString;
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -40,6 +43,8 @@ pub struct Jail<'a> {
     /// run's namespace) when it starts, at each wake-up and once after the
     /// program exited (that answer is not acted on).
     pub watchdog: &'a dyn Fn(libc::pid_t) -> Watched,
+    /// The run's steps, stamped by init and the program (`timeline.rs`).
+    pub stamps: &'a Stamps,
 }
 
 /// What init leaves the helper, in their shared memory, once the run is
@@ -47,7 +52,7 @@ pub struct Jail<'a> {
 #[derive(Debug, Default)]
 pub struct Report {
     /// The judge's failure: building the root, or starting the program.
-    pub error: Option<String>,
+    pub error: Option<Error>,
     /// The program's wait status, once it exited.
     pub status: Option<i32>,
     /// `ru_utime + ru_stime`, µs, of the program and the children it reaped.
@@ -169,6 +174,7 @@ fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut li
 }
 
 fn run_init(j: &Jail, rep: &mut Report) {
+    j.stamps.mark(Mark::InitStarted);
     // The helper's death kills the run: nobody else would ever stop it.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     // A panic is caught here, in init: unwound through the clone it would
@@ -177,24 +183,24 @@ fn run_init(j: &Jail, rep: &mut Report) {
     match supervised {
         Ok(Ok(())) => {}
         Ok(Err(e)) => rep.error = Some(e),
-        Err(_) => rep.error = Some("the sandbox's init panicked".into()),
+        Err(_) => rep.error = Some(Error::InitPanicked),
     }
     rep.init_cpu_us = own_cpu().as_micros() as u64;
     rep.done = true;
 }
 
-fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
+fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // Inherited by the program and its whole tree (init itself, a vfork
     // child the helper waits for, is never a candidate).
-    std::fs::write("/proc/self/oom_score_adj", OOM_FIRST)
-        .map_err(|e| format!("setting the run's oom_score_adj: {e}"))?;
-    mounts::enter_root(j.binds, j.tmp_size).map_err(|e| format!("building the sandbox's root: {e}"))?;
+    std::fs::write("/proc/self/oom_score_adj", OOM_FIRST).map_err(Step::OomScore.err())?;
+    mounts::enter_root(j.binds, j.tmp_size).map_err(Step::EnterRoot.err())?;
+    j.stamps.mark(Mark::RootEntered);
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
-        return Err(format!("socketpair: {}", io::Error::last_os_error()));
+        return Err(Step::SocketPair.failed(io::Error::last_os_error()));
     }
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
-    let (mut err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    let (mut err_r, err_w) = pipe().map_err(Step::Pipe.err())?;
     let pointers = |v: &[CString]| v.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let launch = Launch {
         j,
@@ -208,7 +214,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
     // copied address space torn down by the `exec` (fork cost 0.1 ms).
-    let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(|e| format!("the program's stack: {e}"))?;
+    let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(Step::ProgramStack.err())?;
     let pid = unsafe {
         libc::clone(
             launched,
@@ -218,7 +224,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
         )
     };
     if pid < 0 {
-        return Err(format!("clone: {}", io::Error::last_os_error()));
+        return Err(Step::CloneProgram.failed(io::Error::last_os_error()));
     }
     drop(theirs);
     drop(err_w);
@@ -230,14 +236,15 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     let listener = recv_fd(ours.as_raw_fd());
     let mut errno = [0u8; 4];
     if err_r.read(&mut errno).unwrap_or(0) == 4 {
-        let e = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
-        let (step, e) = match i32::from_ne_bytes(errno) {
-            n if n >= 1000 => ("setting up the program", io::Error::from_raw_os_error(n / 1000)),
-            _ => ("exec", e),
+        let (during, e) = match i32::from_ne_bytes(errno) {
+            n if n >= 1000 => (Starting::Setup, io::Error::from_raw_os_error(n / 1000)),
+            n => (Starting::Exec, io::Error::from_raw_os_error(n)),
         };
         let _ = reap(pid);
-        return Err(format!("cannot start {}: {step}: {e}", j.program.to_string_lossy()));
+        let program = j.program.to_string_lossy().into_owned();
+        return Err(Error::CannotStart { program, during: Some(during), why: e.to_string() });
     }
+    j.stamps.mark(Mark::Execed);
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
     let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
     let mut hangup = j.hangup;
@@ -281,9 +288,10 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
             break;
         }
     }
+    j.stamps.mark(Mark::Exited);
     // The last look, for what the program's tree used (not acted on).
     let _ = (j.watchdog)(pid);
-    let (status, ru) = reap(pid).map_err(|e| format!("waiting for the program: {e}"))?;
+    let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
     // Whatever the program left behind (background children) is killed and
     // reaped here, before the report: once the helper has it, nothing of
     // the run is alive, and init's own exit (the namespaces' teardown) need
@@ -301,6 +309,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), String> {
     rep.status = Some(status);
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
     rep.maxrss_kib = ru.ru_maxrss as u64;
+    j.stamps.mark(Mark::Reaped);
     Ok(())
 }
 
@@ -327,6 +336,7 @@ struct Launch<'a> {
 
 extern "C" fn launched(arg: *mut libc::c_void) -> libc::c_int {
     let l = unsafe { &*(arg as *const Launch) };
+    l.j.stamps.mark(Mark::ProgramStarted);
     unsafe { libc::close(l.not_ours) };
     program(l)
 }
@@ -379,6 +389,7 @@ fn program(l: &Launch) -> ! {
         if libc::getppid() != 1 {
             fail(libc::ESRCH * 1000);
         }
+        j.stamps.mark(Mark::Credentials);
         match seccomp::install(j.filter) {
             Ok(listener) => {
                 if send_fd(sock, listener.as_raw_fd()).is_err() {
@@ -387,6 +398,7 @@ fn program(l: &Launch) -> ! {
             }
             Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO) * 1000),
         }
+        j.stamps.mark(Mark::Filtered);
         only_stdio_across_exec();
         libc::execve(j.program.as_ptr(), l.argv.as_ptr(), l.envp.as_ptr());
         fail(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
@@ -406,20 +418,33 @@ fn program(l: &Launch) -> ! {
 /// (A netlink socket, as `getaddrinfo` opens, is freed an RCU grace period
 /// after its close: a run that used one may cost a needless renewal, 0.4
 /// ms. Before Linux 4.16 the count is the host's, and every run would.)
-pub fn renew_netns_if_used() -> io::Result<()> {
-    if sockets_in_netns().ok() == Some(0) {
+///
+/// `sockstat` is the namespace's `sockstat`, held open from run to run (a
+/// file of `/proc/<pid>/net` stays its namespace's): opened at the first
+/// call, opened again after each renewal.
+pub fn renew_netns_if_used(sockstat: &mut Option<File>) -> io::Result<()> {
+    if sockstat.is_none() {
+        *sockstat = File::open(SOCKSTAT).ok();
+    }
+    if sockstat.as_ref().and_then(|f| sockets_in_netns(f).ok()) == Some(0) {
         return Ok(());
     }
+    *sockstat = None;
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    *sockstat = File::open(SOCKSTAT).ok();
     Ok(())
 }
 
-/// The sockets alive in the calling thread's network namespace
-/// (`sockets: used` of its `sockstat`: a count kept per namespace).
-fn sockets_in_netns() -> io::Result<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/sockstat")?;
+/// The calling thread's network namespace's socket counts.
+const SOCKSTAT: &str = "/proc/thread-self/net/sockstat";
+
+/// The sockets alive in the network namespace of `sockstat`
+/// (`sockets: used`: a count kept per namespace), read anew.
+fn sockets_in_netns(sockstat: &File) -> io::Result<u64> {
+    let mut buf = [0u8; 512];
+    let text = reread(sockstat, &mut buf).ok_or_else(|| io::Error::other("sockstat: unreadable"))?;
     text.lines()
         .find_map(|l| l.strip_prefix("sockets: used "))
         .and_then(|n| n.trim().parse().ok())

@@ -4,6 +4,7 @@
 //! the rlimits derived from them (`rlimits`) are here too, so that both
 //! levels (the jail's init and the basic watchdog) apply the same.
 
+use super::timeline::Timeline;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -164,6 +165,9 @@ pub struct Request {
     /// no environment).
     #[serde(default = "default_slot_lock_dir")]
     pub slot_lock_dir: PathBuf,
+    /// Whether the run's steps are stamped ([`Usage::steps`]).
+    #[serde(default)]
+    pub timed: bool,
 }
 
 fn default_slot_lock_dir() -> PathBuf {
@@ -231,6 +235,10 @@ pub struct Usage {
     /// A denied system call the program attempted (the run was then
     /// killed, and `exit` is `SIGSYS`).
     pub denied: Option<String>,
+    /// When each step of the run ended, if the judge asked
+    /// ([`set_timed`](super::helper::set_timed)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Box<Timeline>>,
 }
 
 /// The watchdog's answer.

@@ -132,7 +132,9 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `error` | [`Error`]: why a run could not be made (the judge's failure, typed across the helper's socket) |
 //! | `sys` | the kernel calls, each wrapped once: descriptors over a socket, waiting, pipes (raw: some run between `clone` and `exec`) |
+//! | `timeline` | a run's steps stamped, when the judge asks (`make bench`'s cost per step) |
 //! | `procfs` | what `/proc` says of a process tree |
 //! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
 //! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
@@ -142,6 +144,7 @@
 //! | this module | the interface: [`run`] |
 
 pub mod cgroup;
+pub mod error;
 pub mod executor;
 pub mod helper;
 pub mod jail;
@@ -152,9 +155,11 @@ pub mod seccomp;
 pub mod slot;
 pub mod streams;
 pub mod sys;
+pub mod timeline;
 
+pub use error::Error;
 pub use executor::{helper_oom_score_adj, probe_mechanisms, probe_namespaces, Mechanisms};
-pub use helper::{netns_per_run, set_netns_per_run};
+pub use helper::{netns_per_run, set_netns_per_run, set_timed};
 pub use limits::SLOT_LOCK_DIR;
 pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL};
 pub use slot::slot_lock_dir;
@@ -163,10 +168,11 @@ pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
 /// Runs `spec` to the end, in a sandbox helper. `Err` only for the judge's
 /// own failures (the program could not be started, the kernel refused a
 /// call): the caller's JE.
-pub fn run(spec: Spec) -> Result<Usage, String> {
+pub fn run(spec: Spec) -> Result<Usage, Error> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
     let slot_lock_dir = slot_lock_dir().to_path_buf();
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns: netns_per_run(), slot_lock_dir };
+    let (fresh_netns, timed) = (netns_per_run(), helper::timed());
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed };
     helper::run(&req, [stdin, stdout, stderr])
 }
 
@@ -296,7 +302,7 @@ mod tests {
             limits: limits(),
             binds: vec![],
         };
-        assert!(run(spec).unwrap_err().contains("/no-such-program"));
+        assert!(run(spec).unwrap_err().to_string().contains("/no-such-program"));
     }
 
     #[test]
@@ -352,7 +358,7 @@ mod tests {
             limits: limits(),
             binds: vec![],
         };
-        let e = run(spec).unwrap_err();
+        let e = run(spec).unwrap_err().to_string();
         let killed = killer.join().unwrap();
         assert!(!Path::new(&format!("/proc/{killed}")).exists(), "the dead helper was not reaped");
         assert!(e.contains("killed by signal 9"), "{e}");

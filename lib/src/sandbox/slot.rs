@@ -33,12 +33,17 @@ pub fn slot_uid_base() -> u32 {
 
 /// A slot uid base as configured: from 1000 (above the system's users) to
 /// 2^31 less the room the slots take.
-pub fn parse_slot_uid_base(value: &str) -> Result<u32, String> {
+pub fn parse_slot_uid_base(value: &str) -> Result<u32, BadSlotUidBase> {
     match value.trim().parse::<u32>() {
         Ok(b) if (1000..=(1u32 << 31) - 2 * AUX_UID_OFFSET).contains(&b) => Ok(b),
-        _ => Err(format!("{value:?} is not a slot uid base (a number from 1000 to 2147481648)")),
+        _ => Err(BadSlotUidBase(value.to_string())),
     }
 }
+
+/// A slot uid base out of range, or not a number.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a slot uid base (a number from 1000 to 2147481648)")]
+pub struct BadSlotUidBase(pub String);
 
 /// How far above a worker's slot uid its auxiliary slot is (checkers and
 /// interactors): worker i's is the base + 1000 + i.
@@ -105,17 +110,13 @@ pub fn slot_lock_dir() -> &'static Path {
 /// process holds it. Released when the returned file is dropped (or its
 /// holder dies).
 pub(super) fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join(format!("slot-{uid}.lock")))?;
-    file.lock()?;
-    Ok(file)
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    crate::lock::exclusive(&dir.join(format!("slot-{uid}.lock")))
 }
 
 /// After a helper died during a run: kills what is left of the run (its

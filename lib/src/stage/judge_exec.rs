@@ -11,7 +11,7 @@
 use crate::config::{self, Common};
 use crate::control::{self, Event};
 use crate::daemon::{Daemon, Failure};
-use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted};
+use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted, UnknownLanguage};
 use crate::language::Languages;
 use crate::metrics::Counter;
 use crate::outcome;
@@ -19,7 +19,7 @@ use crate::patience;
 use crate::phase::{Phase, Timing};
 use crate::sandbox::slot::SlotPool;
 use crate::signals::{self, Shutdown};
-use crate::spool::{now_ms, ClaimRow, ClaimState, Spool};
+use crate::spool::{now_ms, ClaimRow, ClaimState, Spool, SpoolError};
 use crate::testdata;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
@@ -208,24 +208,22 @@ fn judge_claim(
     claim: &ClaimRow,
     slot: &Slot,
     pool: &SlotPool,
-) -> Result<bool, String> {
-    let job = claim.job.as_ref().map_err(|e| e.to_string())?;
+) -> Result<bool, ClaimError> {
+    let job = claim.job.as_ref().map_err(|e| ClaimError::BadJob(e.to_string()))?;
     let dir = spool.claim_dir(claim.id);
     let Some(td) = claim.testdata.clone() else {
-        return Err("started without testdata (corrupt row?)".into());
+        return Err(ClaimError::NoTestdata);
     };
-    let mut done = spool.case_results(claim.id).map_err(|e| e.0)?;
+    let mut done = spool.case_results(claim.id)?;
     // The checker first: a special judge or interactor that does not build
     // makes every case JE, and the submission need not be compiled.
     let checker = judge.prepare_checker(job.checker.as_deref(), &td, &spool.dir().join("checkers"), slot);
     let src = dir.join("src");
     let submitted = Submitted {
-        lang: languages
-            .by_id(job.language)
-            .ok_or_else(|| format!("language {} is not in this runner's table", job.language)),
+        lang: languages.by_id(job.language).ok_or(UnknownLanguage(job.language)),
         src: &src,
         tasks: &job.tasks,
-        checker: checker.map_err(|e| format!("checker: {e}")),
+        checker,
     };
     // The cases not finished before (by an earlier try of this claim).
     let todo: Vec<Case> = outcome::cases_left(&job.tasks, &done)
@@ -267,13 +265,13 @@ fn judge_claim(
                 false
             }
             Err(e) => {
-                failed = Some(e.0);
+                failed = Some(e);
                 false
             }
         }
     });
     if let Some(e) = failed {
-        return Err(e);
+        return Err(e.into());
     }
     if moved {
         return Ok(false);
@@ -281,7 +279,19 @@ fn judge_claim(
     if matches!(compiled, Compiled::JudgeError(_)) {
         warn!("job {} claim {}: judged JE: the judge could not compile", claim.job_id, claim.id);
     }
-    spool.mark_judged(claim.id, &outcome::assemble(&job.tasks, done)).map_err(|e| e.0)
+    Ok(spool.mark_judged(claim.id, &outcome::assemble(&job.tasks, done))?)
+}
+
+/// Why a started claim could not be judged (it stays started: the next
+/// judge-exec tries again).
+#[derive(Debug, thiserror::Error)]
+enum ClaimError {
+    #[error("{0}")]
+    BadJob(String),
+    #[error("started without testdata (corrupt row?)")]
+    NoTestdata,
+    #[error("{0}")]
+    Spool(#[from] SpoolError),
 }
 
 /// SIGHUP: reads the language table again. A table that does not load is

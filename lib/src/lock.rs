@@ -1,0 +1,48 @@
+//! Lock files: a host-wide exclusive lock is an open file `flock`ed
+//! (std's [`File::lock`]), released when the file is dropped or its holder
+//! dies, so a crashed judge never leaves a lock behind. The slots'
+//! (`sandbox/slot.rs`), the workspaces' (`workspace.rs`) and the checker
+//! cache's keys (`judge/checker_program.rs`) are all taken here.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Opens `path` (created root-only, 0600, if missing; never through a
+/// symbolic link) and takes its exclusive lock, waiting while another
+/// process holds it. The error names the file.
+pub fn exclusive(path: &Path) -> io::Result<File> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let file = File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(named)?;
+    file.lock().map_err(named)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_waits_until_the_first_lets_go_and_a_link_is_refused() {
+        let dir = ojrunner_daemon::test_dir("lock");
+        let path = dir.join("a.lock");
+        let first = exclusive(&path).unwrap();
+        // Another open file description of the same file is another holder.
+        let other = File::open(&path).unwrap();
+        assert!(other.try_lock().is_err(), "the lock was not taken");
+        drop(first);
+        assert!(other.try_lock().is_ok(), "the lock outlived its file");
+        drop(other);
+        std::os::unix::fs::symlink(&path, dir.join("link.lock")).unwrap();
+        let e = exclusive(&dir.join("link.lock")).unwrap_err();
+        assert!(e.to_string().contains("link.lock"), "{e}");
+    }
+}
