@@ -140,6 +140,8 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     let Scenario { dir: _dir, hub, spool } = scenario("m-quitpoll", &[]);
     let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30")]);
     hub.wait_for_a_poll_lasting(Duration::from_secs(2));
+    // A hub that cannot end the poll (claimd's DELETE is answered 405).
+    hub.cli(&["fault", "--status", "405", "--count", "1", "--path-contains", "next-job"]);
     claimd.signal(Signal::SIGQUIT);
     // Still answering while it waits for the poll's end.
     let status = stage_status(&spool, "claimd").expect("claimd answers its control socket");
@@ -151,6 +153,18 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     let claims = spool_claims(&spool);
     assert_eq!(claims.len(), 1, "the job handed out is in the spool: {claims:?}");
     assert_eq!(claims[0].state, "claimed", "for the next claimd to prepare: {claims:?}");
+}
+
+#[test]
+fn sigquit_during_a_long_poll_asks_the_hub_to_end_it() {
+    let Scenario { dir: _dir, hub, spool } = scenario("m-quitcancel", &[]);
+    let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30"), ("OJ_TIME_SCALE", "1")]);
+    hub.wait_for_a_poll_lasting(Duration::from_secs(20));
+    let asked = std::time::Instant::now();
+    claimd.signal(Signal::SIGQUIT);
+    assert_eq!(claimd.wait_exit(Duration::from_secs(60)), 0);
+    // Liveness only: far below the 20 s the poll had left.
+    assert!(asked.elapsed() < Duration::from_secs(10), "claimd waited the poll out: {:?}", asked.elapsed());
 }
 
 #[test]
