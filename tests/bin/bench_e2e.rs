@@ -8,7 +8,8 @@
 //!    `created_at`, written by `hubd submit`, and its `finished_at`, written
 //!    when the complete lands), read from its database.
 //! 2. Idle drain: SIGTERM to runnerd's exit, with nothing to do, sent as soon
-//!    as its long poll is seen waiting at the hub.
+//!    as its long poll is seen waiting at the hub; and each stage's resident
+//!    memory while idle.
 //! 3. One hubd with 1,000 runners registered and 1,000 polls waiting:
 //!    heartbeat latency from other threads, hand-out latency of a new
 //!    submission to a waiting poll, hubd's RSS and threads. The clients are
@@ -243,12 +244,21 @@ fn idle_drain(rep: &mut Report, hub: &Hub, spool: &Path, log: &Path) -> Result<(
     let runs = env_usize("OJ_BENCH_E2E_DRAINS", 5);
     let mut took = Vec::with_capacity(runs);
     let mut cut = 0;
-    for _ in 0..runs {
+    let mut idle_rss: Vec<(&str, u64)> = Vec::new();
+    for run in 0..runs {
         // The last runner's poll is over (it drained), so the next one seen
         // is this runner's.
         wait_poll_waiting(hub, false, Duration::from_secs(40))?;
         let mut runner = start_runner_logged(hub, spool, &RUNNER_ENV, log);
         wait_poll_waiting(hub, true, Duration::from_secs(30))?;
+        if run == 0 {
+            // Each stage's resident memory while idle (its poll waiting).
+            idle_rss.push(("runnerd", ProcSample::of(runner.pid()).rss_kib));
+            for stage in ["claimd", "judge-exec", "reportd", "leased"] {
+                let rss = child_pid(runner.pid(), stage).map_or(0, |pid| ProcSample::of(pid).rss_kib);
+                idle_rss.push((stage, rss));
+            }
+        }
         runner.signal(nix::sys::signal::Signal::SIGTERM);
         let t = Instant::now();
         match wait_exit(&mut runner, Duration::from_secs(60)) {
@@ -282,6 +292,14 @@ fn idle_drain(rep: &mut Report, hub: &Hub, spool: &Path, log: &Path) -> Result<(
             if cut > 0 { format!(" ({cut} not clean or timed out)") } else { String::new() }
         ),
         took[took.len() - 1] <= Duration::from_millis(500) && cut == 0,
+    );
+    let shown: Vec<String> = idle_rss.iter().map(|(n, kib)| format!("{n} {:.1}", *kib as f64 / 1024.0)).collect();
+    println!("  idle resident memory per stage (MiB): {}", shown.join(", "));
+    let worst = idle_rss.iter().max_by_key(|r| r.1).copied().unwrap_or(("none", 0));
+    rep.target(
+        "idle RSS <= 10 MiB, every stage",
+        format!("worst {} {:.1} MiB", worst.0, worst.1 as f64 / 1024.0),
+        idle_rss.len() == 5 && idle_rss.iter().all(|r| r.1 > 0 && r.1 <= 10 * 1024),
     );
     Ok(())
 }
