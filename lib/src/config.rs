@@ -122,7 +122,7 @@ fn check_url(url: &str, what: &str) -> Result<String, ConfigError> {
 /// A duration in seconds as the environment and the command line give it
 /// (`ojrunner_daemon::duration::seconds`); an error exits 100.
 pub fn seconds(what: &str, value: &str) -> Result<Duration, ConfigError> {
-    ojrunner_daemon::duration::seconds(what, value).map_err(ConfigError)
+    ojrunner_daemon::duration::seconds(what, value).map_err(|e| ConfigError(e.0))
 }
 
 /// A secret from a flag or a file (first line). Never logged.

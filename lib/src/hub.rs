@@ -262,10 +262,22 @@ impl HubClient {
     }
 }
 
+/// A 201 body that is not a registration; says why.
+#[derive(Debug)]
+pub struct BadRegistration(pub String);
+
+impl std::fmt::Display for BadRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadRegistration {}
+
 /// Reads a registration from a 201 body (bare or wrapped).
-pub fn parse_registration(body: &str) -> Result<Registration, String> {
-    let v: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
-    serde_json::from_value(unwrap_envelope(v)).map_err(|e| e.to_string())
+pub fn parse_registration(body: &str) -> Result<Registration, BadRegistration> {
+    let v: serde_json::Value = serde_json::from_str(body).map_err(|e| BadRegistration(format!("not JSON: {e}")))?;
+    serde_json::from_value(unwrap_envelope(v)).map_err(|e| BadRegistration(e.to_string()))
 }
 
 /// The start of a body, for a log line.

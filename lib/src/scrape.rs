@@ -29,15 +29,16 @@ pub const MAX_CLIENTS: usize = 4;
 /// Binds `addr` (`HOST:PORT`) and serves the metrics of the spool in
 /// `spool` from a thread of its own, for as long as the process lives.
 /// The address bound (a port 0 becomes the one given).
-pub fn serve(addr: &str, spool: &Path) -> Result<SocketAddr, String> {
-    let listener = TcpListener::bind(addr).map_err(|e| format!("metrics: listen on {addr}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| format!("metrics: {addr}: {e}"))?;
+pub fn serve(addr: &str, spool: &Path) -> std::io::Result<SocketAddr> {
+    let context = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what}: {e}"));
+    let listener = TcpListener::bind(addr).map_err(context(format!("metrics: listen on {addr}")))?;
+    let bound = listener.local_addr().map_err(context(format!("metrics: {addr}")))?;
     let spool = spool.to_path_buf();
     std::thread::Builder::new()
         .name("metrics".into())
         .stack_size(64 * 1024)
         .spawn(move || accept(listener, spool))
-        .map_err(|e| format!("metrics: thread: {e}"))?;
+        .map_err(context("metrics: thread".into()))?;
     Ok(bound)
 }
 

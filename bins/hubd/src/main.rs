@@ -172,7 +172,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Fault { status, count, path_contains, location, body, content_type, cut_after, hang, clear } => {
             let mut conn = db::open(&cli.db)?;
-            let hang = hang.map(|v| duration::seconds("--hang", &v)).transpose().map_err(Failure::config)?;
+            let hang = hang.map(|v| duration::seconds("--hang", &v)).transpose().map_err(|e| Failure::config(e.0))?;
             let rule = fault::Rule { status, location, body, content_type, cut_after, hang };
             if clear { fault::clear(&mut conn) } else { fault::add(&mut conn, &rule, count, path_contains.as_deref()) }
                 .context(|| "storing the fault rule".into())
@@ -197,7 +197,7 @@ fn serve(db: PathBuf, s: Serve) -> Result<(), Failure> {
     let positive = |flag: &str, v: &str| match duration::seconds(flag, v) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(Failure::config(format!("{flag}={v:?} must be more than 0 seconds"))),
-        Err(e) => Err(Failure::config(e)),
+        Err(e) => Err(Failure::config(e.0)),
     };
     let lease_ttl = positive("--lease-ttl", &s.lease_ttl)?;
     let heartbeat_interval = positive("--heartbeat-interval", &s.heartbeat_interval)?;

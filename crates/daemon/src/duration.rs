@@ -4,17 +4,30 @@
 
 use std::time::Duration;
 
+/// A value that is not a duration in seconds; it names the setting and the
+/// value as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadDuration(pub String);
+
+impl std::fmt::Display for BadDuration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadDuration {}
+
 /// `value`, a duration in seconds; anything else (a unit, a sign, `NaN`,
 /// `inf`, an empty string) is an error naming `what` and the value, for the
 /// caller to exit 100 with (never a default in its place).
-pub fn seconds(what: &str, value: &str) -> Result<Duration, String> {
+pub fn seconds(what: &str, value: &str) -> Result<Duration, BadDuration> {
     let v = value.trim();
     let (whole, fraction) = v.split_once('.').unwrap_or((v, "0"));
     let digits = |s: &str| !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_digit());
     let parsed = (digits(whole) && digits(fraction)).then(|| v.parse::<f64>().ok()).flatten();
     parsed
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{what}={value:?} is not a duration in seconds (such as 60, 60.0 or 0.5)"))
+        .ok_or_else(|| BadDuration(format!("{what}={value:?} is not a duration in seconds (such as 60, 60.0 or 0.5)")))
 }
 
 /// Whole seconds, rounded up, at least 1: what the hub protocol's
@@ -34,7 +47,7 @@ mod tests {
         assert_eq!(seconds("X", " 0.5 "), Ok(Duration::from_millis(500)));
         for bad in ["", "-1", "1e3", "NaN", "inf", "5s", ".5", "5.", "1.2.3", "9999999999999"] {
             let e = seconds("OJ_THING", bad).unwrap_err();
-            assert!(e.contains("OJ_THING") && e.contains(&format!("{bad:?}")), "{bad}: {e}");
+            assert!(e.0.contains("OJ_THING") && e.0.contains(&format!("{bad:?}")), "{bad}: {e}");
         }
         assert_eq!(whole_seconds(Duration::from_millis(500)), 1);
         assert_eq!(whole_seconds(Duration::from_millis(2500)), 3);

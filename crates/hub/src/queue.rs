@@ -277,7 +277,7 @@ pub fn complete(tx: &Connection, runner: &str, job_id: &str, body: &str) -> rusq
                     log::info!("job {job_id}: result from {runner} landed: {} {}", v.status, v.score);
                     Landing::Landed
                 }
-                Err(why) => Landing::Rejected(why),
+                Err(why) => Landing::Rejected(why.0),
             }
         }
         Some(_) => Landing::Conflict,

@@ -19,18 +19,30 @@ pub struct Scored {
     pub tasks: serde_json::Value,
 }
 
+/// Why a `complete` body is refused (answered 400 with these words).
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotAResult(pub String);
+
+impl std::fmt::Display for NotAResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotAResult {}
+
 /// Checks `body` against `tasks` and scores it; the error says why not.
-pub fn judge(body: &str, tasks: &[Task]) -> Result<Scored, String> {
-    let outcome: Outcome = serde_json::from_str(body).map_err(|e| format!("not a result payload: {e}"))?;
+pub fn judge(body: &str, tasks: &[Task]) -> Result<Scored, NotAResult> {
+    let outcome: Outcome = serde_json::from_str(body).map_err(|e| NotAResult(format!("not a result payload: {e}")))?;
     if outcome.tasks.len() != tasks.len() {
-        return Err(format!("{} task lists for {} tasks", outcome.tasks.len(), tasks.len()));
+        return Err(NotAResult(format!("{} task lists for {} tasks", outcome.tasks.len(), tasks.len())));
     }
     let mut status = Verdict::AC;
     let mut score = 0;
     let mut summary = Vec::new();
     for (i, (cases, task)) in outcome.tasks.iter().zip(tasks).enumerate() {
         if cases.len() as i64 != task.case_count {
-            return Err(format!("task {i}: {} cases for caseCount {}", cases.len(), task.case_count));
+            return Err(NotAResult(format!("task {i}: {} cases for caseCount {}", cases.len(), task.case_count)));
         }
         let task_status = cases.iter().fold(Verdict::AC, |worst, c| worst.worst(c.status));
         let task_score = if cases.iter().all(|c| c.status == Verdict::AC) { task.task_score } else { 0 };
@@ -74,7 +86,7 @@ mod tests {
     fn a_result_that_does_not_fit_the_meta_is_refused() {
         let tasks = [task(100, 2)];
         let one = format!(r#"{{"tasks":[[{}]]}}"#, case("AC"));
-        assert!(judge(&one, &tasks).unwrap_err().contains("1 cases for caseCount 2"));
+        assert!(judge(&one, &tasks).unwrap_err().0.contains("1 cases for caseCount 2"));
         assert!(judge(r#"{"tasks":[]}"#, &tasks).is_err());
         assert!(judge("{", &tasks).is_err());
         let unknown = format!(r#"{{"tasks":[[{},{}]]}}"#, case("AC"), case("XX"));

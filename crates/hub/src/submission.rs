@@ -17,14 +17,26 @@ pub const LANGUAGES: &[(&str, i64, &str)] = &[
     ("java", 5, "java"),
 ];
 
+/// A `--language` that is neither a known name nor an integer id.
+#[derive(Debug, PartialEq, Eq)]
+pub struct UnknownLanguage(pub String);
+
+impl std::fmt::Display for UnknownLanguage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UnknownLanguage {}
+
 /// Reads `--language`: a name from [`LANGUAGES`] or any integer id.
-pub fn parse_language(s: &str) -> Result<i64, String> {
+pub fn parse_language(s: &str) -> Result<i64, UnknownLanguage> {
     if let Ok(id) = s.trim().parse::<i64>() {
         return Ok(id);
     }
     LANGUAGES.iter().find(|(name, _, _)| *name == s).map(|(_, id, _)| *id).ok_or_else(|| {
         let names: Vec<&str> = LANGUAGES.iter().map(|l| l.0).collect();
-        format!("unknown language {s:?} (an integer id or one of {})", names.join(", "))
+        UnknownLanguage(format!("unknown language {s:?} (an integer id or one of {})", names.join(", ")))
     })
 }
 
@@ -118,6 +130,6 @@ mod tests {
         assert_eq!(super::parse_language("python3"), Ok(2));
         assert_eq!(super::parse_language("cpp20"), Ok(3));
         assert_eq!(super::parse_language("17"), Ok(17));
-        assert!(super::parse_language("cobol").unwrap_err().contains("unknown language"));
+        assert!(super::parse_language("cobol").unwrap_err().0.contains("unknown language"));
     }
 }

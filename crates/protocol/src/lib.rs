@@ -73,9 +73,21 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// A verdict name that is none of the protocol's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownVerdict(pub String);
+
+impl fmt::Display for UnknownVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown status {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownVerdict {}
+
 impl std::str::FromStr for Verdict {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownVerdict;
+    fn from_str(s: &str) -> Result<Self, UnknownVerdict> {
         Ok(match s {
             "AC" => Verdict::AC,
             "WA" => Verdict::WA,
@@ -85,7 +97,7 @@ impl std::str::FromStr for Verdict {
             "RE" => Verdict::RE,
             "JE" => Verdict::JE,
             "OLE" => Verdict::OLE,
-            _ => return Err(format!("unknown status {s:?}")),
+            _ => return Err(UnknownVerdict(s.to_string())),
         })
     }
 }
