@@ -643,6 +643,66 @@ mod tests {
         assert!(!ranges.iter().any(|&(nr, _)| (426..=433).contains(&nr)), "{ranges:?}");
     }
 
+    /// The real kernel takes the tree and decides as the table says: the
+    /// errnos, the notification (with no listener left: `ENOSYS`), what is
+    /// allowed, and the kill of an x32 call (which `tests/hostile.rs`, with
+    /// `int 0x80` only, does not try).
+    #[test]
+    fn the_kernel_runs_the_tree_as_the_table_says() {
+        let prog = program();
+        let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        // In the child of a threaded process: system calls only, no allocation.
+        let checks = || -> i32 {
+            unsafe {
+                // The kill would dump core otherwise.
+                let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                if libc::setrlimit(libc::RLIMIT_CORE, &no_core) != 0 {
+                    return 9;
+                }
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return 10;
+                }
+                let Ok(listener) = install(&prog) else { return 11 };
+                drop(listener);
+                if libc::getppid() <= 0 {
+                    return 12;
+                }
+                // Unfiltered, these fail otherwise (EBADF, EINVAL, EPERM).
+                if libc::syscall(libc::SYS_fallocate, -1, 0, 0, 1) != -1 || errno() != libc::EOPNOTSUPP {
+                    return 13;
+                }
+                if libc::syscall(libc::SYS_clone3, 0, 0) != -1 || errno() != libc::ENOSYS {
+                    return 14;
+                }
+                if libc::syscall(HIGHEST_KNOWN as libc::c_long + 1) != -1 || errno() != libc::ENOSYS {
+                    return 15;
+                }
+                if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 || errno() != libc::ENOSYS {
+                    return 16;
+                }
+                if libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0) != -1 || errno() != libc::ENOSYS {
+                    return 17;
+                }
+                if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) < 0 {
+                    return 18;
+                }
+                libc::syscall(X32_SYSCALL_BIT as libc::c_long | libc::SYS_getpid);
+                19
+            }
+        };
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe { libc::_exit(checks()) };
+        }
+        assert!(pid > 0, "fork: {}", io::Error::last_os_error());
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS,
+            "the filtered child ended with status {status:#x} (an exit code is the check that failed)"
+        );
+    }
+
     #[test]
     fn the_filter_denies_exactly_the_list_and_namespace_clones() {
         let p = program();
