@@ -1,6 +1,7 @@
 //! The seccomp filter of judged programs (and compilers): a **deny list** of
-//! calls no judged program needs, written as classic BPF by hand (about 60
-//! instructions; no library).
+//! calls no judged program needs, written as classic BPF by hand (about 90
+//! instructions; no library): the architecture checked, then a balanced
+//! binary search over ranges of call numbers ([`program`]).
 //!
 //! A deny list rather than an allow list: an allow list breaks good programs
 //! whenever the C library starts using a new call (Normal-OJ's C-Sandbox had
@@ -176,7 +177,6 @@ const CLONE_NEW_ANY: u32 = (libc::CLONE_NEWNS
 // BPF opcodes.
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
-const JGT_K: u16 = 0x25;
 const JGE_K: u16 = 0x35;
 const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
@@ -196,95 +196,197 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// Where a jump goes before offsets are known.
+/// What the filter does with a call number, before any argument is seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Allow,
+    /// Denied: the supervisor is notified ([`DENIED`]).
+    Notify,
+    /// Fails with this `errno`, the program going on.
+    Errno(i32),
+    /// A non-native ABI: the process is killed.
+    Kill,
+    /// `clone`: denied with a `CLONE_NEW*` flag (argument 0), else allowed.
+    CloneFlags,
+    /// `socket`, `socketpair`: allowed for [`FAMILIES`] only, IP only as TCP
+    /// or UDP streams and datagrams (arguments 0 to 2).
+    SocketArgs,
+}
+
+/// The action for call number `nr` of the x86-64 ABI (the module doc's table).
+fn action(nr: u32) -> Action {
+    let is = |n: libc::c_long| nr == n as u32;
+    if nr >= X32_SYSCALL_BIT {
+        Action::Kill
+    } else if nr > HIGHEST_KNOWN || is(libc::SYS_clone3) {
+        Action::Errno(libc::ENOSYS)
+    } else if is(libc::SYS_fallocate) {
+        Action::Errno(libc::EOPNOTSUPP)
+    } else if is(libc::SYS_clone) {
+        Action::CloneFlags
+    } else if is(libc::SYS_socket) || is(libc::SYS_socketpair) {
+        Action::SocketArgs
+    } else if DENIED.iter().any(|&(_, n)| n as u32 == nr) {
+        Action::Notify
+    } else {
+        Action::Allow
+    }
+}
+
+/// Every call number (all of `u32`) as ranges of one action, sorted: each
+/// is its first number and runs to the next one's (the last to `u32::MAX`).
+/// Neighbours with the same action are one range.
+fn ranges() -> Vec<(u32, Action)> {
+    let mut out: Vec<(u32, Action)> = Vec::new();
+    // Past HIGHEST_KNOWN, the action changes only at the x32 bit.
+    for nr in (0..=HIGHEST_KNOWN + 1).chain([X32_SYSCALL_BIT]) {
+        let a = action(nr);
+        if out.last().is_none_or(|&(_, last)| last != a) {
+            out.push((nr, a));
+        }
+    }
+    out
+}
+
+/// Where a jump goes, before offsets are known.
 #[derive(Clone, Copy)]
 enum To {
     Next,
-    At(usize),
-    Deny,
-    Allow,
+    Label(usize),
 }
 
-/// The filter program (see the module doc). The denied numbers are found by
-/// a binary search (a tree of `JGE`), not a chain of `JEQ`: the kernel runs
-/// the filter for every call number when it is installed (to cache the
-/// calls it always allows), and a chain made that cost 0.3 ms per run.
-pub fn program() -> Vec<libc::sock_filter> {
-    let mut p = vec![
-        stmt(LD_W_ABS, ARCH),
-        jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
-        stmt(RET_K, RET_KILL_PROCESS),
-        stmt(LD_W_ABS, NR),
-        jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
-        stmt(RET_K, RET_KILL_PROCESS),
-        jump(JGT_K, HIGHEST_KNOWN, 0, 1),
-        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
-        jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),
-        stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
-        jump(JEQ_K, libc::SYS_fallocate as u32, 0, 1),
-        stmt(RET_K, RET_ERRNO | libc::EOPNOTSUPP as u32),
-        // clone: look at its flags (arg 0).
-        jump(JEQ_K, libc::SYS_clone as u32, 0, 4),
-        stmt(LD_W_ABS, ARG0_LOW),
-        jump(JSET_K, CLONE_NEW_ANY, 0, 1),
-        stmt(RET_K, RET_USER_NOTIF),
-        stmt(RET_K, RET_ALLOW),
-        // socket, socketpair: the family (arg 0); for IP, the type (arg 1,
-        // less its flags) and the protocol (arg 2): no DCCP, SCTP and the
-        // like, whose modules the kernel would load for the asking.
-        jump(JEQ_K, libc::SYS_socket as u32, 1, 0),
-        jump(JEQ_K, libc::SYS_socketpair as u32, 0, 14),
-        stmt(LD_W_ABS, ARG0_LOW),
-        jump(JEQ_K, libc::AF_UNIX as u32, 11, 0),
-        jump(JEQ_K, libc::AF_INET as u32, 1, 0),
-        jump(JEQ_K, libc::AF_INET6 as u32, 0, 8),
-        stmt(LD_W_ABS, ARG1_LOW),
-        stmt(AND_K, 0xf),
-        jump(JEQ_K, libc::SOCK_STREAM as u32, 1, 0),
-        jump(JEQ_K, libc::SOCK_DGRAM as u32, 0, 4),
-        stmt(LD_W_ABS, ARG2_LOW),
-        jump(JEQ_K, 0, 3, 0),
-        jump(JEQ_K, libc::IPPROTO_TCP as u32, 2, 0),
-        jump(JEQ_K, libc::IPPROTO_UDP as u32, 1, 0),
-        stmt(RET_K, RET_USER_NOTIF),
-        stmt(RET_K, RET_ALLOW),
-    ];
-    let mut denied: Vec<u32> = DENIED.iter().map(|&(_, nr)| nr as u32).collect();
-    denied.sort_unstable();
-    denied.dedup();
-    let mut tree = Vec::new();
-    search(&denied, &mut tree);
-    // The two returns every leaf ends in come last.
-    let (deny, allow) = (tree.len(), tree.len() + 1);
-    for (i, &(code, k, jt, jf)) in tree.iter().enumerate() {
-        let off = |to: To| -> u8 {
-            let at = match to {
-                To::Next => i + 1,
-                To::At(n) => n,
-                To::Deny => deny,
-                To::Allow => allow,
+/// A classic BPF program being written: jumps name where they go, and
+/// [`Asm::finish`] turns the names into offsets.
+#[derive(Default)]
+struct Asm {
+    ins: Vec<(u16, u32, To, To)>,
+    /// The instruction each label names, once bound.
+    labels: Vec<Option<usize>>,
+    /// One shared `RET` per value returned, and its label.
+    rets: Vec<(u32, usize)>,
+}
+
+impl Asm {
+    fn label(&mut self) -> usize {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+
+    /// A label naming the next instruction written.
+    fn here(&mut self) -> usize {
+        let l = self.label();
+        self.labels[l] = Some(self.ins.len());
+        l
+    }
+
+    fn stmt(&mut self, code: u16, k: u32) {
+        self.ins.push((code, k, To::Next, To::Next));
+    }
+
+    /// Writes a jump; its index, for destinations known only later.
+    fn jump(&mut self, code: u16, k: u32, jt: To, jf: To) -> usize {
+        self.ins.push((code, k, jt, jf));
+        self.ins.len() - 1
+    }
+
+    /// The (one, shared) `RET` of `value`, written at the end.
+    fn ret(&mut self, value: u32) -> To {
+        if let Some(&(_, l)) = self.rets.iter().find(|&&(v, _)| v == value) {
+            return To::Label(l);
+        }
+        let l = self.label();
+        self.rets.push((value, l));
+        To::Label(l)
+    }
+
+    fn finish(mut self) -> Vec<libc::sock_filter> {
+        for (value, l) in std::mem::take(&mut self.rets) {
+            self.labels[l] = Some(self.ins.len());
+            self.stmt(RET_K, value);
+        }
+        let labels = &self.labels;
+        let ins = self.ins.iter().enumerate().map(|(i, &(code, k, jt, jf))| {
+            let off = |to: To| -> u8 {
+                let at = match to {
+                    To::Next => i + 1,
+                    To::Label(l) => labels[l].expect("every label of the filter is bound"),
+                };
+                u8::try_from(at - (i + 1)).expect("the filter's jumps go forward, within a byte")
             };
-            u8::try_from(at - (i + 1)).expect("the filter's jumps fit in a byte")
-        };
-        p.push(jump(code, k, off(jt), off(jf)));
+            if code & 0x07 == 0x05 {
+                jump(code, k, off(jt), off(jf))
+            } else {
+                stmt(code, k)
+            }
+        });
+        ins.collect()
     }
-    p.push(stmt(RET_K, RET_USER_NOTIF));
-    p.push(stmt(RET_K, RET_ALLOW));
-    p
 }
 
-/// Appends the search for the call number among `nrs` (sorted) to `out`.
-fn search(nrs: &[u32], out: &mut Vec<(u16, u32, To, To)>) {
-    if let [nr] = nrs {
-        out.push((JEQ_K, *nr, To::Deny, To::Allow));
-        return;
+/// The filter program (see the module doc): the architecture checked, then
+/// a balanced binary search over the ranges of call numbers (`ranges`).
+/// Installing it, the kernel compiles it (a cost per instruction) and runs
+/// it for every call number, to cache the calls it always allows (a cost per
+/// instruction walked): a tree of ranges is smaller and shallower than a
+/// chain of checks (89 instructions, 11 walked at most, against 148 and 18).
+pub fn program() -> Vec<libc::sock_filter> {
+    let mut asm = Asm::default();
+    let kill = asm.ret(RET_KILL_PROCESS);
+    asm.stmt(LD_W_ABS, ARCH);
+    asm.jump(JEQ_K, AUDIT_ARCH_X86_64, To::Next, kill);
+    asm.stmt(LD_W_ABS, NR);
+    let ranges = ranges();
+    let (clone, socket) = (asm.label(), asm.label());
+    search(&mut asm, &ranges, &mut |asm, action| match action {
+        Action::Allow => asm.ret(RET_ALLOW),
+        Action::Notify => asm.ret(RET_USER_NOTIF),
+        Action::Errno(e) => asm.ret(RET_ERRNO | e as u32),
+        Action::Kill => asm.ret(RET_KILL_PROCESS),
+        Action::CloneFlags => To::Label(clone),
+        Action::SocketArgs => To::Label(socket),
+    });
+    let (allow, notify) = (asm.ret(RET_ALLOW), asm.ret(RET_USER_NOTIF));
+    // clone: its flags (argument 0).
+    asm.labels[clone] = Some(asm.ins.len());
+    asm.stmt(LD_W_ABS, ARG0_LOW);
+    asm.jump(JSET_K, CLONE_NEW_ANY, notify, allow);
+    // socket, socketpair: the family (argument 0); for IP, the type
+    // (argument 1, less its flags) and the protocol (argument 2): no DCCP,
+    // SCTP and the like, whose modules the kernel would load for the asking.
+    asm.labels[socket] = Some(asm.ins.len());
+    let (ip, protocol) = (asm.label(), asm.label());
+    asm.stmt(LD_W_ABS, ARG0_LOW);
+    asm.jump(JEQ_K, libc::AF_UNIX as u32, allow, To::Next);
+    asm.jump(JEQ_K, libc::AF_INET as u32, To::Label(ip), To::Next);
+    asm.jump(JEQ_K, libc::AF_INET6 as u32, To::Label(ip), notify);
+    asm.labels[ip] = Some(asm.ins.len());
+    asm.stmt(LD_W_ABS, ARG1_LOW);
+    asm.stmt(AND_K, 0xf);
+    asm.jump(JEQ_K, libc::SOCK_STREAM as u32, To::Label(protocol), To::Next);
+    asm.jump(JEQ_K, libc::SOCK_DGRAM as u32, To::Label(protocol), notify);
+    asm.labels[protocol] = Some(asm.ins.len());
+    asm.stmt(LD_W_ABS, ARG2_LOW);
+    asm.jump(JEQ_K, 0, allow, To::Next);
+    asm.jump(JEQ_K, libc::IPPROTO_TCP as u32, allow, To::Next);
+    asm.jump(JEQ_K, libc::IPPROTO_UDP as u32, allow, notify);
+    asm.finish()
+}
+
+/// Writes the search of the call number (loaded) among `ranges` (sorted,
+/// at least one): a balanced tree of `JGE` on the ranges' first numbers,
+/// whose leaves go where `to` says for their range's action. Where the
+/// search of `ranges` begins.
+fn search(asm: &mut Asm, ranges: &[(u32, Action)], to: &mut dyn FnMut(&mut Asm, Action) -> To) -> To {
+    if let [(_, action)] = ranges {
+        return to(asm, *action);
     }
-    let mid = nrs.len() / 2;
-    let at = out.len();
-    out.push((JGE_K, nrs[mid], To::Next, To::Next));
-    search(&nrs[..mid], out);
-    out[at].2 = To::At(out.len());
-    search(&nrs[mid..], out);
+    let (below, above) = ranges.split_at(ranges.len() / 2);
+    let node = asm.here();
+    let at = asm.jump(JGE_K, above[0].0, To::Next, To::Next);
+    let jf = search(asm, below, to);
+    let jt = search(asm, above, to);
+    (asm.ins[at].2, asm.ins[at].3) = (jt, jf);
+    To::Label(node)
 }
 
 /// Installs `prog` on the calling thread (no new privileges must be set) and
@@ -344,6 +446,9 @@ pub fn receive(listener: RawFd) -> Option<Call> {
 mod tests {
     use super::*;
 
+    /// Used by the filter as it was (below), no longer by the tree.
+    const JGT_K: u16 = 0x25;
+
     #[test]
     fn the_program_fits_and_jumps_stay_inside() {
         let p = program();
@@ -353,7 +458,7 @@ mod tests {
                 assert!(i + 1 + (ins.jt.max(ins.jf) as usize) < p.len(), "jump out of the program at {i}");
             }
         }
-        assert_eq!(p.last().unwrap().k, RET_ALLOW);
+        assert_eq!(p.last().unwrap().code, RET_K, "the kernel wants a return last");
         assert_eq!(std::mem::size_of::<Notif>(), 80);
         assert_eq!(std::mem::size_of::<Resp>(), 24);
     }
@@ -364,10 +469,16 @@ mod tests {
     }
 
     fn decide_args(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 3]) -> u32 {
-        let (mut pc, mut a) = (0, 0);
+        run(p, arch, nr, args).0
+    }
+
+    /// The filter's answer for one call, and how many instructions it ran.
+    fn run(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 3]) -> (u32, usize) {
+        let (mut pc, mut a, mut steps) = (0, 0, 0);
         loop {
             let ins = p[pc];
             pc += 1;
+            steps += 1;
             let branch = |taken: bool| if taken { ins.jt as usize } else { ins.jf as usize };
             match ins.code {
                 LD_W_ABS => {
@@ -385,10 +496,211 @@ mod tests {
                 AND_K => a &= ins.k,
                 JGE_K => pc += branch(a >= ins.k),
                 JSET_K => pc += branch(a & ins.k != 0),
-                RET_K => return ins.k,
+                RET_K => return (ins.k, steps),
                 c => panic!("opcode {c:#x}"),
             }
         }
+    }
+
+    /// The filter as it was (a chain of checks, then a search of the denied
+    /// numbers), kept as the reference the tree must agree with.
+    fn chained_program() -> Vec<libc::sock_filter> {
+        #[derive(Clone, Copy)]
+        enum To {
+            Next,
+            At(usize),
+            Deny,
+            Allow,
+        }
+        fn search(nrs: &[u32], out: &mut Vec<(u16, u32, To, To)>) {
+            if let [nr] = nrs {
+                out.push((JEQ_K, *nr, To::Deny, To::Allow));
+                return;
+            }
+            let mid = nrs.len() / 2;
+            let at = out.len();
+            out.push((JGE_K, nrs[mid], To::Next, To::Next));
+            search(&nrs[..mid], out);
+            out[at].2 = To::At(out.len());
+            search(&nrs[mid..], out);
+        }
+        let mut p = vec![
+            stmt(LD_W_ABS, ARCH),
+            jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+            stmt(RET_K, RET_KILL_PROCESS),
+            stmt(LD_W_ABS, NR),
+            jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
+            stmt(RET_K, RET_KILL_PROCESS),
+            jump(JGT_K, HIGHEST_KNOWN, 0, 1),
+            stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+            jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),
+            stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
+            jump(JEQ_K, libc::SYS_fallocate as u32, 0, 1),
+            stmt(RET_K, RET_ERRNO | libc::EOPNOTSUPP as u32),
+            jump(JEQ_K, libc::SYS_clone as u32, 0, 4),
+            stmt(LD_W_ABS, ARG0_LOW),
+            jump(JSET_K, CLONE_NEW_ANY, 0, 1),
+            stmt(RET_K, RET_USER_NOTIF),
+            stmt(RET_K, RET_ALLOW),
+            jump(JEQ_K, libc::SYS_socket as u32, 1, 0),
+            jump(JEQ_K, libc::SYS_socketpair as u32, 0, 14),
+            stmt(LD_W_ABS, ARG0_LOW),
+            jump(JEQ_K, libc::AF_UNIX as u32, 11, 0),
+            jump(JEQ_K, libc::AF_INET as u32, 1, 0),
+            jump(JEQ_K, libc::AF_INET6 as u32, 0, 8),
+            stmt(LD_W_ABS, ARG1_LOW),
+            stmt(AND_K, 0xf),
+            jump(JEQ_K, libc::SOCK_STREAM as u32, 1, 0),
+            jump(JEQ_K, libc::SOCK_DGRAM as u32, 0, 4),
+            stmt(LD_W_ABS, ARG2_LOW),
+            jump(JEQ_K, 0, 3, 0),
+            jump(JEQ_K, libc::IPPROTO_TCP as u32, 2, 0),
+            jump(JEQ_K, libc::IPPROTO_UDP as u32, 1, 0),
+            stmt(RET_K, RET_USER_NOTIF),
+            stmt(RET_K, RET_ALLOW),
+        ];
+        let mut denied: Vec<u32> = DENIED.iter().map(|&(_, nr)| nr as u32).collect();
+        denied.sort_unstable();
+        denied.dedup();
+        let mut tree = Vec::new();
+        search(&denied, &mut tree);
+        let (deny, allow) = (tree.len(), tree.len() + 1);
+        for (i, &(code, k, jt, jf)) in tree.iter().enumerate() {
+            let off = |to: To| -> u8 {
+                let at = match to {
+                    To::Next => i + 1,
+                    To::At(n) => n,
+                    To::Deny => deny,
+                    To::Allow => allow,
+                };
+                u8::try_from(at - (i + 1)).unwrap()
+            };
+            p.push(jump(code, k, off(jt), off(jf)));
+        }
+        p.push(stmt(RET_K, RET_USER_NOTIF));
+        p.push(stmt(RET_K, RET_ALLOW));
+        p
+    }
+
+    /// The arguments that decide a call: every flag of `clone` alone, and
+    /// sockets of every family below 64 with the types and protocols that
+    /// matter (flags on the type, IP protocols allowed and not).
+    fn arguments() -> Vec<[u32; 3]> {
+        let mut args = vec![[0, 0, 0], [u32::MAX; 3], [CLONE_NEW_ANY, 0, 0], [libc::SIGCHLD as u32, 0, 0]];
+        args.extend((0..32).map(|bit| [1 << bit, 0, 0]));
+        for family in (0..64u32).chain([255, 0x1_0002, u32::MAX]) {
+            for kind in [0, 1, 2, 3, 5, 6, 10, 15, 16, 17, 1 | 0x800 | 0x80000, 2 | 0x80000, 0x13] {
+                for protocol in [0, 1, 6, 17, 33, 132, 136, 255, 0x106, u32::MAX] {
+                    args.push([family, kind, protocol]);
+                }
+            }
+        }
+        args
+    }
+
+    #[test]
+    fn the_tree_decides_every_call_as_the_chain_did() {
+        let (tree, chain) = (program(), chained_program());
+        let arches = [AUDIT_ARCH_X86_64, 0x4000_0003, 0xc000_00b7, 0, u32::MAX];
+        let all = arguments();
+        let few = &all[..4];
+        let mut nrs: Vec<u32> = (0..=1023).collect();
+        nrs.extend((0..=1023).map(|nr| X32_SYSCALL_BIT | nr));
+        nrs.extend([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, 0xbfff_ffff, 0xffff_fffe, u32::MAX]);
+        for arch in arches {
+            for &nr in &nrs {
+                let decided = matches!(action(nr), Action::CloneFlags | Action::SocketArgs);
+                let args = if arch == AUDIT_ARCH_X86_64 && decided { &all[..] } else { few };
+                for &a in args {
+                    assert_eq!(
+                        run(&tree, arch, nr, a).0,
+                        run(&chain, arch, nr, a).0,
+                        "arch {arch:#x}, call {nr:#x}, arguments {a:x?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_call_walks_a_balanced_tree() {
+        let p = program();
+        let ranges = ranges();
+        // The arch, its check, the load of the number, the tree, the return.
+        let depth = ranges.len().next_power_of_two().trailing_zeros() as usize;
+        let most = 3 + depth + 1;
+        for nr in (0..=1023).chain([X32_SYSCALL_BIT, u32::MAX]) {
+            if matches!(action(nr), Action::CloneFlags | Action::SocketArgs) {
+                continue;
+            }
+            let (_, steps) = run(&p, AUDIT_ARCH_X86_64, nr, [0; 3]);
+            assert!(steps <= most, "call {nr} walks {steps} instructions, more than {most}");
+        }
+        assert!(p.len() < ranges.len() + 24, "{} instructions for {} ranges", p.len(), ranges.len());
+        // Neighbours merged: io_uring's three calls and the mount API's six
+        // (425 to 433) are one range.
+        assert!(ranges.contains(&(libc::SYS_io_uring_setup as u32, Action::Notify)));
+        assert!(!ranges.iter().any(|&(nr, _)| (426..=433).contains(&nr)), "{ranges:?}");
+    }
+
+    /// The real kernel takes the tree and decides as the table says: the
+    /// errnos, the notification (with no listener left: `ENOSYS`), what is
+    /// allowed, and the kill of an x32 call (which `tests/hostile.rs`, with
+    /// `int 0x80` only, does not try).
+    #[test]
+    fn the_kernel_runs_the_tree_as_the_table_says() {
+        let prog = program();
+        let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        // In the child of a threaded process: system calls only, no allocation.
+        let checks = || -> i32 {
+            unsafe {
+                // The kill would dump core otherwise.
+                let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                if libc::setrlimit(libc::RLIMIT_CORE, &no_core) != 0 {
+                    return 9;
+                }
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return 10;
+                }
+                let Ok(listener) = install(&prog) else { return 11 };
+                drop(listener);
+                if libc::getppid() <= 0 {
+                    return 12;
+                }
+                // Unfiltered, these fail otherwise (EBADF, EINVAL, EPERM).
+                if libc::syscall(libc::SYS_fallocate, -1, 0, 0, 1) != -1 || errno() != libc::EOPNOTSUPP {
+                    return 13;
+                }
+                if libc::syscall(libc::SYS_clone3, 0, 0) != -1 || errno() != libc::ENOSYS {
+                    return 14;
+                }
+                if libc::syscall(HIGHEST_KNOWN as libc::c_long + 1) != -1 || errno() != libc::ENOSYS {
+                    return 15;
+                }
+                if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1 || errno() != libc::ENOSYS {
+                    return 16;
+                }
+                if libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0) != -1 || errno() != libc::ENOSYS {
+                    return 17;
+                }
+                if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) < 0 {
+                    return 18;
+                }
+                libc::syscall(X32_SYSCALL_BIT as libc::c_long | libc::SYS_getpid);
+                19
+            }
+        };
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe { libc::_exit(checks()) };
+        }
+        assert!(pid > 0, "fork: {}", io::Error::last_os_error());
+        let mut status = 0;
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS,
+            "the filtered child ended with status {status:#x} (an exit code is the check that failed)"
+        );
     }
 
     #[test]
