@@ -922,3 +922,71 @@ fn a_timed_run_carries_the_moment_each_of_its_steps_ended_in_order() {
     assert_eq!(steps, whole as u128, "the steps of a run add up to it");
     assert!(first.steps.is_some());
 }
+
+#[test]
+fn a_run_sees_its_own_mounts_only_each_with_its_flags() {
+    if !is_root() {
+        return;
+    }
+    use ojrunner::sandbox::{self, Bind, Exit};
+    use std::io::{Read, Seek};
+    let (src, out, host) = (TempDir::new("mounts-src"), TempDir::new("mounts-out"), TempDir::new("mounts-host"));
+    std::fs::write(src.path().join("input"), "1 2\n").unwrap();
+    let mut spec = slot_spec(&["/bin/cat", "/proc/self/mountinfo"], src.path(), 56, 64, 16);
+    // A read-only directory, a writable one, a file, and a directory at its
+    // host path (below `/tmp` here: made in the run's own `/tmp`).
+    spec.binds = vec![
+        Bind::at(src.path(), "/src", false),
+        Bind::at(out.path(), "/out", true),
+        Bind::at(&src.path().join("input"), "/judge/input", false),
+        Bind { path: host.path().to_path_buf(), writable: false, at: None },
+    ];
+    let mut stdout = tempfile_in(out.path());
+    spec.stdout = stdout.try_clone().unwrap();
+    let usage = sandbox::run(spec).unwrap();
+    assert_eq!(usage.exit, Exit::Code(0), "{usage:?}");
+    let mut mountinfo = String::new();
+    stdout.rewind().unwrap();
+    stdout.read_to_string(&mut mountinfo).unwrap();
+    // Each mount point and its per-mount options (the fifth and sixth fields).
+    let mounts: Vec<(&str, Vec<&str>)> = mountinfo
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[4], f[5].split(',').filter(|o| !o.ends_with("atime")).collect())
+        })
+        .collect();
+    let flags_of = |at: &str| {
+        let found: Vec<_> = mounts.iter().filter(|(p, _)| *p == at).collect();
+        assert_eq!(found.len(), 1, "{at} is not mounted once:\n{mountinfo}");
+        found[0].1.join(",")
+    };
+    assert_eq!(flags_of("/"), "ro,nosuid", "{mountinfo}");
+    assert_eq!(flags_of("/usr"), "ro,nosuid,nodev", "{mountinfo}");
+    assert_eq!(flags_of("/usr/local/etc"), "ro,nosuid,nodev,noexec", "{mountinfo}");
+    assert_eq!(flags_of("/etc/ld.so.cache"), "ro,nosuid,nodev", "{mountinfo}");
+    assert_eq!(flags_of("/tmp"), "rw,nosuid,nodev", "{mountinfo}");
+    assert_eq!(flags_of("/proc"), "ro,nosuid,nodev,noexec", "{mountinfo}");
+    assert_eq!(flags_of("/src"), "ro,nosuid,nodev", "{mountinfo}");
+    assert_eq!(flags_of("/out"), "rw,nosuid,nodev", "{mountinfo}");
+    assert_eq!(flags_of("/judge/input"), "ro,nosuid,nodev", "{mountinfo}");
+    assert_eq!(flags_of(host.path().to_str().unwrap()), "ro,nosuid,nodev", "{mountinfo}");
+    // Nothing of the host's tree but what the template and the binds are.
+    let expected_tops = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "tmp", "proc"];
+    for (at, _) in &mounts {
+        let top = at.trim_start_matches('/').split('/').next().unwrap();
+        let ours = ["src", "out", "judge"].contains(&top);
+        assert!(*at == "/" || ours || expected_tops.contains(&top), "{at} is mounted in the run:\n{mountinfo}");
+    }
+    for host_path in ["/run/ojrunner", "/sys", "/dev/shm", "/dev/pts", "/home", "/root"] {
+        assert!(!mounts.iter().any(|(p, _)| *p == host_path), "{host_path} is seen:\n{mountinfo}");
+    }
+}
+
+/// An unnamed file in `dir`, read and write.
+fn tempfile_in(dir: &Path) -> std::fs::File {
+    let p = dir.join(format!("stdout-{}", std::process::id()));
+    let f = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    f
+}

@@ -8,7 +8,7 @@ use super::jail::{self, Jail};
 use super::limits::{
     look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched,
 };
-use super::mounts;
+use super::mounts::{self, JailRoot};
 use super::procfs::{anon_of, sample_tree, schedstat_runtime};
 use super::seccomp;
 use super::slot::{lock_slot, sweep};
@@ -21,6 +21,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -83,9 +84,10 @@ struct Leftover {
 /// one thread, so it is a plain value its loop owns (`helper.rs`).
 pub(super) struct Executor {
     mechanisms: Mechanisms,
-    /// Whether the jail could be readied: its bounding set emptied, the
-    /// template root built (`mounts.rs`).
-    jail_ready: Result<(), Error>,
+    /// The jail (with namespaces), if it could be readied: its bounding set
+    /// emptied, the template root built and where runs get it from
+    /// (`mounts.rs`).
+    jail_ready: Option<Result<JailReady, Error>>,
     /// The helper's cgroup, made at its first jailed run; the helper lives
     /// in it from then on.
     group: Option<Group>,
@@ -120,13 +122,8 @@ impl Executor {
         become_subreaper();
         let root = unsafe { libc::geteuid() } == 0;
         let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
-        let jail_ready = if namespaces {
-            jail::drop_bounding_set()
-                .map_err(Step::BoundingSet.err())
-                .and_then(|()| mounts::build_template().map_err(Step::Template.err()))
-        } else {
-            Ok(())
-        };
+        let jail_ready = namespaces
+            .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
@@ -245,7 +242,17 @@ impl Executor {
         hangup: RawFd,
         slot_lock: Option<File>,
     ) -> Result<Usage, Error> {
-        self.jail_ready.clone()?;
+        let (host_proc, way_out) = match &self.jail_ready {
+            Some(Ok(ready)) => (
+                ready.host_proc.as_raw_fd(),
+                match &ready.root {
+                    JailRoot::Namespace(ns) => Some(ns.descriptors()),
+                    JailRoot::Pivot => None,
+                },
+            ),
+            Some(Err(e)) => return Err(e.clone()),
+            None => return Err(Step::Template.failed(io::Error::other("no namespaces"))),
+        };
         if self.passwd_for != Some(id) {
             mounts::set_identity(id.uid, id.gid).map_err(Step::Passwd.err())?;
             self.passwd_for = Some(id);
@@ -272,12 +279,19 @@ impl Executor {
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
         let look = |pid| watchdog.look(pid);
+        let trees = match way_out {
+            Some(_) => Some(mounts::detach_binds(&req.binds).map_err(Step::EnterRoot.err())?),
+            None => None,
+        };
         let jail = Jail {
             program: cs(inside(&program.to_string_lossy()).as_bytes())?,
             argv: req.argv.iter().map(|a| cs(inside(a).as_bytes())).collect::<Result<_, _>>()?,
             env: req.env.iter().map(|(k, v)| cs(format!("{k}={}", inside(v)).as_bytes())).collect::<Result<_, _>>()?,
             cwd: inside(&req.cwd.to_string_lossy()).into(),
             binds: &req.binds,
+            trees: trees.as_deref(),
+            host_proc,
+            way_out: way_out.as_ref().map_or(&[], |fds| &fds[..]),
             tmp_size: limits.memory,
             rlimits: &rlimits,
             uid: id.uid,
@@ -292,11 +306,29 @@ impl Executor {
             stamps: &self.stamps,
         };
         self.stamps.mark(Mark::Prepared);
+        let jail_ns = match &self.jail_ready {
+            Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) => Some(ns),
+            _ => None,
+        };
+        if let Some(ns) = jail_ns {
+            ns.enter().map_err(Step::Clone.err())?;
+        }
         watchdog.start.set(Instant::now());
         let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
+        // Back in the helper's namespace, where its paths are (else it
+        // serves no more runs).
+        let returned = jail_ns.map_or(Ok(()), |ns| ns.leave());
         self.stamps.mark(Mark::Resumed);
         drop(stdio);
+        drop(trees);
+        if let Err(e) = returned {
+            self.retiring = true;
+            if let Ok((pid, _)) = spawned {
+                let _ = reap(pid);
+            }
+            return Err(Step::Clone.failed(e));
+        }
         let (pid, rep) = spawned?;
         if !rep.done {
             // init died on the way (its PID namespace went with it): say how.
@@ -318,6 +350,29 @@ impl Executor {
             Some(e) => Err(e),
             None => Ok(usage),
         }
+    }
+}
+
+/// A helper's jail, readied at its start.
+struct JailReady {
+    /// Where runs get their root from.
+    root: JailRoot,
+    /// The host's `/proc`, for init (`Jail::host_proc`).
+    host_proc: File,
+}
+
+impl JailReady {
+    /// The template, then the namespace around it (the helper's own mount
+    /// namespace is private by then).
+    fn make() -> Result<JailReady, Error> {
+        mounts::build_template().map_err(Step::Template.err())?;
+        let host_proc = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open("/proc")
+            .map_err(Step::Template.err())?;
+        let root = JailRoot::make().map_err(Step::Template.err())?;
+        Ok(JailReady { root, host_proc })
     }
 }
 

@@ -25,6 +25,16 @@ pub struct Jail<'a> {
     pub env: Vec<CString>,
     pub cwd: PathBuf,
     pub binds: &'a [Bind],
+    /// The binds' trees, detached by the helper, when init is cloned from
+    /// the jail's namespace (`mounts::JailRoot`).
+    pub trees: Option<&'a [mounts::BindTree]>,
+    /// The host's `/proc` (the helper's), held open: init's own
+    /// `oom_score_adj` is set through it, wherever init's root is.
+    pub host_proc: RawFd,
+    /// The helper's descriptors that lead out of the jail (its mount
+    /// namespaces, its directory): init closes its copies, and
+    /// `host_proc`'s, before the program is cloned from it.
+    pub way_out: &'a [RawFd],
     /// Bytes of `/tmp` (and so of `/dev/shm`, a link to it).
     pub tmp_size: u64,
     pub rlimits: &'a [(libc::__rlimit_resource_t, u64, u64)],
@@ -192,8 +202,13 @@ fn run_init(j: &Jail, rep: &mut Report) {
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // Inherited by the program and its whole tree (init itself, a vfork
     // child the helper waits for, is never a candidate).
-    std::fs::write("/proc/self/oom_score_adj", OOM_FIRST).map_err(Step::OomScore.err())?;
-    mounts::enter_root(j.binds, j.tmp_size).map_err(Step::EnterRoot.err())?;
+    let oom_score_set = set_oom_score_adj(j.host_proc);
+    // init's own copies (the helper keeps its own): nothing of the run holds one.
+    for &fd in j.way_out.iter().chain([&j.host_proc]) {
+        unsafe { libc::close(fd) };
+    }
+    oom_score_set.map_err(Step::OomScore.err())?;
+    mounts::enter_root(j.binds, j.trees, j.tmp_size).map_err(Step::EnterRoot.err())?;
     j.stamps.mark(Mark::RootEntered);
     let mut sv = [0; 2];
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
@@ -311,6 +326,17 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     rep.maxrss_kib = ru.ru_maxrss as u64;
     j.stamps.mark(Mark::Reaped);
     Ok(())
+}
+
+/// In init: its `oom_score_adj` (the program's and its tree's) set to
+/// [`OOM_FIRST`], through `host_proc` (`self` there is init).
+fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
+    let fd = unsafe { libc::openat(host_proc, c"self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut f = unsafe { File::from_raw_fd(fd) };
+    io::Write::write_all(&mut f, OOM_FIRST.as_bytes())
 }
 
 /// In init: kills every process of the run (its PID namespace), init

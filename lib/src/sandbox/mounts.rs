@@ -1,12 +1,13 @@
 //! The run's root file system, built from mount rules: a template once per
-//! helper ([`build_template`]), the rest per run (`enter_root`). The table
-//! of what a run sees is in the sandbox's theory of operation
-//! (`sandbox/mod.rs`).
+//! helper ([`build_template`]) and the namespace around it ([`JailRoot`]),
+//! the rest per run (`enter_root`). The table of what a run sees is in the
+//! sandbox's theory of operation (`sandbox/mod.rs`).
 
 use super::limits::Bind;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -132,11 +133,188 @@ pub fn forget(binds: &[Bind]) {
     }
 }
 
-/// In init (a copy of the helper's mount namespace, the template at
-/// [`ROOT`]): the run's own `/tmp`, `/proc` and binds; then the
-/// template becomes `/`, read-only.
-pub(super) fn enter_root(binds: &[Bind], tmp_size: u64) -> io::Result<()> {
-    let root = Path::new(ROOT);
+/// Where a helper's runs get their root from, decided once per helper.
+pub enum JailRoot {
+    /// A mount namespace whose root is the template ([`JailNs`]): a run's
+    /// init is cloned from it, so it copies the template's dozen mounts and
+    /// no host mount, and needs no `pivot_root` and no unmount of the host's
+    /// tree (each of which, with the namespace's teardown, waits for an
+    /// expedited RCU grace period that signals every CPU). Its binds are
+    /// trees the helper detached ([`detach_binds`]).
+    Namespace(JailNs),
+    /// Before Linux 5.12 (no `mount_setattr`), or in a user namespace
+    /// (where `/proc` may be mounted only beside a full one): init copies
+    /// the helper's whole namespace, mounts its binds from the host's
+    /// paths, `pivot_root`s into the template and unmounts the rest.
+    Pivot,
+}
+
+impl JailRoot {
+    /// Readies the runs' root once the template is built at [`ROOT`]: the
+    /// namespace where the kernel has the calls and this is the host's user
+    /// namespace, else [`JailRoot::Pivot`].
+    pub fn make() -> io::Result<JailRoot> {
+        let initial_userns = std::fs::read_to_string("/proc/self/uid_map")
+            .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
+        // EBADF where the call exists (Linux 5.12), ENOSYS before.
+        let r = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, std::ptr::null::<u8>(), 0) };
+        let has_new_api = r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
+        if !(initial_userns && has_new_api) {
+            return Ok(JailRoot::Pivot);
+        }
+        JailNs::make().map(JailRoot::Namespace)
+    }
+}
+
+/// The jail's mount namespace (its root the template, nothing of the host
+/// below it), and the way back to the helper's own. The helper is in it
+/// only from [`JailNs::enter`] to [`JailNs::leave`], around init's `clone`.
+pub struct JailNs {
+    jail: OwnedFd,
+    helper: OwnedFd,
+    /// The helper's working directory (`setns` moves it to the root).
+    cwd: OwnedFd,
+}
+
+impl JailNs {
+    /// Makes the namespace: a copy of the helper's that `pivot_root`s into
+    /// the template and lets go of every host mount, once per helper. The
+    /// helper is single-threaded, as `setns` into a mount namespace needs.
+    fn make() -> io::Result<JailNs> {
+        let helper = open_path(c"/proc/self/ns/mnt", libc::O_RDONLY)?;
+        let cwd = open_path(c".", libc::O_PATH | libc::O_DIRECTORY)?;
+        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+            return Err(context("unshare the jail's mount namespace", io::Error::last_os_error()));
+        }
+        let jail = open_path(c"/proc/self/ns/mnt", libc::O_RDONLY);
+        let built = jail.and_then(|jail| {
+            let root = CString::new(ROOT).map_err(io::Error::other)?;
+            unsafe {
+                if libc::chdir(root.as_ptr()) != 0
+                    || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
+                    || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
+                    || libc::chdir(c"/".as_ptr()) != 0
+                {
+                    return Err(context("pivot into the template", io::Error::last_os_error()));
+                }
+            }
+            Ok(jail)
+        });
+        match built {
+            Ok(jail) => {
+                let ns = JailNs { jail, helper, cwd };
+                ns.leave()?;
+                Ok(ns)
+            }
+            Err(e) => {
+                // Back where the helper was; if even that fails, it serves no run.
+                return_to(&helper, &cwd).map_err(|back| context(&e.to_string(), back))?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Moves the helper into the jail's namespace: the `clone` of init that
+    /// follows copies it.
+    pub fn enter(&self) -> io::Result<()> {
+        setns(&self.jail).map_err(|e| context("enter the jail's mount namespace", e))
+    }
+
+    /// The descriptors it holds (each leads out of a run's root).
+    pub fn descriptors(&self) -> [RawFd; 3] {
+        [self.jail.as_raw_fd(), self.helper.as_raw_fd(), self.cwd.as_raw_fd()]
+    }
+
+    /// Moves the helper back to its own namespace and working directory.
+    pub fn leave(&self) -> io::Result<()> {
+        return_to(&self.helper, &self.cwd)
+    }
+}
+
+fn return_to(helper: &OwnedFd, cwd: &OwnedFd) -> io::Result<()> {
+    setns(helper).map_err(|e| context("return to the helper's mount namespace", e))?;
+    if unsafe { libc::fchdir(cwd.as_raw_fd()) } != 0 {
+        return Err(context("return to the helper's directory", io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn setns(ns: &OwnedFd) -> io::Result<()> {
+    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn open_path(path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(context(&format!("open {}", path.to_string_lossy()), e));
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn context(what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// A bind's tree, detached from the helper's namespace with its flags set
+/// (`open_tree` + `mount_setattr`): init attaches it where the bind says
+/// (`move_mount`), in a namespace where the host's path does not exist.
+pub struct BindTree {
+    tree: OwnedFd,
+    /// Whether its root is a directory (else the mount point is a file).
+    dir: bool,
+}
+
+/// Detaches a copy of each bind's tree (with what is mounted below it),
+/// read-only unless writable, `nosuid` and `nodev` throughout: the
+/// helper's half of [`JailRoot::Namespace`]'s binds.
+pub fn detach_binds(binds: &[Bind]) -> io::Result<Vec<BindTree>> {
+    binds
+        .iter()
+        .map(|b| {
+            let err = |e| context(&format!("bind {}", b.path.display()), e);
+            let dir = std::fs::metadata(&b.path).map_err(err)?.is_dir();
+            let path = CString::new(b.path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+            let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint;
+            let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+            if fd < 0 {
+                return Err(err(io::Error::last_os_error()));
+            }
+            let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+            let mut set = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+            if !b.writable {
+                set |= libc::MOUNT_ATTR_RDONLY;
+            }
+            let attr = libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_mount_setattr,
+                    tree.as_raw_fd(),
+                    c"".as_ptr(),
+                    libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+                    &attr as *const libc::mount_attr,
+                    std::mem::size_of::<libc::mount_attr>(),
+                )
+            };
+            if r != 0 {
+                return Err(err(io::Error::last_os_error()));
+            }
+            Ok(BindTree { tree, dir })
+        })
+        .collect()
+}
+
+/// In init: the run's own `/tmp`, `/proc` and binds, then the root made
+/// read-only. With `trees` (made by [`detach_binds`]), init was cloned
+/// from the jail's namespace ([`JailRoot::Namespace`]) and its root is the
+/// template already; without, it is in a copy of the helper's namespace,
+/// the template at [`ROOT`], and it `pivot_root`s into it
+/// ([`JailRoot::Pivot`]).
+pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u64) -> io::Result<()> {
+    let root = Path::new(if trees.is_some() { "/" } else { ROOT });
     let tmpfs = format!("size={},nr_inodes=16384,mode=1777", tmp_size.max(1 << 20));
     mount(Some("tmpfs"), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
     // Read-only: a run may not lower its `oom_score_adj` (see [`OOM_FIRST`]).
@@ -146,25 +324,69 @@ pub(super) fn enter_root(binds: &[Bind], tmp_size: u64) -> io::Result<()> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
     mount(Some("proc"), &root.join("proc"), Some("proc"), flags, Some(PROC_OPTIONS))
         .or_else(|_| mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None))?;
-    for b in binds {
-        let at = b.inside();
-        bind_as(&b.path, &root.join(at.strip_prefix("/").unwrap_or(at)), !b.writable, false)?;
+    match trees {
+        Some(trees) => {
+            for (b, t) in binds.iter().zip(trees) {
+                let at = b.inside();
+                attach(t, &root.join(at.strip_prefix("/").unwrap_or(at)))?;
+            }
+        }
+        None => {
+            for b in binds {
+                let at = b.inside();
+                bind_as(&b.path, &root.join(at.strip_prefix("/").unwrap_or(at)), !b.writable, false)?;
+            }
+        }
     }
     let host = b"sandbox";
     unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) };
-    // Swap the roots, drop the old one, freeze the new one.
-    let c = |p: &str| CString::new(p).unwrap();
-    unsafe {
-        if libc::chdir(c(ROOT).as_ptr()) != 0
-            || libc::syscall(libc::SYS_pivot_root, c(".").as_ptr(), c(".").as_ptr()) != 0
-            || libc::umount2(c(".").as_ptr(), libc::MNT_DETACH) != 0
-            || libc::chdir(c("/").as_ptr()) != 0
-        {
-            return Err(io::Error::last_os_error());
+    if trees.is_none() {
+        // Swap the roots, drop the old one.
+        let root = CString::new(ROOT).map_err(io::Error::other)?;
+        unsafe {
+            if libc::chdir(root.as_ptr()) != 0
+                || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
+                || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
+                || libc::chdir(c"/".as_ptr()) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
         }
     }
     // Per mount: the helper's template stays writable for the next run.
     mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID, None)
+}
+
+/// Attaches a detached bind tree at `dst` (created, as a directory or an
+/// empty file).
+fn attach(t: &BindTree, dst: &Path) -> io::Result<()> {
+    make_mount_point(dst, t.dir)?;
+    let dst_c = CString::new(dst.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            t.tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            dst_c.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if r != 0 {
+        return Err(context(&format!("mount {}", dst.display()), io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn make_mount_point(dst: &Path, dir: bool) -> io::Result<()> {
+    if dir {
+        std::fs::create_dir_all(dst)
+    } else {
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p)?;
+        }
+        File::create(dst).map(drop)
+    }
 }
 
 /// Bind-mounts `src` on `dst` (created, as a directory or an empty file),
@@ -175,14 +397,7 @@ fn bind(src: &Path, dst: &Path, device: bool) -> io::Result<()> {
 }
 
 fn bind_as(src: &Path, dst: &Path, read_only: bool, device: bool) -> io::Result<()> {
-    if std::fs::metadata(src)?.is_dir() {
-        std::fs::create_dir_all(dst)?;
-    } else {
-        if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p)?;
-        }
-        File::create(dst)?;
-    }
+    make_mount_point(dst, std::fs::metadata(src)?.is_dir())?;
     mount(Some(&src.to_string_lossy()), dst, None, libc::MS_BIND | libc::MS_REC, None)?;
     let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID;
     if read_only {
