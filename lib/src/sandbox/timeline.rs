@@ -107,7 +107,7 @@ impl Mark {
             Mark::CgroupReset => "cgroup reset",
             Mark::Prepared => "jail's arguments",
             Mark::InitStarted => "clone init (pid, mnt, ipc, uts ns)",
-            Mark::RootEntered => "mounts: /tmp, /proc, binds, pivot",
+            Mark::RootEntered => "mounts: /tmp, /proc, binds",
             Mark::ProgramStarted => "clone the program",
             Mark::Credentials => "stdio, rlimits, uid, no_new_privs",
             Mark::Filtered => "seccomp filter",
