@@ -115,7 +115,8 @@ impl Supervisor {
             use std::net::ToSocketAddrs;
             addr.to_socket_addrs()
                 .map_err(|e| Failure(ExitCode::Config, format!("--metrics-listen {addr:?}: not HOST:PORT ({e})")))?;
-            let bound = crate::scrape::serve(addr, &c.spool).map_err(|e| Failure(ExitCode::Temporary, e.to_string()))?;
+            let bound =
+                crate::scrape::serve(addr, &c.spool).map_err(|e| Failure(ExitCode::Temporary, e.to_string()))?;
             info!("metrics: serving http://{bound}/metrics");
         }
         let libexec = cfg.libexec.clone().or_else(|| {
