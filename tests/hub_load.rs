@@ -3,7 +3,7 @@
 //! hand-outs. A real hubd on loopback each time; waits are on conditions
 //! with generous deadlines (liveness), and the latencies seen are printed.
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,70 +13,14 @@ use testkit::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// One HTTP exchange on a fresh connection: the status and the body.
-fn call(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, Vec<u8>) {
-    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
-    let mut req = agent.request(method, url);
-    if let Some(t) = token {
-        req = req.set("Authorization", &format!("Bearer {t}"));
-    }
-    let res = match body {
-        Some(b) => req.set("Content-Type", "application/json").send_string(b),
-        None => req.call(),
-    };
-    let res = match res {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{method} {url}: {e}"),
-    };
-    let code = res.status();
-    let mut bytes = Vec::new();
-    res.into_reader().read_to_end(&mut bytes).unwrap();
-    (code, bytes)
-}
+use testkit::http_exchange as call;
 
-#[derive(Clone)]
-struct Runner {
-    url: String,
-    id: String,
-    token: String,
-}
+type Runner = HandRunner;
 
-impl Runner {
-    fn register(url: &str) -> Runner {
-        let body = json!({"registration_token": REGISTRATION_TOKEN, "name": "load"}).to_string();
-        let (code, reply) = call("POST", &format!("{url}/runners/register"), None, Some(&body));
-        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&reply));
-        let reply: Value = serde_json::from_slice(&reply).unwrap();
-        Runner {
-            url: url.to_string(),
-            id: reply["runner_id"].as_str().unwrap().into(),
-            token: reply["token"].as_str().unwrap().into(),
-        }
-    }
-
-    fn at(&self, rest: &str) -> String {
-        format!("{}/runners/{}/{rest}", self.url, self.id)
-    }
-
-    fn next_job(&self, wait: u32) -> (u16, Option<Value>) {
-        let (code, body) = call("GET", &self.at(&format!("next-job?wait={wait}")), Some(&self.token), None);
-        (code, (code == 200).then(|| serde_json::from_slice(&body).unwrap()))
-    }
-
-    fn heartbeat(&self, jobs: &[&str]) -> u16 {
-        call("POST", &self.at("heartbeat"), Some(&self.token), Some(&json!({"active_job_ids": jobs}).to_string())).0
-    }
-
-    fn cancel_poll(&self) -> u16 {
-        call("DELETE", &self.at("next-job"), Some(&self.token), None).0
-    }
-
-    fn complete(&self, job: &str) -> u16 {
-        let case = json!({"status": "AC", "execTime": 1, "memoryUsage": 1, "exitCode": 0, "stdout": "", "stderr": ""});
-        let body = json!({"tasks": [[case]]}).to_string();
-        call("PUT", &self.at(&format!("jobs/{job}/complete")), Some(&self.token), Some(&body)).0
-    }
+/// A result of one AC case, for the one-case problem 1.
+fn one_ac() -> String {
+    let case = json!({"status": "AC", "execTime": 1, "memoryUsage": 1, "exitCode": 0, "stdout": "", "stderr": ""});
+    json!({"tasks": [[case]]}).to_string()
 }
 
 /// A hub with a one-task, one-case problem 1 and a source to submit.
@@ -135,7 +79,7 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
     const HOLDERS: usize = 20;
     let (_dir, hub, src) = hub("hubload-thousand", &["--lease-ttl", "6"]);
     let indices: Vec<usize> = (0..RUNNERS).collect();
-    let runners = on_threads(16, &indices, |_| Runner::register(&hub.url));
+    let runners = on_threads(16, &indices, |_| HandRunner::register(&hub.url, "load"));
 
     // The first HOLDERS runners each hold a job.
     for _ in 0..HOLDERS {
@@ -276,7 +220,7 @@ fn status_of(mut s: TcpStream) -> u16 {
 #[test]
 fn stalled_oversized_and_malformed_requests_cost_the_hub_nothing() {
     let (_dir, hub, src) = hub("hubload-hostile", &[]);
-    let a = Runner::register(&hub.url);
+    let a = HandRunner::register(&hub.url, "load");
     hub.submit(1, "python3", &src);
     let (_, job) = a.next_job(0);
     let jb = job.expect("a job")["job_id"].as_str().unwrap().to_string();
@@ -353,7 +297,7 @@ fn stalled_oversized_and_malformed_requests_cost_the_hub_nothing() {
         assert_eq!(o.join().unwrap(), 413, "oversized request {i}");
     }
     // The hub keeps serving meanwhile: a new runner registers and asks.
-    let b = Runner::register(&hub.url);
+    let b = HandRunner::register(&hub.url, "load");
     assert_eq!(b.next_job(0).0, 204, "A's lease is live");
 
     // The stalled clients are dropped by the hub, not waited for forever.
@@ -370,14 +314,14 @@ fn stalled_oversized_and_malformed_requests_cost_the_hub_nothing() {
     assert!(worst < Duration::from_secs(2), "a heartbeat took {worst:?}");
     let s = hub.status().into_iter().next().unwrap();
     assert_eq!((s["leased_by"].as_str(), s["attempts"].as_i64()), (Some(a.id.as_str()), Some(1)), "A kept its lease");
-    assert_eq!(a.complete(&jb), 204, "the hub still lands results");
+    assert_eq!(a.complete(&jb, &one_ac()), 204, "the hub still lands results");
     assert_eq!(metric(&hub.url, "hubd_handler_panics_total"), 0.0);
 }
 
 #[test]
 fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
     let (_dir, hub, src) = hub("hubload-cancel", &[]);
-    let a = Runner::register(&hub.url);
+    let a = HandRunner::register(&hub.url, "load");
     let stranger = Runner { token: "rk_nope".into(), ..a.clone() };
     assert_eq!(stranger.cancel_poll(), 401);
 
@@ -408,7 +352,7 @@ fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
     let s = hub.submission(&sub);
     assert_eq!((s["state"].as_str(), s["attempts"].as_i64()), (Some("pending"), Some(0)));
     let jb = a.next_job(0).1.expect("the job, once the cancel is spent")["job_id"].as_str().unwrap().to_string();
-    assert_eq!(a.complete(&jb), 204);
+    assert_eq!(a.complete(&jb, &one_ac()), 204);
 
     // A cancel racing a hand-out: the job is in a 200 answer, or pending
     // with no attempt spent; never lost.
@@ -449,7 +393,7 @@ fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
             }
             other => panic!("the poll answered {other}"),
         };
-        assert_eq!(a.complete(&jb), 204);
+        assert_eq!(a.complete(&jb, &one_ac()), 204);
         // A cancel that came after the hand-out is remembered: spend it.
         let _ = a.next_job(0);
     }
@@ -489,7 +433,7 @@ fn connections_over_the_per_address_bound_are_closed_and_the_rest_still_served()
 #[test]
 fn at_most_two_large_results_are_read_at_once() {
     let (_dir, hub, src) = hub("hubload-large", &["--lease-ttl", "30"]);
-    let a = Runner::register(&hub.url);
+    let a = HandRunner::register(&hub.url, "load");
     hub.submit(1, "python3", &src);
     let jb = a.next_job(0).1.expect("a job")["job_id"].as_str().unwrap().to_string();
     let head = format!(
@@ -527,5 +471,5 @@ fn at_most_two_large_results_are_read_at_once() {
     for t in trickling {
         t.join().unwrap();
     }
-    assert_eq!(a.complete(&jb), 204, "a small result still lands");
+    assert_eq!(a.complete(&jb, &one_ac()), 204, "a small result still lands");
 }

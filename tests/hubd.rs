@@ -13,78 +13,18 @@ use testkit::*;
 /// Long enough for any lease in these tests to expire several times over.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// One HTTP exchange: the status and the body, whatever the status.
-fn call(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, Vec<u8>) {
-    let mut req = ureq::request(method, url).timeout(Duration::from_secs(40));
-    if let Some(t) = token {
-        req = req.set("Authorization", &format!("Bearer {t}"));
-    }
-    let res = match body {
-        Some(b) => req.set("Content-Type", "application/json").send_string(b),
-        None => req.call(),
-    };
-    let res = match res {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{method} {url}: {e}"),
-    };
-    let code = res.status();
-    let mut bytes = Vec::new();
-    res.into_reader().read_to_end(&mut bytes).unwrap();
-    (code, bytes)
-}
+use testkit::http_exchange as call;
 
 fn json_of(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }
 
 /// A registered runner identity, speaking the protocol by hand.
-struct Runner {
-    url: String,
-    id: String,
-    token: String,
-}
+type Runner = HandRunner;
 
-impl Runner {
-    fn register(hub: &Hub) -> Runner {
-        let body = json!({"registration_token": REGISTRATION_TOKEN, "name": "hand"}).to_string();
-        let (code, reply) = call("POST", &format!("{}/runners/register", hub.url), None, Some(&body));
-        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&reply));
-        let reply = json_of(&reply);
-        Runner {
-            url: hub.url.clone(),
-            id: reply["runner_id"].as_str().unwrap().into(),
-            token: reply["token"].as_str().unwrap().into(),
-        }
-    }
-
-    fn at(&self, rest: &str) -> String {
-        format!("{}/runners/{}/{rest}", self.url, self.id)
-    }
-
-    /// `next-job?wait=S`: the status and the payload when 200.
-    fn next_job(&self, wait: u32) -> (u16, Option<Value>) {
-        let (code, body) = call("GET", &self.at(&format!("next-job?wait={wait}")), Some(&self.token), None);
-        (code, (code == 200).then(|| json_of(&body)))
-    }
-
-    /// A job, asking until one comes.
-    fn claim(&self) -> Value {
-        wait_for("a job to claim", LIMIT, || self.next_job(1).1)
-    }
-
-    fn heartbeat(&self, jobs: &[&str]) -> u16 {
-        call("POST", &self.at("heartbeat"), Some(&self.token), Some(&json!({"active_job_ids": jobs}).to_string())).0
-    }
-
-    fn complete(&self, job: &str, body: &str) -> u16 {
-        call("PUT", &self.at(&format!("jobs/{job}/complete")), Some(&self.token), Some(body)).0
-    }
-
-    fn abort(&self, job: &str, reason: &str) -> u16 {
-        let body = json!({ "reason": reason }).to_string();
-        call("PUT", &self.at(&format!("jobs/{job}/abort")), Some(&self.token), Some(&body)).0
-    }
+/// Registers a runner at `hub`.
+fn runner(hub: &Hub) -> Runner {
+    HandRunner::register(&hub.url, "hand")
 }
 
 fn id(job: &Value) -> &str {
@@ -170,10 +110,10 @@ fn register_answers_201_and_refuses_bad_tokens_with_401() {
     assert_eq!(call("POST", &register, None, Some("not json")).0, 400);
 
     // The runner token must belong to the runner in the path.
-    let a = Runner::register(&hub);
-    let b = Runner::register(&hub);
+    let a = runner(&hub);
+    let b = runner(&hub);
     assert_eq!(a.heartbeat(&[]), 204);
-    let forged = Runner { url: hub.url.clone(), id: a.id.clone(), token: b.token.clone() };
+    let forged = HandRunner { url: hub.url.clone(), id: a.id.clone(), token: b.token.clone() };
     assert_eq!(forged.heartbeat(&[]), 401);
     assert_eq!(forged.next_job(0).0, 401);
     assert_eq!(call("GET", &a.at("next-job"), None, None).0, 401);
@@ -196,7 +136,7 @@ fn register_answers_201_and_refuses_bad_tokens_with_401() {
 #[test]
 fn next_job_hands_out_jobs_in_order_then_204_after_the_wait() {
     let (dir, hub, subs) = hub_with_submissions("hubd-next", 2);
-    let r = Runner::register(&hub);
+    let r = runner(&hub);
 
     let first = r.next_job(0).1.expect("a job");
     assert_eq!(first["submission_id"], subs[0].as_str());
@@ -240,19 +180,19 @@ fn next_job_hands_out_jobs_in_order_then_204_after_the_wait() {
 #[test]
 fn a_lapsed_lease_is_reclaimed_with_one_more_attempt_and_the_third_lapse_is_je() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-lease", 1);
-    let (a, b, c) = (Runner::register(&hub), Runner::register(&hub), Runner::register(&hub));
-    let job = a.claim();
+    let (a, b, c) = (runner(&hub), runner(&hub), runner(&hub));
+    let job = a.claim(LIMIT);
     let jb = id(&job).to_string();
     assert_eq!(b.next_job(0).0, 204, "a live lease is not an orphan");
 
-    let again = b.claim(); // once A's 3 s lease lapses
+    let again = b.claim(LIMIT); // once A's 3 s lease lapses
     assert_eq!(id(&again), jb);
     let s = hub.submission(&subs[0]);
     assert_eq!((s["attempts"].as_i64(), s["leased_by"].as_str()), (Some(2), Some(b.id.as_str())));
     assert_eq!(a.complete(&jb, &result(["AC", "AC"])), 409, "A lost the job to B");
     assert_eq!(a.heartbeat(&[&jb]), 204); // renews nothing: A does not hold it
 
-    assert_eq!(id(&c.claim()), jb);
+    assert_eq!(id(&c.claim(LIMIT)), jb);
     assert_eq!(hub.submission(&subs[0])["attempts"], 3);
     // The third lease lapses too: the next ask finalises the job as JE.
     let s = wait_for("the job to end as JE", LIMIT, || {
@@ -268,9 +208,9 @@ fn a_lapsed_lease_is_reclaimed_with_one_more_attempt_and_the_third_lapse_is_je()
 #[test]
 fn heartbeats_keep_listed_leases_alive() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-heartbeat", 2);
-    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
-    let kept = id(&a.claim()).to_string();
-    let dropped = id(&a.claim()).to_string();
+    let (a, b) = (runner(&hub), runner(&hub));
+    let kept = id(&a.claim(LIMIT)).to_string();
+    let dropped = id(&a.claim(LIMIT)).to_string();
     // Beat for twice the lease, listing only one job; B asks all along.
     let end = Instant::now() + Duration::from_secs(6);
     let mut reclaimed: Vec<String> = Vec::new();
@@ -291,8 +231,8 @@ fn heartbeats_keep_listed_leases_alive() {
 #[test]
 fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-abort", 1);
-    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
-    let jb = id(&a.claim()).to_string();
+    let (a, b) = (runner(&hub), runner(&hub));
+    let jb = id(&a.claim(LIMIT)).to_string();
     assert_eq!(a.abort(&jb, "bored"), 400);
     assert_eq!(b.abort(&jb, "drain"), 409, "B does not hold it");
     assert_eq!(a.abort("jb_nope", "drain"), 404);
@@ -302,13 +242,13 @@ fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
     assert_eq!(a.abort(&jb, "drain"), 409, "no longer held");
 
     // The same job comes back to the same runner: a new claim.
-    assert_eq!(id(&a.claim()), jb);
+    assert_eq!(id(&a.claim(LIMIT)), jb);
     assert_eq!(hub.submission(&subs[0])["attempts"], 1);
     assert_eq!(a.abort(&jb, "prep_failed"), 202);
     assert_eq!(hub.submission(&subs[0])["attempts"], 1, "prep_failed keeps the attempt");
-    assert_eq!(id(&b.claim()), jb);
+    assert_eq!(id(&b.claim(LIMIT)), jb);
     assert_eq!(b.abort(&jb, "rejected"), 202);
-    assert_eq!(id(&a.claim()), jb);
+    assert_eq!(id(&a.claim(LIMIT)), jb);
     assert_eq!(a.abort(&jb, "prep_failed"), 202);
     let s = hub.submission(&subs[0]);
     assert_eq!(
@@ -331,8 +271,8 @@ fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
 #[test]
 fn complete_lands_once_and_refuses_what_it_must() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-complete", 1);
-    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
-    let jb = id(&a.claim()).to_string();
+    let (a, b) = (runner(&hub), runner(&hub));
+    let jb = id(&a.claim(LIMIT)).to_string();
     assert_eq!(b.complete(&jb, &result(["AC", "AC"])), 409);
     assert_eq!(a.complete("jb_nope", &result(["AC", "AC"])), 404);
     let one_case = json!({"tasks": [[case("AC")], [case("AC")]]}).to_string();
@@ -364,8 +304,8 @@ fn complete_lands_once_and_refuses_what_it_must() {
 #[test]
 fn a_rejudge_drops_the_old_jobs_result() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-rejudge", 1);
-    let a = Runner::register(&hub);
-    let old = id(&a.claim()).to_string();
+    let a = runner(&hub);
+    let old = id(&a.claim(LIMIT)).to_string();
     let new = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
     assert!(new.starts_with("jb_") && new != old);
 
@@ -375,7 +315,7 @@ fn a_rejudge_drops_the_old_jobs_result() {
     assert_eq!((s["state"].as_str(), s["verdict"].as_str()), (Some("pending"), None), "…and dropped");
     assert_eq!((s["completes"].as_i64(), s["complete_calls"].as_i64()), (Some(0), Some(1)));
 
-    assert_eq!(id(&a.claim()), new);
+    assert_eq!(id(&a.claim(LIMIT)), new);
     assert_eq!(a.complete(&new, &result(["AC", "AC"])), 204);
     let s = hub.submission(&subs[0]);
     assert_eq!((s["verdict"].as_str(), s["score"].as_i64(), s["completes"].as_i64()), (Some("AC"), Some(100), Some(1)));
@@ -383,7 +323,7 @@ fn a_rejudge_drops_the_old_jobs_result() {
     // A rejudge of a pending job supersedes it: only the newest runs.
     let first = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
     let second = hub.cli(&["rejudge", &subs[0]]).trim().to_string();
-    assert_eq!(id(&a.claim()), second);
+    assert_eq!(id(&a.claim(LIMIT)), second);
     assert_ne!(first, second);
     assert_eq!(a.next_job(0).0, 204);
     let unknown = Command::new(bin("hubd")).arg("--db").arg(&hub.db).args(["rejudge", "s9999"]).output().unwrap();
@@ -394,8 +334,8 @@ fn a_rejudge_drops_the_old_jobs_result() {
 #[test]
 fn events_are_stored_per_job_at_most_200_a_batch() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-events", 1);
-    let a = Runner::register(&hub);
-    let jb = id(&a.claim()).to_string();
+    let a = runner(&hub);
+    let jb = id(&a.claim(LIMIT)).to_string();
     let post = |job: &str, n: usize| {
         let events: Vec<Value> = (0..n).map(|i| json!({"t": i, "kind": "case", "case": i})).collect();
         let body = json!({ "events": events }).to_string();
@@ -412,17 +352,17 @@ fn events_are_stored_per_job_at_most_200_a_batch() {
 #[test]
 fn events_for_a_job_the_runner_no_longer_holds_are_404() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-events-gone", 2);
-    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
+    let (a, b) = (runner(&hub), runner(&hub));
     let post = |r: &Runner, job: &str| {
         let body = json!({"events": [{"t": 1, "kind": "case", "case": 0}]}).to_string();
         call("POST", &r.at(&format!("jobs/{job}/events")), Some(&r.token), Some(&body)).0
     };
-    let done = id(&a.claim()).to_string();
+    let done = id(&a.claim(LIMIT)).to_string();
     assert_eq!(post(&a, &done), 204);
     assert_eq!(post(&b, &done), 404, "another runner's job");
     assert_eq!(a.complete(&done, &result(["AC", "AC"])), 204);
     assert_eq!(post(&a, &done), 404, "a completed job");
-    let handed_back = id(&a.claim()).to_string();
+    let handed_back = id(&a.claim(LIMIT)).to_string();
     assert_eq!(a.abort(&handed_back, "drain"), 202);
     assert_eq!(post(&a, &handed_back), 404, "a job handed back");
     assert_eq!(hub.submission(&subs[0])["events"], 1, "only the event sent while held is kept");
@@ -448,10 +388,10 @@ fn metrics_follow_the_queue_and_the_polls() {
     hub.submit(1, "python3", &src);
     assert_eq!(metric(&hub, "hubd_jobs_pending"), 2.0, "queue depth up after a submit");
     assert!(metric(&hub, "hubd_oldest_pending_age_seconds") >= 0.0);
-    let a = Runner::register(&hub);
+    let a = runner(&hub);
     assert_eq!(metric(&hub, "hubd_runners_registered"), 1.0);
-    let jb = id(&a.claim()).to_string();
-    let _other = a.claim();
+    let jb = id(&a.claim(LIMIT)).to_string();
+    let _other = a.claim(LIMIT);
     assert_eq!(metric(&hub, "hubd_jobs_pending"), 0.0);
     assert_eq!(metric(&hub, "hubd_jobs_leased"), 2.0);
     assert_eq!(metric(&hub, "hubd_claims_total"), 2.0, "attempts spent");
@@ -459,7 +399,7 @@ fn metrics_follow_the_queue_and_the_polls() {
 
     // A poll waiting shows; a lease lapsing (3 s) is counted when found.
     let poll = {
-        let b = Runner::register(&hub);
+        let b = runner(&hub);
         std::thread::spawn(move || b.next_job(20))
     };
     wait_for("a poll waiting in the metrics", LIMIT, || (metric(&hub, "hubd_polls_waiting") == 1.0).then_some(()));
@@ -598,8 +538,8 @@ fn md5_matches_the_rfc_vectors() {
 #[test]
 fn a_hub_restart_costs_no_lease() {
     let (_dir, mut hub, subs) = hub_with_submissions("hubd-restart", 1);
-    let (a, b) = (Runner::register(&hub), Runner::register(&hub));
-    let jb = id(&a.claim()).to_string();
+    let (a, b) = (runner(&hub), runner(&hub));
+    let jb = id(&a.claim(LIMIT)).to_string();
     let claimed = Instant::now();
     hub.stop();
     // Stay down past the 3 s lease, as a real outage would.
@@ -617,7 +557,7 @@ fn a_hub_restart_costs_no_lease() {
 #[test]
 fn fault_rules_answer_matching_requests_then_expire() {
     let (_dir, hub, _subs) = hub_with_submissions("hubd-fault", 1);
-    let a = Runner::register(&hub);
+    let a = runner(&hub);
     hub.cli(&["fault", "--status", "503", "--count", "2", "--path-contains", "next-job"]);
     assert_eq!(a.heartbeat(&[]), 204, "other paths pass");
     assert_eq!(a.next_job(0).0, 503);
@@ -649,8 +589,8 @@ fn submissions_take_language_names_zips_and_raw_payloads() {
     let zipped = hub.submit(1, "rust", &zip_path);
     let raw = r#"{"job_id": "{{job_id}}", "tasks": "nonsense"}"#;
     let rawsub = hub.cli(&["submit", "--problem", "1", "--language", "2", "--raw-job", raw, src.to_str().unwrap()]);
-    let a = Runner::register(&hub);
-    let job = a.claim();
+    let a = runner(&hub);
+    let job = a.claim(LIMIT);
     assert_eq!(job["submission_id"], zipped.as_str());
     assert_eq!(job["language"], 4);
     assert_eq!(call("GET", job["code_url"].as_str().unwrap(), None, None).1, b"PK\x03\x04 not really a zip");

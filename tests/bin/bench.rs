@@ -35,7 +35,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testkit::TempDir;
+use testkit::{env_usize, machine, Report, TempDir};
 
 /// The slot the bench runs as (a high index, away from the tests' slots).
 const SLOT: usize = 40;
@@ -85,20 +85,6 @@ fn main() {
     }
 }
 
-/// The printed lines, and the targets with their outcome.
-struct Report {
-    misses: usize,
-}
-
-impl Report {
-    fn target(&mut self, name: &str, measured: String, ok: bool) {
-        if !ok {
-            self.misses += 1;
-        }
-        println!("  {:<4}  {name:<52} {measured}", if ok { "PASS" } else { "MISS" });
-    }
-}
-
 fn bench() -> Result<(), String> {
     let root = unsafe { libc::geteuid() } == 0;
     let work = TempDir::new("bench");
@@ -119,7 +105,7 @@ fn bench() -> Result<(), String> {
     if !root {
         println!("  (not root: runs are the basic level, without namespaces or a cgroup)");
     }
-    let mut rep = Report { misses: 0 };
+    let mut rep = Report::default();
 
     // 1. The cost of one run.
     let n = env_usize("OJ_BENCH_RUNS", 1000);
@@ -585,21 +571,4 @@ fn set_mode(p: &Path, mode: u32) {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_string()))
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
 }

@@ -20,7 +20,7 @@
 //!    python3 submissions queued at once, until every verdict, beside what
 //!    `judge-exec run` of one such job takes.
 //!
-//! Every target prints PASS or MISSED. The exit status is 0 unless the bench
+//! Every target prints PASS or MISS. The exit status is 0 unless the bench
 //! itself could not run (a benchmark reports; it does not gate).
 
 use std::io::{Read, Write};
@@ -58,20 +58,6 @@ fn main() {
     }
 }
 
-/// The targets, with their outcome.
-struct Report {
-    misses: usize,
-}
-
-impl Report {
-    fn target(&mut self, name: &str, measured: String, ok: bool) {
-        if !ok {
-            self.misses += 1;
-        }
-        println!("  {:<6}  {name:<50} {measured}", if ok { "PASS" } else { "MISSED" });
-    }
-}
-
 fn bench() -> Result<(), String> {
     let nofile = raise_nofile();
     println!("ojrunner bench-e2e: {}", machine());
@@ -80,7 +66,7 @@ fn bench() -> Result<(), String> {
     let work = TempDir::new("bench-e2e");
     let (ab_py, ab1_dir) = fixtures(work.path())?;
     let ab3_dir = examples().join("problems/1");
-    let mut rep = Report { misses: 0 };
+    let mut rep = Report::default();
 
     if parts.contains('1') || parts.contains('2') || parts.contains('4') {
         let hub = Hub::start(work.path(), &HUB_FLAGS);
@@ -342,7 +328,7 @@ fn throughput(hub: &Hub, spool: &Path, log: &Path, src: &Path, tests: &Path) -> 
         ms(base.p99)
     );
     if done.len() < jobs {
-        println!("  MISSED  only {} of {jobs} verdicts within {}s", done.len(), limit.as_secs());
+        println!("  MISS  only {} of {jobs} verdicts within {}s", done.len(), limit.as_secs());
         return Ok(());
     }
     let not_ac = done.iter().filter(|d| d.verdict != "AC").count();
@@ -944,10 +930,6 @@ fn ratio(a: Duration, b: Duration) -> f64 {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Raises the open-files soft limit to the hard one (a thousand polls hold

@@ -646,6 +646,112 @@ pub fn assert_clean_ac(s: &serde_json::Value) {
     assert_eq!(s["attempts"], 1, "{s}");
 }
 
+/// One HTTP exchange on a fresh connection: the status and the body,
+/// whatever the status (a transport error panics, naming the call).
+pub fn http_exchange(method: &str, url: &str, token: Option<&str>, body: Option<&str>) -> (u16, Vec<u8>) {
+    use std::io::Read;
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
+    let mut req = agent.request(method, url);
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let res = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(b),
+        None => req.call(),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let code = res.status();
+    let mut bytes = Vec::new();
+    res.into_reader().read_to_end(&mut bytes).unwrap();
+    (code, bytes)
+}
+
+/// A runner identity speaking the protocol by hand (one fresh connection a
+/// call), for the hub's own suites.
+#[derive(Clone)]
+pub struct HandRunner {
+    pub url: String,
+    pub id: String,
+    pub token: String,
+}
+
+impl HandRunner {
+    /// Registers at the hub at `url` under `name`.
+    pub fn register(url: &str, name: &str) -> HandRunner {
+        let body = serde_json::json!({"registration_token": REGISTRATION_TOKEN, "name": name}).to_string();
+        let (code, reply) = http_exchange("POST", &format!("{url}/runners/register"), None, Some(&body));
+        assert_eq!(code, 201, "{}", String::from_utf8_lossy(&reply));
+        let reply: serde_json::Value = serde_json::from_slice(&reply).expect("a JSON registration");
+        HandRunner {
+            url: url.to_string(),
+            id: reply["runner_id"].as_str().unwrap().into(),
+            token: reply["token"].as_str().unwrap().into(),
+        }
+    }
+
+    /// The URL of this runner's `rest` (`heartbeat`, `jobs/{jb}/…`).
+    pub fn at(&self, rest: &str) -> String {
+        format!("{}/runners/{}/{rest}", self.url, self.id)
+    }
+
+    fn send(&self, method: &str, rest: &str, body: Option<&str>) -> (u16, Vec<u8>) {
+        http_exchange(method, &self.at(rest), Some(&self.token), body)
+    }
+
+    /// `next-job?wait=S`: the status and the payload when 200.
+    pub fn next_job(&self, wait: u32) -> (u16, Option<serde_json::Value>) {
+        let (code, body) = self.send("GET", &format!("next-job?wait={wait}"), None);
+        (code, (code == 200).then(|| serde_json::from_slice(&body).expect("a JSON job")))
+    }
+
+    /// A job, asking until one comes (at most `limit`).
+    pub fn claim(&self, limit: Duration) -> serde_json::Value {
+        wait_for("a job to claim", limit, || self.next_job(1).1)
+    }
+
+    pub fn heartbeat(&self, jobs: &[&str]) -> u16 {
+        self.send("POST", "heartbeat", Some(&serde_json::json!({"active_job_ids": jobs}).to_string())).0
+    }
+
+    /// `DELETE next-job`: ends this runner's waiting poll.
+    pub fn cancel_poll(&self) -> u16 {
+        self.send("DELETE", "next-job", None).0
+    }
+
+    pub fn complete(&self, job: &str, body: &str) -> u16 {
+        self.send("PUT", &format!("jobs/{job}/complete"), Some(body)).0
+    }
+
+    pub fn abort(&self, job: &str, reason: &str) -> u16 {
+        self.send("PUT", &format!("jobs/{job}/abort"), Some(&serde_json::json!({ "reason": reason }).to_string())).0
+    }
+}
+
+/// A benchmark's targets, each printed PASS or MISS as it is checked; the
+/// misses are counted for the last line.
+#[derive(Default)]
+pub struct Report {
+    pub misses: usize,
+}
+
+impl Report {
+    pub fn target(&mut self, name: &str, measured: String, ok: bool) {
+        if !ok {
+            self.misses += 1;
+        }
+        println!("  {:<4}  {name:<52} {measured}", if ok { "PASS" } else { "MISS" });
+    }
+}
+
+/// A benchmark's setting from the environment, or its default.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// The machine a benchmark ran on, for the first line of its report: CPU
 /// model, cores, kernel.
 pub fn machine() -> String {
