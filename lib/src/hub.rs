@@ -263,16 +263,9 @@ impl HubClient {
 }
 
 /// A 201 body that is not a registration; says why.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct BadRegistration(pub String);
-
-impl std::fmt::Display for BadRegistration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadRegistration {}
 
 /// Reads a registration from a 201 body (bare or wrapped).
 pub fn parse_registration(body: &str) -> Result<Registration, BadRegistration> {

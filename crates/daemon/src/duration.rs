@@ -6,16 +6,9 @@ use std::time::Duration;
 
 /// A value that is not a duration in seconds; it names the setting and the
 /// value as written.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BadDuration(pub String);
-
-impl std::fmt::Display for BadDuration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadDuration {}
 
 /// `value`, a duration in seconds; anything else (a unit, a sign, `NaN`,
 /// `inf`, an empty string) is an error naming `what` and the value, for the

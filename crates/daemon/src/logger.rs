@@ -95,35 +95,34 @@ mod tests {
         log.enabled(&log::MetadataBuilder::new().target(target).level(level).build())
     }
 
-    #[test]
-    fn a_bare_level_applies_everywhere() {
-        assert!(writes("debug", "ojrunner::spool", Level::Debug));
-        assert!(writes("debug", "ureq::unit", Level::Debug));
-        assert!(!writes("debug", "ojrunner::spool", Level::Trace));
-        assert!(!writes("warn", "ojrunner", Level::Info));
+    /// Each row: `RUST_LOG`, a record's target and level, whether it is written.
+    const RULES: &[(&str, &str, Level, bool)] = &[
+        // A bare level applies everywhere.
+        ("debug", "ojrunner::spool", Level::Debug, true),
+        ("debug", "ureq::unit", Level::Debug, true),
+        ("debug", "ojrunner::spool", Level::Trace, false),
+        ("warn", "ojrunner", Level::Info, false),
         // A word that is no level is a target, logged in full.
-        assert!(writes("ojrunner::spool", "ojrunner::spool", Level::Trace));
-        assert!(!writes("ojrunner::spool", "ojrunner::claim", Level::Debug));
-    }
+        ("ojrunner::spool", "ojrunner::spool", Level::Trace, true),
+        ("ojrunner::spool", "ojrunner::claim", Level::Debug, false),
+        // A target gets its own level, and the rest the default (info).
+        ("ojrunner=debug,ureq=warn", "ojrunner::stage::claimd", Level::Debug, true),
+        ("ojrunner=debug,ureq=warn", "ojrunner::stage::claimd", Level::Trace, false),
+        ("ojrunner=debug,ureq=warn", "ureq::unit", Level::Warn, true),
+        ("ojrunner=debug,ureq=warn", "ureq::unit", Level::Info, false),
+        ("ojrunner=debug,ureq=warn", "rusqlite", Level::Info, true),
+        ("ojrunner=debug,ureq=warn", "rusqlite", Level::Debug, false),
+        // The longest matching target wins over the bare level.
+        ("warn,ojrunner::spool=trace", "ojrunner::spool", Level::Trace, true),
+        ("warn,ojrunner::spool=trace", "ojrunner::stage::claimd", Level::Info, false),
+        ("warn,ojrunner::spool=trace", "ojrunner::stage::claimd", Level::Warn, true),
+    ];
 
     #[test]
-    fn a_target_gets_its_own_level_and_the_rest_the_default() {
-        let spec = "ojrunner=debug,ureq=warn";
-        assert!(writes(spec, "ojrunner::stage::claimd", Level::Debug));
-        assert!(!writes(spec, "ojrunner::stage::claimd", Level::Trace));
-        assert!(writes(spec, "ureq::unit", Level::Warn));
-        assert!(!writes(spec, "ureq::unit", Level::Info));
-        // Not named: the default, info.
-        assert!(writes(spec, "rusqlite", Level::Info));
-        assert!(!writes(spec, "rusqlite", Level::Debug));
-    }
-
-    #[test]
-    fn the_longest_matching_target_wins_over_the_bare_level() {
-        let spec = "warn,ojrunner::spool=trace";
-        assert!(writes(spec, "ojrunner::spool", Level::Trace));
-        assert!(!writes(spec, "ojrunner::stage::claimd", Level::Info));
-        assert!(writes(spec, "ojrunner::stage::claimd", Level::Warn));
+    fn levels_apply_per_target_as_env_logger_reads_them() {
+        for &(spec, target, level, want) in RULES {
+            assert_eq!(writes(spec, target, level), want, "RUST_LOG={spec}: {target} at {level}");
+        }
     }
 
     #[test]

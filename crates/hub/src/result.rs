@@ -20,16 +20,9 @@ pub struct Scored {
 }
 
 /// Why a `complete` body is refused (answered 400 with these words).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct NotAResult(pub String);
-
-impl std::fmt::Display for NotAResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NotAResult {}
 
 /// Checks `body` against `tasks` and scores it; the error says why not.
 pub fn judge(body: &str, tasks: &[Task]) -> Result<Scored, NotAResult> {

@@ -18,16 +18,9 @@ pub const LANGUAGES: &[(&str, i64, &str)] = &[
 ];
 
 /// A `--language` that is neither a known name nor an integer id.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct UnknownLanguage(pub String);
-
-impl std::fmt::Display for UnknownLanguage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UnknownLanguage {}
 
 /// Reads `--language`: a name from [`LANGUAGES`] or any integer id.
 pub fn parse_language(s: &str) -> Result<i64, UnknownLanguage> {

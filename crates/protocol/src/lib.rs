@@ -74,16 +74,9 @@ impl fmt::Display for Verdict {
 }
 
 /// A verdict name that is none of the protocol's.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status {0:?}")]
 pub struct UnknownVerdict(pub String);
-
-impl fmt::Display for UnknownVerdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown status {:?}", self.0)
-    }
-}
-
-impl std::error::Error for UnknownVerdict {}
 
 impl std::str::FromStr for Verdict {
     type Err = UnknownVerdict;
@@ -134,16 +127,9 @@ pub struct Job {
 }
 
 /// Why a job payload cannot be judged (the claim ends as `abort(prep_failed)`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("malformed job payload: {0}")]
 pub struct BadJob(pub String);
-
-impl fmt::Display for BadJob {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed job payload: {}", self.0)
-    }
-}
-
-impl std::error::Error for BadJob {}
 
 /// Limits past which a task is not a mistake but an attack or a typo.
 const MAX_CASES_PER_TASK: i64 = 100;
@@ -151,16 +137,9 @@ const MAX_TASKS: usize = 100;
 
 /// Why a problem (its tasks or its testdata) cannot be judged: a runner
 /// ends such a job as `abort(prep_failed)`; `hubd problem add` refuses it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BadProblem(pub String);
-
-impl fmt::Display for BadProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadProblem {}
 
 /// The one rule for a problem's tasks, the runner's and the hub's: what
 /// Normal-OJ's `Meta` checks (at least one task, scores summing to 100)
