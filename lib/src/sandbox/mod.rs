@@ -277,18 +277,14 @@ mod tests {
 
     #[test]
     fn a_busy_loop_is_killed_at_the_cpu_limit_not_the_rlimit() {
-        let mut l = limits();
-        l.cpu = Duration::from_millis(300);
-        let (u, _) = sh("while :; do :; done", "", l);
+        let (u, _) = sh("while :; do :; done", "", Limits { cpu: Duration::from_millis(300), ..limits() });
         assert_eq!(u.fired, Some(Fired::Cpu));
         assert!(u.cpu >= Duration::from_millis(300) && u.cpu < Duration::from_millis(900), "{u:?}");
     }
 
     #[test]
     fn a_sleeper_is_killed_at_the_wall_limit() {
-        let mut l = limits();
-        l.wall = Duration::from_millis(300);
-        let (u, _) = sh("sleep 30", "", l);
+        let (u, _) = sh("sleep 30", "", Limits { wall: Duration::from_millis(300), ..limits() });
         assert_eq!(u.fired, Some(Fired::Wall));
         assert!(u.wall < Duration::from_secs(3), "{u:?}");
     }

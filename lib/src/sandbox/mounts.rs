@@ -188,16 +188,7 @@ impl JailNs {
         }
         let jail = open_path(c"/proc/self/ns/mnt", libc::O_RDONLY);
         let built = jail.and_then(|jail| {
-            let root = CString::new(ROOT).map_err(io::Error::other)?;
-            unsafe {
-                if libc::chdir(root.as_ptr()) != 0
-                    || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
-                    || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
-                    || libc::chdir(c"/".as_ptr()) != 0
-                {
-                    return Err(context("pivot into the template", io::Error::last_os_error()));
-                }
-            }
+            pivot_into_template().map_err(|e| context("pivot into the template", e))?;
             Ok(jail)
         });
         match built {
@@ -341,20 +332,27 @@ pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u
     let host = b"sandbox";
     unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) };
     if trees.is_none() {
-        // Swap the roots, drop the old one.
-        let root = CString::new(ROOT).map_err(io::Error::other)?;
-        unsafe {
-            if libc::chdir(root.as_ptr()) != 0
-                || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
-                || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
-                || libc::chdir(c"/".as_ptr()) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-        }
+        pivot_into_template()?;
     }
     // Per mount: the helper's template stays writable for the next run.
     mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID, None)
+}
+
+/// Makes the template at [`ROOT`] this mount namespace's root and lets go
+/// of the old root, with every host mount below it.
+fn pivot_into_template() -> io::Result<()> {
+    let root = CString::new(ROOT).map_err(io::Error::other)?;
+    // SAFETY: plain system calls on NUL-terminated paths.
+    unsafe {
+        if libc::chdir(root.as_ptr()) != 0
+            || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
+            || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
+            || libc::chdir(c"/".as_ptr()) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Attaches a detached bind tree at `dst` (created, as a directory or an
