@@ -20,6 +20,7 @@ pub use ojrunner_protocol::archive;
 pub mod answer;
 pub mod claim;
 pub mod config;
+pub mod counter;
 pub mod daemon;
 pub mod drain;
 pub mod hub;

@@ -29,7 +29,7 @@
 //! both survive every restart, and pruning old claims never makes a counter
 //! go back.
 
-use crate::metrics::{self, Counter};
+use crate::counter::{self, Counter};
 use crate::outcome::{self, OutcomeKind};
 use crate::phase::{self, Phase, Timing};
 use crate::protocol::{AbortReason, BadJob, CaseResult, Job, Outcome, Registration, RunnerConfig};
@@ -659,7 +659,7 @@ impl Spool {
         timings: &[Timing],
     ) -> Result<bool> {
         let result = serde_json::to_string(r).unwrap();
-        let verdict = metrics::labels(&[("verdict", r.status.as_str())]);
+        let verdict = counter::labels(&[("verdict", r.status.as_str())]);
         self.write("record case", |tx| {
             if !is_in(tx, claim_id, "started")? {
                 return Ok(false);
@@ -812,7 +812,7 @@ impl Spool {
                     Some(OutcomeKind::Complete) => "complete",
                     _ => "abort",
                 };
-                bump_in(tx, Counter::JobsReported, &metrics::labels(&[("outcome", outcome)]), 1)?;
+                bump_in(tx, Counter::JobsReported, &counter::labels(&[("outcome", outcome)]), 1)?;
                 time_in(tx, claim_id, now, &Timing::labelled(Phase::Report, outcome, (now - owed_at) * 1000))?;
                 time_in(tx, claim_id, now, &Timing::labelled(Phase::Total, outcome, (now - claimed_at) * 1000))?;
             }
@@ -837,7 +837,7 @@ impl Spool {
                 params![note, now, claim_id],
             )?;
             if judged {
-                bump_in(tx, Counter::JobsAborted, &metrics::labels(&[("reason", AbortReason::Rejected.as_str())]), 1)?;
+                bump_in(tx, Counter::JobsAborted, &counter::labels(&[("reason", AbortReason::Rejected.as_str())]), 1)?;
             }
             Ok(())
         })
@@ -879,7 +879,7 @@ impl Spool {
 
     /// Adds `by` to a counter for an event the spool records nothing else
     /// for (a hub's error, a lost sandbox run). `labels` as
-    /// [`metrics::labels`] writes them.
+    /// [`counter::labels`] writes them.
     pub fn bump(&mut self, counter: Counter, labels: &str, by: i64) -> Result<()> {
         self.write(&format!("count {}", counter.name()), |tx| bump_in(tx, counter, labels, by))
     }
@@ -1092,7 +1092,7 @@ fn abort_in(tx: &rusqlite::Transaction, claim_id: i64, reason: AbortReason, note
         "INSERT OR REPLACE INTO outbox (claim_id, kind, body, created_at, next_try_at) VALUES (?, ?, ?, ?, ?)",
         params![claim_id, OutcomeKind::Abort(reason).row(), outcome::abort_body(reason), now, now],
     )?;
-    bump_in(tx, Counter::JobsAborted, &metrics::labels(&[("reason", reason.as_str())]), 1)?;
+    bump_in(tx, Counter::JobsAborted, &counter::labels(&[("reason", reason.as_str())]), 1)?;
     Ok(true)
 }
 
@@ -1107,7 +1107,7 @@ fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str, reason: &str
     tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
     tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
     if n == 1 {
-        bump_in(tx, Counter::JobsDiscarded, &metrics::labels(&[("reason", reason)]), 1)?;
+        bump_in(tx, Counter::JobsDiscarded, &counter::labels(&[("reason", reason)]), 1)?;
     }
     Ok(n == 1)
 }
@@ -1117,7 +1117,7 @@ fn updated_at(tx: &rusqlite::Transaction, claim_id: i64) -> rusqlite::Result<Opt
     tx.query_row("SELECT updated_at FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0)).optional()
 }
 
-/// Adds `by` to a counter (`labels` as [`metrics::labels`] writes them).
+/// Adds `by` to a counter (`labels` as [`counter::labels`] writes them).
 fn bump_in(tx: &rusqlite::Transaction, counter: Counter, labels: &str, by: i64) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO counters (name, labels, value) VALUES (?, ?, ?)
@@ -1135,7 +1135,7 @@ fn time_in(tx: &rusqlite::Transaction, claim_id: i64, now: i64, t: &Timing) -> r
         params![claim_id, t.phase.as_str(), t.item, t.label, now, t.took_us],
     )? == 1;
     if fresh {
-        let series = metrics::phase_series(t.phase, t.label);
+        let series = counter::phase_series(t.phase, t.label);
         let bucket = format!("{series},le=\"{}\"", phase::le(phase::bucket_of(t.took_us)));
         bump_in(tx, Counter::PhaseBucket, &bucket, 1)?;
         bump_in(tx, Counter::PhaseSumMicros, &series, t.took_us)?;
@@ -1336,7 +1336,7 @@ mod tests {
         s.prune_ended(now_ms() + 1).unwrap();
         assert!(s.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
         assert_eq!(counts(&s), [2, 1, 1, 1, 1, 1, 400_000], "counters survive pruning");
-        let text = metrics::render(&s).unwrap();
+        let text = crate::metrics::render(&s).unwrap();
         assert!(text.contains("ojrunner_jobs_claimed_total 2\n"), "{text}");
         assert!(text.contains("ojrunner_phase_seconds_count{phase=\"case\"} 1\n"), "{text}");
         let _ = std::fs::remove_dir_all(d);
@@ -1372,7 +1372,7 @@ mod tests {
         let old = Spool::open_read_only(&d).unwrap();
         assert!(old.counters().unwrap().is_empty(), "read as it is, the tables it lacks empty");
         assert!(old.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
-        assert!(metrics::render(&old).unwrap().contains("ojrunner_claims{state=\"claimed\"} 1\n"));
+        assert!(crate::metrics::render(&old).unwrap().contains("ojrunner_claims{state=\"claimed\"} 1\n"));
         drop(old);
         let mut s = Spool::open(&d).unwrap();
         let v: i64 = s.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();

@@ -10,10 +10,10 @@
 
 use crate::config::{self, Common};
 use crate::control::{self, Event};
+use crate::counter::Counter;
 use crate::daemon::{Daemon, Failure};
 use crate::judge::{Case, Compiled, Judge, Slot, Slots, Submitted, UnknownLanguage};
 use crate::language::Languages;
-use crate::metrics::Counter;
 use crate::outcome;
 use crate::patience;
 use crate::phase::{Phase, Timing};

@@ -24,10 +24,11 @@
 use crate::answer::HubCall;
 use crate::config::{self, Common};
 use crate::control::{Event, Inbox};
+use crate::counter::Counter;
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::HubClient;
 use crate::lease;
-use crate::metrics::{self, Counter};
+use crate::metrics;
 use crate::outcome::{self, Meaning};
 use crate::patience;
 use crate::signals::{Shutdown, Stops};
