@@ -451,3 +451,24 @@ fn a_cancel_racing_a_hand_out_never_loses_the_job_nor_spends_an_attempt() {
     }
     sc.drain(runner);
 }
+
+/// A hub answers 404 to events sent after a job's outcome landed: when a
+/// claim's events fail, its outcome waits for their next try, and the hub
+/// gets every case's progress and then the verdict.
+#[test]
+fn an_outcome_waits_for_its_claims_events_that_the_hub_could_not_take_yet() {
+    let sc = scenario("r-events-first", &[]);
+    let (hub, spool) = (&sc.hub, sc.spool.clone());
+    let start = |stage: &str| start_stage(hub, &spool, stage, &[]);
+    let (_claimd, _judge, _leased) = (start("claimd"), start("judge-exec"), start("leased"));
+    let sub = sc.submit_ab();
+    let queued = || spool_int(&spool, "SELECT COUNT(*) FROM outbox");
+    wait_for("the outcome in the outbox", Duration::from_secs(60), || (queued() == Some(1)).then_some(()));
+    // The first two tries of the events fail; the outcome's would not.
+    hub.cli(&["fault", "--status", "503", "--count", "2", "--path-contains", "/events"]);
+    let _reportd = start("reportd");
+    wait_for("the outbox to empty", Duration::from_secs(60), || (queued() == Some(0)).then_some(()));
+    let s = hub.submission(&sub);
+    assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+    assert_eq!(s["events"], 3, "every case's progress reached the hub before the verdict: {s}");
+}

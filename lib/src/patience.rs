@@ -58,6 +58,12 @@ pub const BEAT_AGAIN: Schedule = Schedule { steps: &[1.0, 2.0], repeat_last: tru
 /// then 15 s, for as long as the outcome is kept ([`outcome_kept`]).
 pub const PATIENT: Schedule = Schedule { steps: &[1.0, 2.0, 4.0, 8.0, 15.0], repeat_last: true };
 
+/// How many failed tries of a claim's progress events its outcome waits
+/// for: a hub answers 404 to events sent after the outcome landed, so the
+/// events go first while the hub may still take them; past these tries the
+/// outcome goes anyway (a verdict outranks its progress lines).
+pub const OUTCOME_WAITS_FOR_EVENTS: usize = 4;
+
 /// How long an outcome is offered to the hub before it is moved aside.
 pub fn outcome_kept() -> Duration {
     scaled(2.0 * 3600.0)

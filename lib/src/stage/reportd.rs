@@ -209,6 +209,17 @@ impl Reporter {
             if self.quit {
                 break;
             }
+            // Events the hub could not take now would be refused once the
+            // outcome lands: the outcome waits for their next try (a while).
+            if let Some(&(tries, at)) = self.event_retry.get(&item.claim_id) {
+                if tries < patience::OUTCOME_WAITS_FOR_EVENTS {
+                    let why = "waiting for its progress events to be taken first";
+                    if let Err(e) = self.spool.outbox_later(item.claim_id, at, why) {
+                        error!("job {} claim {}: {e}", item.job_id, item.claim_id);
+                    }
+                    continue;
+                }
+            }
             self.send(&item, &id.token);
         }
         self.spool.outbox_len().ok().and_then(|(_, next)| next)
