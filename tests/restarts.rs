@@ -472,3 +472,29 @@ fn an_outcome_waits_for_its_claims_events_that_the_hub_could_not_take_yet() {
     assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
     assert_eq!(s["events"], 3, "every case's progress reached the hub before the verdict: {s}");
 }
+
+/// Progress lines that are large together go in batches a hub takes (hubd
+/// refuses a body over 64 KiB, and a refused batch is dropped).
+#[test]
+fn large_progress_goes_in_batches_the_hub_takes() {
+    use ojrunner::spool::Spool;
+    let sc = scenario("r-big-events", &[]);
+    let sub = sc.submit_slow_ab(1.0);
+    let runner = sc.start(&[]);
+    let claim = sc.judging_claim();
+    let pad = "x".repeat(1000);
+    let lines: Vec<String> =
+        (0..300).map(|i| format!(r#"{{"t": 1, "kind": "note", "i": {i}, "pad": "{pad}"}}"#)).collect();
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    Spool::open(&sc.spool).unwrap().add_events(claim.claim_id, &lines).unwrap();
+    let s = sc.judged(&sub, Duration::from_secs(120));
+    assert_clean_ac(&s);
+    let db = rusqlite::Connection::open(&sc.hub.db).unwrap();
+    let notes: i64 = db
+        .query_row("SELECT count(*) FROM events WHERE job_id = ? AND body LIKE '%\"note\"%'", [&claim.job_id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(notes, 300, "every line reached the hub");
+    sc.drain(runner);
+}

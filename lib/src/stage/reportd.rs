@@ -34,6 +34,10 @@ use std::time::Duration;
 /// Event lines sent in one batch.
 pub const EVENT_BATCH: usize = 200;
 
+/// The most bytes of event lines a batch carries: a hub caps small bodies
+/// (hubd at 64 KiB), and a batch it refuses as too large is dropped.
+pub const EVENT_BATCH_BYTES: usize = 48 << 10;
+
 /// Runs reportd with the configuration `c` until `shutdown` stops it (or
 /// the hub's answers do); the exit code says why it stopped.
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
@@ -329,7 +333,16 @@ impl Reporter {
                 events.push(json!({"t": 0, "kind": "lost", "count": lost,
                                    "message": format!("{lost} event lines lost while the hub could not take them")}));
             }
-            let take = if lost > 0 { rows.len().min(EVENT_BATCH - 1) } else { rows.len() };
+            let most = if lost > 0 { rows.len().min(EVENT_BATCH - 1) } else { rows.len() };
+            // At least one line; then as many as keep the body small.
+            let mut bytes = 0;
+            let take = 1 + rows[1..most]
+                .iter()
+                .take_while(|r| {
+                    bytes += r.body.len() + 1;
+                    bytes + rows[0].body.len() <= EVENT_BATCH_BYTES
+                })
+                .count();
             events.extend(
                 rows[..take].iter().map(|r| serde_json::from_str(&r.body).unwrap_or(json!({"kind": "unreadable"}))),
             );
