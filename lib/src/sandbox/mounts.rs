@@ -156,14 +156,24 @@ impl JailRoot {
     pub fn make() -> io::Result<JailRoot> {
         let initial_userns = std::fs::read_to_string("/proc/self/uid_map")
             .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
-        // EBADF where the call exists (Linux 5.12), ENOSYS before.
-        let r = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, std::ptr::null::<u8>(), 0) };
-        let has_new_api = r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
-        if !(initial_userns && has_new_api) {
+        if !(initial_userns && mount_api_works(Path::new(ROOT))) {
             return Ok(JailRoot::Pivot);
         }
         JailNs::make().map(JailRoot::Namespace)
     }
+}
+
+/// Whether the calls each run makes with its binds work here: tried, not
+/// guessed from the kernel's version, since a container's filter may answer
+/// `EPERM` for calls the kernel has (every run would end in an error).
+fn mount_api_works(probe: &Path) -> bool {
+    if detach_binds(&[Bind { path: probe.to_path_buf(), writable: false, at: None }]).is_err() {
+        return false;
+    }
+    // With no tree to move, nor a place: EBADF where the call may be made.
+    let empty = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
+    let r = unsafe { libc::syscall(libc::SYS_move_mount, -1, c"".as_ptr(), -1, c"".as_ptr(), empty) };
+    r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
 }
 
 /// The jail's mount namespace (its root the template, nothing of the host
@@ -424,4 +434,45 @@ fn mount(
         return Err(io::Error::new(e.kind(), format!("mount {}: {e}", dst.display())));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A filter that answers `EPERM` to `call`, as a container's may,
+    /// installed on this thread only (no `TSYNC`).
+    fn refuse_on_this_thread(call: libc::c_long) {
+        let ins = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        let prog = [
+            ins((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 0, 0, 0), // the call's number
+            ins((libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, 0, 1, call as u32),
+            ins(libc::BPF_RET as u16, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+            ins(libc::BPF_RET as u16, 0, 0, libc::SECCOMP_RET_ALLOW),
+        ];
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
+        super::super::seccomp::install(&prog).expect("install the filter");
+    }
+
+    /// The probe says yes where the calls work, and no where a filter
+    /// refuses one of them: the helper then takes the pivot, not a JE a run.
+    #[test]
+    fn the_mount_api_is_tried_not_guessed() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: the mount API needs root");
+            return;
+        }
+        let dir = std::env::temp_dir();
+        assert!(mount_api_works(&dir), "the calls work on this machine (Linux 5.12 or later, root)");
+        for call in [libc::SYS_open_tree, libc::SYS_mount_setattr, libc::SYS_move_mount] {
+            let dir = dir.clone();
+            let works = std::thread::spawn(move || {
+                refuse_on_this_thread(call);
+                mount_api_works(&dir)
+            })
+            .join()
+            .unwrap();
+            assert!(!works, "call {call} refused, yet the probe said the calls work");
+        }
+    }
 }
