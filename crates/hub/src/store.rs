@@ -186,28 +186,41 @@ fn write_loop(queues: &(Mutex<Queues>, Condvar), conn: Connection) {
     }
 }
 
-/// One transaction for `group`, each write in its own savepoint.
+/// One transaction for `group`, each write in its own savepoint. A write
+/// whose error ends the transaction (a full disk: SQLite rolls it all back)
+/// takes the group's earlier writes with it; none is answered as done, and
+/// the rest are not run, lest each commit alone, unanswered.
 fn commit_group(conn: &Connection, group: Vec<Job>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        let e = format!("starting a transaction: {e}");
+    let fail_all = |jobs: Vec<Job>, answers: Vec<Deliver>, e: String| {
         log::error!("{e}");
-        for job in group {
+        answers.into_iter().for_each(|deliver| deliver(Err(e.clone())));
+        for job in jobs {
             let (_, deliver) = job(None);
             deliver(Err(e.clone()));
         }
-        return;
+    };
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        return fail_all(group, Vec::new(), format!("starting a transaction: {e}"));
     }
     let mut answers = Vec::with_capacity(group.len());
-    for job in group {
+    let mut jobs = group.into_iter();
+    while let Some(job) = jobs.next() {
         if let Err(e) = conn.execute_batch("SAVEPOINT write") {
-            log::error!("opening a savepoint: {e}");
+            let (_, deliver) = job(None);
+            answers.push(deliver);
+            let _ = conn.execute_batch("ROLLBACK");
+            return fail_all(jobs.collect(), answers, format!("opening a savepoint: {e}"));
         }
         let (keep, deliver) = job(Some(conn));
+        answers.push(deliver);
+        if conn.is_autocommit() {
+            return fail_all(jobs.collect(), answers, "a write's error ended the group's transaction".into());
+        }
         let end = if keep { "RELEASE write" } else { "ROLLBACK TO write; RELEASE write" };
         if let Err(e) = conn.execute_batch(end) {
-            log::error!("closing a savepoint: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+            return fail_all(jobs.collect(), answers, format!("closing a savepoint: {e}"));
         }
-        answers.push(deliver);
     }
     let committed = conn.execute_batch("COMMIT").map_err(|e| {
         let _ = conn.execute_batch("ROLLBACK");
@@ -216,5 +229,68 @@ fn commit_group(conn: &Connection, group: Vec<Job>) {
     });
     for deliver in answers {
         deliver(committed.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each job's answer, once given.
+    type Answers = Arc<Mutex<Vec<Option<Result<(), String>>>>>;
+
+    /// A job running `sql` that puts its answer in `answers[i]`.
+    fn job(sql: &'static str, answers: &Answers, i: usize) -> Job {
+        let answers = answers.clone();
+        Box::new(move |conn: Option<&Connection>| {
+            let keep = conn.is_some_and(|c| c.execute_batch(sql).is_ok());
+            let deliver: Deliver = Box::new(move |r| answers.lock().unwrap()[i] = Some(r));
+            (keep, deliver)
+        })
+    }
+
+    /// A write whose error ends the transaction (here by its own hand, as
+    /// SQLite does on a full disk) fails the whole group, and the writes
+    /// after it are not committed each on its own while answered "failed".
+    #[test]
+    fn a_write_that_ends_the_transaction_fails_its_group_and_commits_nothing() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let answers = Arc::new(Mutex::new(vec![None; 3]));
+        let group = vec![
+            job("INSERT INTO t VALUES (1)", &answers, 0),
+            job("INSERT INTO t VALUES (2); ROLLBACK", &answers, 1),
+            job("INSERT INTO t VALUES (3)", &answers, 2),
+        ];
+        commit_group(&conn, group);
+        let rows: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(rows, 0, "no write of the group was kept");
+        let answers = answers.lock().unwrap();
+        assert!(answers.iter().all(|a| matches!(a, Some(Err(_)))), "every write answered failed: {answers:?}");
+        assert!(conn.is_autocommit(), "no transaction left open");
+    }
+
+    /// The group commits together when every write goes well, and an undone
+    /// write is undone alone.
+    #[test]
+    fn a_group_commits_its_kept_writes() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let answers = Arc::new(Mutex::new(vec![None; 3]));
+        let group = vec![
+            job("INSERT INTO t VALUES (1)", &answers, 0),
+            job("INSERT INTO t VALUES (2); SELECT * FROM nowhere", &answers, 1),
+            job("INSERT INTO t VALUES (3)", &answers, 2),
+        ];
+        commit_group(&conn, group);
+        let kept: Vec<i64> = conn
+            .prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(kept, [1, 3]);
+        assert!(answers.lock().unwrap().iter().all(|a| matches!(a, Some(Ok(())))));
     }
 }
