@@ -684,6 +684,39 @@ fn serve_stops_cleanly_and_refuses_bad_configuration() {
     assert_eq!(proc.wait_exit(LIMIT), 0);
 }
 
+/// One hub serves a database: a second `serve` of it exits 1 and names the
+/// first, which goes on serving; the wake socket is writable by those who
+/// may write the database, and no one else.
+#[test]
+fn one_hub_serves_a_database_and_only_its_writers_may_wake_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("hubd-one-serve");
+    let hub = Hub::start(dir.path(), &[]);
+    let log = dir.path().join("second.log");
+    let child = Command::new(bin("hubd"))
+        .arg("--db")
+        .arg(&hub.db)
+        .args(["serve", "--listen", "127.0.0.1:0", "--registration-token", "x"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let code = Proc { child, name: "the second hubd".into() }.wait_exit(LIMIT);
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(code, 1, "a second serve of one database: {err}");
+    assert!(err.contains("another hubd serves") && err.contains("hub.db-serve.lock"), "{err}");
+    let status = |url: &str| match ureq::get(&format!("{url}/no-such-route")).call() {
+        Err(ureq::Error::Status(code, _)) => Some(code),
+        Ok(r) => Some(r.status()),
+        Err(_) => None,
+    };
+    assert_eq!(status(&hub.url), Some(404), "the first hub serves on");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let socket = dir.path().join("hub.db-wake");
+    assert_eq!(mode(&socket), mode(&hub.db) & 0o666, "the wake socket's mode is the database's");
+    assert_eq!(mode(&socket) & 0o022, 0, "no one but the database's owner may wake the hub");
+}
+
 #[test]
 fn serve_takes_decimal_seconds_and_exits_100_naming_a_flag_that_is_not_a_duration() {
     let dir = TempDir::new("hubd-durations");

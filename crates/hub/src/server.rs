@@ -86,6 +86,7 @@ struct Hub {
 pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
     let nofile = limits::raise_nofile();
     let mut writer = db::open(&cfg.db)?;
+    let _serving = wake::serve_lock(&cfg.db).map_err(|e| Failure::runtime(e.to_string()))?;
     let extended = queue::extend_leases(&mut writer, &cfg.policy).context(|| "extending leases".into())?;
     if extended > 0 {
         log::info!("{extended} leased jobs given a full lease again (the hub was away)");

@@ -5,7 +5,14 @@
 //! one waiting poll claim, and a hint lost (no hub serving, a full socket
 //! buffer, a path too long for a socket) is made up for by the hub's
 //! re-check every second.
+//!
+//! One hub serves a database at a time (`hub.db-serve.lock`): a second
+//! would take the socket from the first, and each keeps its waiting polls
+//! and cancels in memory.
 
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The socket of the hub serving `db`.
@@ -13,6 +20,31 @@ pub fn socket_path(db: &Path) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-wake");
     db.with_file_name(name)
+}
+
+/// Makes this process the hub serving `db` for as long as the file returned
+/// is open; an error if another hub serves it.
+pub fn serve_lock(db: &Path) -> io::Result<File> {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push("-serve.lock");
+    let path = db.with_file_name(name);
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let file = File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(named)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("another hubd serves {} (it holds {})", db.display(), path.display()),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(named(e)),
+    }
 }
 
 /// Tells the hub serving `db`, if any, that work is queued. Never fails:
@@ -29,11 +61,18 @@ pub fn hint(db: &Path) {
 }
 
 /// The hub's end: binds the socket (a stale one from an earlier hub is
-/// replaced). `None`, logged, if it cannot: hints are then not heard.
+/// replaced), writable by those who may write the database: who may queue
+/// work may say so, and no one else may make the hub look for it. `None`,
+/// logged, if it cannot: hints are then not heard.
 pub fn bind(db: &Path) -> Option<tokio::net::UnixDatagram> {
     let path = socket_path(db);
     let _ = std::fs::remove_file(&path);
-    match tokio::net::UnixDatagram::bind(&path) {
+    let bound = tokio::net::UnixDatagram::bind(&path).and_then(|s| {
+        let mode = std::fs::metadata(db)?.permissions().mode() & 0o666;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+        Ok(s)
+    });
+    match bound {
         Ok(s) => Some(s),
         Err(e) => {
             log::warn!("wake socket {}: {e}; new submissions are found within a second instead", path.display());
