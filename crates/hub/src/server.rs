@@ -636,11 +636,13 @@ async fn next_job(hub: &Arc<Hub>, rn: String, wait: Duration, base_url: String) 
         let generation = hub.polls.generation();
         let advertise = (serving.advertised.is_none() && !wait.is_zero()).then_some(until_ms);
         let clear = serving.advertised.is_some();
-        let (p, r) = (poll.clone(), rn.clone());
+        let (p, r, h) = (poll.clone(), rn.clone(), hub.clone());
         let claim = hub.store.write(Lane::Claims, move |tx| {
             let scan = queue::claim(tx, &r, &policy)?;
             if scan.claim.is_some() && !p.commit() {
-                // Cancelled (or its client left) before the commit: undone.
+                // Cancelled (or its client left) before the commit: undone,
+                // and the job it found is for the next waiter to take.
+                h.polls.wake(1);
                 return Ok(Write::Undo(queue::Scan::default()));
             }
             if scan.claim.is_some() {
