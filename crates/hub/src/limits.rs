@@ -97,6 +97,7 @@ impl Admission {
 
     /// A place for a connection from `ip`, or `None` over a limit.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
+        let ip = client(ip);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let (total, per) = &mut *open;
         let mine = per.entry(ip).or_insert(0);
@@ -109,6 +110,18 @@ impl Admission {
         *mine += 1;
         *total += 1;
         Some(Ticket { admission: self.clone(), ip })
+    }
+}
+
+/// The client a connection counts against: an IPv4 address, or an IPv6
+/// /64 (the least one host is given: its 2^64 addresses are one client).
+fn client(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+        v4 => v4,
     }
 }
 
@@ -160,5 +173,18 @@ mod tests {
         assert!(adm.admit(b).is_none(), "a fourth in all");
         drop(t1);
         assert!(adm.admit(a).is_some(), "a place given back is taken again");
+    }
+
+    /// An IPv6 host has a /64 of addresses: they count as one client.
+    #[test]
+    fn an_ipv6_64_is_one_client() {
+        let adm = Admission::new(10, 2);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _held = [adm.admit(ip("2001:db8::1")).unwrap(), adm.admit(ip("2001:db8::ffff:2")).unwrap()];
+        assert!(adm.admit(ip("2001:db8::1:2:3:4")).is_none(), "a third address of the same /64");
+        assert!(adm.admit(ip("2001:db8:0:1::1")).is_some(), "the next /64 is another client");
+        let _v4 = adm.admit(ip("192.0.2.1")).unwrap();
+        let _mapped = adm.admit(ip("::ffff:192.0.2.1")).unwrap();
+        assert!(adm.admit(ip("192.0.2.1")).is_none(), "an IPv4-mapped address is its IPv4 address");
     }
 }
