@@ -430,6 +430,60 @@ fn connections_over_the_per_address_bound_are_closed_and_the_rest_still_served()
     assert!(refused >= 1.0, "{refused} refusals counted");
 }
 
+/// A TCP connection to `to` from the loopback address `src`.
+fn connect_from(src: std::net::Ipv4Addr, to: &str) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let to: std::net::SocketAddrV4 = to.parse().expect("an IPv4 hub");
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a new socket, owned by the stream at once; the addresses live across the calls.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let from = sockaddr(src, 0);
+        assert_eq!(libc::bind(fd, &from as *const _ as *const libc::sockaddr, len), 0, "bind {src}");
+        let at = sockaddr(*to.ip(), to.port());
+        assert_eq!(libc::connect(fd, &at as *const _ as *const libc::sockaddr, len), 0, "connect {to}");
+        stream
+    }
+}
+
+/// Connections from strangers, from however many addresses, leave the
+/// last quarter of the hub's places to clients that showed a runner's token.
+#[test]
+fn strangers_cannot_take_the_places_kept_for_runners() {
+    let (_dir, hub, _src) = hub("hubload-reserve", &["--max-connections", "8"]);
+    let runner = Runner::register(&hub.url, "kept");
+    assert_eq!(runner.heartbeat(&[]), 204, "the runner is known by its token");
+    // The runner's calls each closed their connection: only this one is open.
+    wait_for("the runner's connections to close", LIMIT, || {
+        (metric(&hub.url, "hubd_connections_open") == 1.0).then_some(())
+    });
+    let get = format!("GET /metrics HTTP/1.1\r\nHost: {}\r\n\r\n", hub.listen);
+    let mut strangers = Vec::new();
+    let mut answered = 0;
+    for i in 0..8u8 {
+        let mut s = connect_from(std::net::Ipv4Addr::new(127, 0, 0, 10 + i), &hub.listen);
+        s.write_all(get.as_bytes()).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut head = [0u8; 12];
+        if s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200") {
+            answered += 1;
+            strangers.push(s); // kept open, idle
+        }
+    }
+    // Six, or five while the hub has yet to see the last metrics call's close.
+    assert!((5..=6).contains(&answered), "strangers took {answered} of the eight places, not six at most");
+    assert_eq!(runner.heartbeat(&[]), 204, "the runner still gets in");
+    drop(strangers);
+}
+
 #[test]
 fn at_most_two_large_results_are_read_at_once() {
     let (_dir, hub, src) = hub("hubload-large", &["--lease-ttl", "30"]);

@@ -77,11 +77,27 @@ pub async fn read_body(
     Ok(buf.freeze())
 }
 
-/// Open connections, per client address and in total.
+/// How long a client that showed a runner's token counts as a runner's.
+const KNOWN_FOR: Duration = Duration::from_secs(600);
+
+/// Open connections, per client address and in total. The last quarter of
+/// the places is kept for clients that showed a runner's token within ten
+/// minutes (`KNOWN_FOR`): connections from anywhere else, however many
+/// addresses they come from, cannot shut the runners out.
 pub struct Admission {
-    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+    open: Mutex<Open>,
     max_total: usize,
     max_per_address: usize,
+    /// Places only runners' clients may take.
+    reserve: usize,
+}
+
+#[derive(Default)]
+struct Open {
+    total: usize,
+    per: HashMap<IpAddr, usize>,
+    /// Clients that authenticated as a runner, and when they last did.
+    known: HashMap<IpAddr, Instant>,
 }
 
 /// One admitted connection; dropping it gives its place back.
@@ -92,24 +108,36 @@ pub struct Ticket {
 
 impl Admission {
     pub fn new(max_total: usize, max_per_address: usize) -> Arc<Admission> {
-        Arc::new(Admission { open: Mutex::new((0, HashMap::new())), max_total, max_per_address })
+        let reserve = max_total / 4;
+        Arc::new(Admission { open: Mutex::default(), max_total, max_per_address, reserve })
     }
 
     /// A place for a connection from `ip`, or `None` over a limit.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
         let ip = client(ip);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let (total, per) = &mut *open;
-        let mine = per.entry(ip).or_insert(0);
-        if *total >= self.max_total || *mine >= self.max_per_address {
-            if *mine == 0 {
-                per.remove(&ip);
-            }
+        let Open { total, per, known } = &mut *open;
+        let runners_only = *total + self.reserve >= self.max_total;
+        let runner = || known.get(&ip).is_some_and(|at| at.elapsed() < KNOWN_FOR);
+        let mine = per.get(&ip).copied().unwrap_or(0);
+        if *total >= self.max_total || mine >= self.max_per_address || (runners_only && !runner()) {
             return None;
         }
-        *mine += 1;
+        per.insert(ip, mine + 1);
         *total += 1;
         Some(Ticket { admission: self.clone(), ip })
+    }
+
+    /// `ip` showed a runner's token: it may take the reserved places.
+    pub fn known_runner(&self, ip: IpAddr) {
+        let ip = client(ip);
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        // Only tokens put clients here; forget those long gone now and then.
+        if open.known.len() >= 1024 && open.known.len().is_power_of_two() {
+            open.known.retain(|_, at| now.duration_since(*at) < KNOWN_FOR);
+        }
+        open.known.insert(ip, now);
     }
 }
 
@@ -128,7 +156,7 @@ fn client(ip: IpAddr) -> IpAddr {
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut open = self.admission.open.lock().unwrap_or_else(|p| p.into_inner());
-        let (total, per) = &mut *open;
+        let Open { total, per, .. } = &mut *open;
         *total -= 1;
         if let Some(n) = per.get_mut(&self.ip) {
             *n -= 1;
@@ -173,6 +201,22 @@ mod tests {
         assert!(adm.admit(b).is_none(), "a fourth in all");
         drop(t1);
         assert!(adm.admit(a).is_some(), "a place given back is taken again");
+    }
+
+    /// The last quarter of the places is for clients known as runners.
+    #[test]
+    fn the_last_places_are_for_runners() {
+        let adm = Admission::new(8, 8);
+        let stranger: IpAddr = "192.0.2.1".parse().unwrap();
+        let runner: IpAddr = "192.0.2.2".parse().unwrap();
+        let held: Vec<Ticket> = (0..6).map(|_| adm.admit(stranger).unwrap()).collect();
+        assert!(adm.admit(stranger).is_none(), "a stranger's seventh of eight");
+        assert!(adm.admit(runner).is_none(), "nor a client not yet known");
+        adm.known_runner(runner);
+        let _r = [adm.admit(runner).unwrap(), adm.admit(runner).unwrap()];
+        assert!(adm.admit(runner).is_none(), "nothing past the total");
+        drop(held);
+        assert!(adm.admit(stranger).is_some(), "below the reserve, anyone");
     }
 
     /// An IPv6 host has a /64 of addresses: they count as one client.

@@ -79,7 +79,12 @@ struct Hub {
     /// Becomes true at TERM: waiting polls answer 204 at once.
     stopping: watch::Receiver<bool>,
     large_bodies: Semaphore,
+    admission: Arc<Admission>,
 }
+
+/// The client's address, on each request of its connection.
+#[derive(Clone, Copy)]
+struct Peer(std::net::IpAddr);
 
 /// Serves until `shutdown` says TERM or INT (then finishes the requests in
 /// hand) or QUIT (then stops at once).
@@ -127,8 +132,9 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
         counters: metrics::Counters::default(),
         stopping,
         large_bodies: Semaphore::new(limits::LARGE_BODIES_AT_ONCE),
+        admission,
     });
-    let server = rt.spawn(accept(hub.clone(), listener, admission));
+    let server = rt.spawn(accept(hub.clone(), listener));
     rt.spawn(recheck(hub.clone()));
     if let Some(socket) = hints {
         rt.spawn(hear_hints(hub.clone(), socket));
@@ -176,7 +182,7 @@ pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
 
 /// Takes connections until TERM, then lets the requests in hand finish
 /// (at most [`DRAIN_LIMIT`]).
-async fn accept(hub: Arc<Hub>, listener: tokio::net::TcpListener, admission: Arc<Admission>) {
+async fn accept(hub: Arc<Hub>, listener: tokio::net::TcpListener) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut stopping = hub.stopping.clone();
     let mut last_complaint: Option<Instant> = None;
@@ -198,14 +204,17 @@ async fn accept(hub: Arc<Hub>, listener: tokio::net::TcpListener, admission: Arc
                 continue;
             }
         };
-        let Some(ticket) = admission.admit(peer.ip()) else {
+        let Some(ticket) = hub.admission.admit(peer.ip()) else {
             metrics::Counters::add(&hub.counters.connections_refused, 1);
             drop(stream);
             continue;
         };
         let _ = stream.set_nodelay(true);
         let for_requests = hub.clone();
-        let service = hyper::service::service_fn(move |req| answer(for_requests.clone(), req));
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(Peer(peer.ip()));
+            answer(for_requests.clone(), req)
+        });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT)
@@ -476,7 +485,11 @@ async fn route(hub: &Arc<Hub>, req: Request<Incoming>, path: &str, query: &str) 
             .map(|t| t.trim().to_string());
         let Some(token) = token else { return Reply::error(401, "invalid runner token") };
         match hub.store.read(move |c| runners::authenticate(c, &rn, &token)).await {
-            Ok(true) => {}
+            Ok(true) => {
+                if let Some(Peer(ip)) = req.extensions().get() {
+                    hub.admission.known_runner(*ip);
+                }
+            }
             Ok(false) => return Reply::error(401, "invalid runner token"),
             Err(e) => return Reply::internal("authenticating a runner", e),
         }
