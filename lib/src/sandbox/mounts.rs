@@ -154,13 +154,18 @@ impl JailRoot {
     /// namespace where the kernel has the calls and this is the host's user
     /// namespace, else [`JailRoot::Pivot`].
     pub fn make() -> io::Result<JailRoot> {
-        let initial_userns = std::fs::read_to_string("/proc/self/uid_map")
-            .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
-        if !(initial_userns && mount_api_works(Path::new(ROOT))) {
+        if !(initial_userns() && mount_api_works(Path::new(ROOT))) {
             return Ok(JailRoot::Pivot);
         }
-        JailNs::make().map(JailRoot::Namespace)
+        let ns = JailNs::make()?;
+        Ok(if ns.binds_work()? { JailRoot::Namespace(ns) } else { JailRoot::Pivot })
     }
+}
+
+/// Whether this is the host's user namespace (every uid mapped as itself).
+fn initial_userns() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
 }
 
 /// Whether the calls each run makes with its binds work here: tried, not
@@ -213,6 +218,21 @@ impl JailNs {
                 Err(e)
             }
         }
+    }
+
+    /// Whether a run's binds can be made: one tree detached in the helper's
+    /// namespace, attached in the jail's and let go, as each run does (a
+    /// security module may refuse a call the kernel has, or a place).
+    fn binds_work(&self) -> io::Result<bool> {
+        let Ok(trees) = detach_binds(&[Bind { path: ROOT.into(), writable: false, at: None }]) else {
+            return Ok(false);
+        };
+        self.enter()?;
+        let attached = attach(&trees[0], Path::new("/tmp")).is_ok();
+        // SAFETY: a path that lives across the call.
+        let let_go = attached && unsafe { libc::umount2(c"/tmp".as_ptr(), libc::MNT_DETACH) } == 0;
+        self.leave()?;
+        Ok(let_go)
     }
 
     /// Moves the helper into the jail's namespace: the `clone` of init that
@@ -458,8 +478,10 @@ mod tests {
     /// refuses one of them: the helper then takes the pivot, not a JE a run.
     #[test]
     fn the_mount_api_is_tried_not_guessed() {
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: the mount API needs root");
+        let has_calls = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, 0, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
+        if unsafe { libc::geteuid() } != 0 || !initial_userns() || !has_calls {
+            eprintln!("skipped: the mount API needs root in the host's user namespace, Linux 5.12 or later");
             return;
         }
         let dir = std::env::temp_dir();
