@@ -474,7 +474,8 @@ fn an_outcome_waits_for_its_claims_events_that_the_hub_could_not_take_yet() {
 }
 
 /// Progress lines that are large together go in batches a hub takes (hubd
-/// refuses a body over 64 KiB, and a refused batch is dropped).
+/// refuses a body over 64 KiB, and a refused batch is dropped), counted as
+/// sent: `1e9` is stored in 3 bytes and sent in 12.
 #[test]
 fn large_progress_goes_in_batches_the_hub_takes() {
     use ojrunner::spool::Spool;
@@ -483,8 +484,13 @@ fn large_progress_goes_in_batches_the_hub_takes() {
     let runner = sc.start(&[]);
     let claim = sc.judging_claim();
     let pad = "x".repeat(1000);
-    let lines: Vec<String> =
-        (0..300).map(|i| format!(r#"{{"t": 1, "kind": "note", "i": {i}, "pad": "{pad}"}}"#)).collect();
+    let grows = vec!["1e9"; 100].join(",");
+    let lines: Vec<String> = (0..300)
+        .map(|i| match i % 2 {
+            0 => format!(r#"{{"t": 1, "kind": "note", "i": {i}, "pad": "{pad}"}}"#),
+            _ => format!(r#"{{"t": 1, "kind": "note", "i": {i}, "grows": [{grows}]}}"#),
+        })
+        .collect();
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     Spool::open(&sc.spool).unwrap().add_events(claim.claim_id, &lines).unwrap();
     let s = sc.judged(&sub, Duration::from_secs(120));

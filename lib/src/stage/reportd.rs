@@ -334,18 +334,18 @@ impl Reporter {
                                    "message": format!("{lost} event lines lost while the hub could not take them")}));
             }
             let most = if lost > 0 { rows.len().min(EVENT_BATCH - 1) } else { rows.len() };
-            // At least one line; then as many as keep the body small.
-            let mut bytes = 0;
-            let take = 1 + rows[1..most]
-                .iter()
-                .take_while(|r| {
-                    bytes += r.body.len() + 1;
-                    bytes + rows[0].body.len() <= EVENT_BATCH_BYTES
-                })
-                .count();
-            events.extend(
-                rows[..take].iter().map(|r| serde_json::from_str(&r.body).unwrap_or(json!({"kind": "unreadable"}))),
-            );
+            // At least one line; then as many as keep the body small, counted
+            // as sent (parsed and written again), not as stored.
+            let mut bytes: usize = events.iter().map(|e| e.to_string().len() + 1).sum();
+            for (i, r) in rows[..most].iter().enumerate() {
+                let event = serde_json::from_str(&r.body).unwrap_or(json!({"kind": "unreadable"}));
+                bytes += event.to_string().len() + 1;
+                if i > 0 && bytes > EVENT_BATCH_BYTES {
+                    break;
+                }
+                events.push(event);
+            }
+            let take = events.len() - usize::from(lost > 0);
             let body = json!({ "events": events }).to_string();
             let last_id = rows[take - 1].id;
             let (runner, tok, job) = (runner_id.to_string(), token.to_string(), job_id.to_string());
