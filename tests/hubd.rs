@@ -711,6 +711,23 @@ fn one_hub_serves_a_database_and_only_its_writers_may_wake_it() {
         Err(_) => None,
     };
     assert_eq!(status(&hub.url), Some(404), "the first hub serves on");
+    // The lock comes before the database: a second serve creates or
+    // migrates nothing (here, with the lock held, no database is made).
+    let fresh = dir.path().join("fresh.db");
+    let lock = std::fs::File::create(dir.path().join("fresh.db-serve.lock")).unwrap();
+    lock.lock().unwrap();
+    let child = Command::new(bin("hubd"))
+        .arg("--db")
+        .arg(&fresh)
+        .args(["serve", "--listen", "127.0.0.1:0", "--registration-token", "x"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert_eq!(Proc { child, name: "a hubd of a locked database".into() }.wait_exit(LIMIT), 1);
+    assert!(!fresh.exists(), "a hub that may not serve made the database");
+    drop(lock);
+
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let socket = dir.path().join("hub.db-wake");
     assert_eq!(mode(&socket), mode(&hub.db) & 0o666, "the wake socket's mode is the database's");

@@ -96,8 +96,11 @@ pub struct Admission {
 struct Open {
     total: usize,
     per: HashMap<IpAddr, usize>,
-    /// Clients that authenticated as a runner, and when they last did.
+    /// Addresses that authenticated as a runner, and when they last did
+    /// (whole addresses: a neighbour in a runner's /64 is no runner).
     known: HashMap<IpAddr, Instant>,
+    /// When `known` is next swept of addresses long gone.
+    next_sweep: Option<Instant>,
 }
 
 /// One admitted connection; dropping it gives its place back.
@@ -113,12 +116,12 @@ impl Admission {
     }
 
     /// A place for a connection from `ip`, or `None` over a limit.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
-        let ip = client(ip);
+    pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Option<Ticket> {
+        let ip = client(addr);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let Open { total, per, known } = &mut *open;
+        let Open { total, per, known, .. } = &mut *open;
         let runners_only = *total + self.reserve >= self.max_total;
-        let runner = || known.get(&ip).is_some_and(|at| at.elapsed() < KNOWN_FOR);
+        let runner = || known.get(&unmapped(addr)).is_some_and(|at| at.elapsed() < KNOWN_FOR);
         let mine = per.get(&ip).copied().unwrap_or(0);
         if *total >= self.max_total || mine >= self.max_per_address || (runners_only && !runner()) {
             return None;
@@ -129,26 +132,32 @@ impl Admission {
     }
 
     /// `ip` showed a runner's token: it may take the reserved places.
-    pub fn known_runner(&self, ip: IpAddr) {
-        let ip = client(ip);
+    pub fn known_runner(&self, addr: IpAddr) {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        // Only tokens put clients here; forget those long gone now and then.
-        if open.known.len() >= 1024 && open.known.len().is_power_of_two() {
+        // Only tokens put addresses here; those long gone go once in a while.
+        if open.next_sweep.is_none_or(|at| now >= at) {
             open.known.retain(|_, at| now.duration_since(*at) < KNOWN_FOR);
+            open.next_sweep = Some(now + KNOWN_FOR);
         }
-        open.known.insert(ip, now);
+        open.known.insert(unmapped(addr), now);
     }
 }
 
 /// The client a connection counts against: an IPv4 address, or an IPv6
-/// /64 (the least one host is given: its 2^64 addresses are one client).
-fn client(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        },
+/// /64 (the least a host is usually given: its 2^64 addresses are one
+/// client, lest one host have 2^64 shares).
+fn client(addr: IpAddr) -> IpAddr {
+    match unmapped(addr) {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        v4 => v4,
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn unmapped(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
         v4 => v4,
     }
 }
@@ -230,5 +239,19 @@ mod tests {
         let _v4 = adm.admit(ip("192.0.2.1")).unwrap();
         let _mapped = adm.admit(ip("::ffff:192.0.2.1")).unwrap();
         assert!(adm.admit(ip("192.0.2.1")).is_none(), "an IPv4-mapped address is its IPv4 address");
+    }
+
+    /// A runner is known by its whole address: its /64 neighbours are not.
+    #[test]
+    fn a_runner_is_known_by_its_own_address() {
+        let adm = Admission::new(8, 8);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _held: Vec<Ticket> = (0..6).map(|_| adm.admit(ip("192.0.2.9")).unwrap()).collect();
+        assert!(adm.admit(ip("192.0.2.9")).is_none(), "the reserve");
+        adm.known_runner(ip("2001:db8::1"));
+        assert!(adm.admit(ip("2001:db8::2")).is_none(), "a neighbour of the runner is a stranger");
+        let _runner = adm.admit(ip("2001:db8::1")).unwrap();
+        adm.known_runner(ip("::ffff:198.51.100.1"));
+        assert!(adm.admit(ip("198.51.100.1")).is_some(), "a mapped address is known as itself");
     }
 }

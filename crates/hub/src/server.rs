@@ -89,9 +89,13 @@ struct Peer(std::net::IpAddr);
 /// Serves until `shutdown` says TERM or INT (then finishes the requests in
 /// hand) or QUIT (then stops at once).
 pub fn serve(cfg: ServeConfig, shutdown: Shutdown) -> Result<(), Failure> {
+    // Before the database is opened: a second hub migrates nothing under the first.
+    let _serving = wake::serve_lock(&cfg.db).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Failure::runtime(e.to_string()),
+        _ => Failure::config(format!("--db {}: {e}", cfg.db.display())),
+    })?;
     let nofile = limits::raise_nofile();
     let mut writer = db::open(&cfg.db)?;
-    let _serving = wake::serve_lock(&cfg.db).map_err(|e| Failure::runtime(e.to_string()))?;
     let extended = queue::extend_leases(&mut writer, &cfg.policy).context(|| "extending leases".into())?;
     if extended > 0 {
         log::info!("{extended} leased jobs given a full lease again (the hub was away)");
@@ -655,7 +659,7 @@ async fn next_job(hub: &Arc<Hub>, rn: String, wait: Duration, base_url: String) 
             if scan.claim.is_some() && !p.commit() {
                 // Cancelled (or its client left) before the commit: undone,
                 // and the job it found is for the next waiter to take.
-                h.polls.wake(1);
+                h.polls.hint();
                 return Ok(Write::Undo(queue::Scan::default()));
             }
             if scan.claim.is_some() {

@@ -23,7 +23,8 @@ pub fn socket_path(db: &Path) -> PathBuf {
 }
 
 /// Makes this process the hub serving `db` for as long as the file returned
-/// is open; an error if another hub serves it.
+/// is open; an error if another hub serves it (`WouldBlock`), or if the
+/// lock cannot be opened (made by another user, say: a configuration error).
 pub fn serve_lock(db: &Path) -> io::Result<File> {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-serve.lock");
