@@ -102,6 +102,7 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
             }
         };
         let ([out, err], mut drain) = outputs.open().map_err(Step::Outputs.err())?;
+        let sending = now_ns();
         let sent = send(helper.sock.as_raw_fd(), &msg, &[stdin.file().as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()]);
         // The program's ends are its own now: the pipes end when its do.
         drop((out, err));
@@ -109,7 +110,6 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
             unread_by(helper, e)?;
             continue;
         }
-        let sent = now_ns();
         let mut buf = vec![0u8; 64 * 1024];
         let answered = drain.until_readable(helper.sock.as_raw_fd());
         let reply = answered.and_then(|()| recv(helper.sock.as_raw_fd(), &mut buf, &mut []));
@@ -122,7 +122,7 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
                 Ok(Reply::Ok(mut u)) => {
                     CLIENT.idle.lock().unwrap().push(helper);
                     if let Some(t) = &mut u.steps {
-                        let ours = [(Mark::Called, called), (Mark::Sent, sent), (Mark::Answered, answered)];
+                        let ours = [(Mark::Called, called), (Mark::Sent, sending), (Mark::Answered, answered)];
                         for (m, at) in ours.into_iter().chain([(Mark::Returned, now_ns())]) {
                             t.at[m as usize] = at;
                         }

@@ -26,9 +26,10 @@ pub enum Mark {
     LastTidied,
     /// The judge called [`run`](super::run).
     Called,
-    /// The judge sealed the input, made the output pipes and sent the request.
+    /// The judge sealed the input and made the output pipes: the request
+    /// goes now (stamped before the send, lest the helper's stamp come first).
     Sent,
-    /// The helper received it.
+    /// The helper received the request.
     Received,
     /// The slot's lock is held.
     SlotLocked,
@@ -100,8 +101,8 @@ impl Mark {
             Mark::LastReplied | Mark::Called => return None,
             Mark::LastInitReaped => "teardown: init's exit (namespaces), reaped",
             Mark::LastTidied => "teardown: the template's mount points",
-            Mark::Sent => "judge: seal stdin, pipes, send",
-            Mark::Received => "helper: receive the request",
+            Mark::Sent => "judge: seal stdin, pipes",
+            Mark::Received => "the request sent and received",
             Mark::SlotLocked => "lock the slot",
             Mark::Checked => "passwd, network namespace check",
             Mark::CgroupReset => "cgroup reset",
