@@ -212,46 +212,39 @@ mod tests {
         assert!(adm.admit(a).is_some(), "a place given back is taken again");
     }
 
-    /// The last quarter of the places is for clients known as runners.
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    /// The last quarter of the places is for addresses known as runners',
+    /// each by itself: a neighbour in a runner's /64 is a stranger.
     #[test]
-    fn the_last_places_are_for_runners() {
+    fn the_last_places_are_for_runners_each_known_by_its_own_address() {
         let adm = Admission::new(8, 8);
-        let stranger: IpAddr = "192.0.2.1".parse().unwrap();
-        let runner: IpAddr = "192.0.2.2".parse().unwrap();
+        let (stranger, runner) = (ip("192.0.2.1"), ip("2001:db8::1"));
         let held: Vec<Ticket> = (0..6).map(|_| adm.admit(stranger).unwrap()).collect();
         assert!(adm.admit(stranger).is_none(), "a stranger's seventh of eight");
         assert!(adm.admit(runner).is_none(), "nor a client not yet known");
         adm.known_runner(runner);
+        assert!(adm.admit(ip("2001:db8::2")).is_none(), "a neighbour of the runner is a stranger");
         let _r = [adm.admit(runner).unwrap(), adm.admit(runner).unwrap()];
         assert!(adm.admit(runner).is_none(), "nothing past the total");
         drop(held);
         assert!(adm.admit(stranger).is_some(), "below the reserve, anyone");
+        adm.known_runner(ip("::ffff:198.51.100.1"));
+        let _held: Vec<Ticket> = (0..4).map(|_| adm.admit(stranger).unwrap()).collect();
+        assert!(adm.admit(ip("198.51.100.1")).is_some(), "a mapped address is known as itself");
     }
 
     /// An IPv6 host has a /64 of addresses: they count as one client.
     #[test]
     fn an_ipv6_64_is_one_client() {
         let adm = Admission::new(10, 2);
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let _held = [adm.admit(ip("2001:db8::1")).unwrap(), adm.admit(ip("2001:db8::ffff:2")).unwrap()];
         assert!(adm.admit(ip("2001:db8::1:2:3:4")).is_none(), "a third address of the same /64");
         assert!(adm.admit(ip("2001:db8:0:1::1")).is_some(), "the next /64 is another client");
         let _v4 = adm.admit(ip("192.0.2.1")).unwrap();
         let _mapped = adm.admit(ip("::ffff:192.0.2.1")).unwrap();
         assert!(adm.admit(ip("192.0.2.1")).is_none(), "an IPv4-mapped address is its IPv4 address");
-    }
-
-    /// A runner is known by its whole address: its /64 neighbours are not.
-    #[test]
-    fn a_runner_is_known_by_its_own_address() {
-        let adm = Admission::new(8, 8);
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let _held: Vec<Ticket> = (0..6).map(|_| adm.admit(ip("192.0.2.9")).unwrap()).collect();
-        assert!(adm.admit(ip("192.0.2.9")).is_none(), "the reserve");
-        adm.known_runner(ip("2001:db8::1"));
-        assert!(adm.admit(ip("2001:db8::2")).is_none(), "a neighbour of the runner is a stranger");
-        let _runner = adm.admit(ip("2001:db8::1")).unwrap();
-        adm.known_runner(ip("::ffff:198.51.100.1"));
-        assert!(adm.admit(ip("198.51.100.1")).is_some(), "a mapped address is known as itself");
     }
 }

@@ -237,16 +237,36 @@ mod tests {
     use super::*;
 
     /// Each job's answer, once given.
-    type Answers = Arc<Mutex<Vec<Option<Result<(), String>>>>>;
+    type Answers = Vec<Option<Result<(), String>>>;
 
-    /// A job running `sql` that puts its answer in `answers[i]`.
-    fn job(sql: &'static str, answers: &Answers, i: usize) -> Job {
-        let answers = answers.clone();
-        Box::new(move |conn: Option<&Connection>| {
-            let keep = conn.is_some_and(|c| c.execute_batch(sql).is_ok());
-            let deliver: Deliver = Box::new(move |r| answers.lock().unwrap()[i] = Some(r));
-            (keep, deliver)
-        })
+    /// Commits one group of writes, each running one of `sqls` on a table
+    /// `t (x)`: the values kept, in order, and each write's answer.
+    fn commit(sqls: [&'static str; 3]) -> (Connection, Vec<i64>, Answers) {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let answers = Arc::new(Mutex::new(vec![None; sqls.len()]));
+        let group = sqls
+            .into_iter()
+            .enumerate()
+            .map(|(i, sql)| {
+                let answers = answers.clone();
+                Box::new(move |conn: Option<&Connection>| {
+                    let keep = conn.is_some_and(|c| c.execute_batch(sql).is_ok());
+                    let deliver: Deliver = Box::new(move |r| answers.lock().unwrap()[i] = Some(r));
+                    (keep, deliver)
+                }) as Job
+            })
+            .collect();
+        commit_group(&conn, group);
+        let kept = conn
+            .prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .flatten()
+            .collect();
+        let answers = answers.lock().unwrap().clone();
+        (conn, kept, answers)
     }
 
     /// A write whose error ends the transaction (here by its own hand, as
@@ -254,18 +274,9 @@ mod tests {
     /// after it are not committed each on its own while answered "failed".
     #[test]
     fn a_write_that_ends_the_transaction_fails_its_group_and_commits_nothing() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
-        let answers = Arc::new(Mutex::new(vec![None; 3]));
-        let group = vec![
-            job("INSERT INTO t VALUES (1)", &answers, 0),
-            job("INSERT INTO t VALUES (2); ROLLBACK", &answers, 1),
-            job("INSERT INTO t VALUES (3)", &answers, 2),
-        ];
-        commit_group(&conn, group);
-        let rows: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
-        assert_eq!(rows, 0, "no write of the group was kept");
-        let answers = answers.lock().unwrap();
+        let (conn, kept, answers) =
+            commit(["INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2); ROLLBACK", "INSERT INTO t VALUES (3)"]);
+        assert_eq!(kept, [0i64; 0], "no write of the group was kept");
         assert!(answers.iter().all(|a| matches!(a, Some(Err(_)))), "every write answered failed: {answers:?}");
         assert!(conn.is_autocommit(), "no transaction left open");
     }
@@ -274,23 +285,12 @@ mod tests {
     /// write is undone alone.
     #[test]
     fn a_group_commits_its_kept_writes() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
-        let answers = Arc::new(Mutex::new(vec![None; 3]));
-        let group = vec![
-            job("INSERT INTO t VALUES (1)", &answers, 0),
-            job("INSERT INTO t VALUES (2); SELECT * FROM nowhere", &answers, 1),
-            job("INSERT INTO t VALUES (3)", &answers, 2),
-        ];
-        commit_group(&conn, group);
-        let kept: Vec<i64> = conn
-            .prepare("SELECT x FROM t ORDER BY x")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .flatten()
-            .collect();
+        let (_, kept, answers) = commit([
+            "INSERT INTO t VALUES (1)",
+            "INSERT INTO t VALUES (2); SELECT * FROM nowhere",
+            "INSERT INTO t VALUES (3)",
+        ]);
         assert_eq!(kept, [1, 3]);
-        assert!(answers.lock().unwrap().iter().all(|a| matches!(a, Some(Ok(())))));
+        assert!(answers.iter().all(|a| matches!(a, Some(Ok(())))), "{answers:?}");
     }
 }
