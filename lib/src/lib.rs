@@ -25,7 +25,6 @@ pub mod daemon;
 pub mod drain;
 pub mod hub;
 pub mod lease;
-pub mod lock;
 pub mod metrics;
 pub mod outcome;
 pub mod patience;

@@ -11,7 +11,6 @@
 
 use crate::archive;
 use crate::hub::{FetchError, HubClient};
-use nix::fcntl::{Flock, FlockArg};
 pub use ojrunner_protocol::testdata::{case_file, check_cases};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -154,24 +153,13 @@ fn version_key(checksum: &str) -> String {
 }
 
 /// Takes the per-problem lock, waiting at most [`LOCK_WAIT`].
-fn lock(path: &Path) -> Result<Flock<std::fs::File>, FetchError> {
+fn lock(path: &Path) -> Result<std::fs::File, FetchError> {
     let end = Instant::now() + LOCK_WAIT;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| FetchError::ours(format!("{}: {e}", path.display())))?;
     loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => return Ok(l),
-            Err((f, _)) if Instant::now() < end => {
-                file = f;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err((_, e)) => {
-                return Err(FetchError::ours(format!("{}: still locked after {LOCK_WAIT:?}: {e}", path.display())))
-            }
+        match ojrunner_daemon::lock::try_exclusive(path).map_err(|e| FetchError::ours(e.to_string()))? {
+            Some(held) => return Ok(held),
+            None if Instant::now() < end => std::thread::sleep(Duration::from_millis(50)),
+            None => return Err(FetchError::ours(format!("{}: still locked after {LOCK_WAIT:?}", path.display()))),
         }
     }
 }

@@ -22,7 +22,7 @@
 //! each helper starts. Not root, a judge uses the directory where it is: its
 //! runs are not jailed, and see host paths anyway.
 
-use crate::lock;
+use ojrunner_daemon::lock;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};

@@ -3,8 +3,8 @@
 //! codes, its [`logger`] lines, its [`readiness`], how it takes
 //! [`signals`]), its [`control`] socket, the descriptors it keeps to
 //! itself ([`fds`]), and the small things both sides need the same way
-//! (a [`Failure`] and its exit code, [`token_file`]s, the [`clock`], a
-//! [`duration`] in seconds).
+//! (a [`Failure`] and its exit code, [`token_file`]s, [`lock`] files, the
+//! [`clock`], a [`duration`] in seconds).
 //!
 //! Nothing here knows the hub protocol, the spool or the sandbox, so the
 //! hub can link it without the runner, and the runner without the hub.
@@ -15,6 +15,7 @@ pub mod duration;
 pub mod exit;
 pub mod failure;
 pub mod fds;
+pub mod lock;
 pub mod logger;
 pub mod readiness;
 pub mod signals;

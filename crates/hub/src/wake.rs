@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The socket of the hub serving `db`.
@@ -29,23 +29,12 @@ pub fn serve_lock(db: &Path) -> io::Result<File> {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-serve.lock");
     let path = db.with_file_name(name);
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let file = File::options()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(named)?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+    ojrunner_daemon::lock::try_exclusive(&path)?.ok_or_else(|| {
+        io::Error::new(
             io::ErrorKind::WouldBlock,
             format!("another hubd serves {} (it holds {})", db.display(), path.display()),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(named(e)),
-    }
+        )
+    })
 }
 
 /// Tells the hub serving `db`, if any, that work is queued. Never fails:

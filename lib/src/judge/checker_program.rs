@@ -6,9 +6,9 @@ use super::files::set_mode;
 use super::{Compiled, Judge, Slot};
 use crate::checker::{self, Checker, Named, Program};
 use crate::language::Languages;
-use crate::lock;
 use crate::program_cache;
 use crate::workspace::Workspace;
+use ojrunner_daemon::lock;
 use std::path::Path;
 
 impl Judge {

@@ -116,7 +116,7 @@ pub(super) fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-    crate::lock::exclusive(&dir.join(format!("slot-{uid}.lock")))
+    ojrunner_daemon::lock::exclusive(&dir.join(format!("slot-{uid}.lock")))
 }
 
 /// After a helper died during a run: kills what is left of the run (its
