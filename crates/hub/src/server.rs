@@ -862,6 +862,25 @@ fn query_param(query: &str, name: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A handler that panics, at once or after it waited, ends in `Err`
+    /// (answered 500) on a runtime that goes on serving; one that does not
+    /// panic is untouched.
+    #[test]
+    fn a_panicking_handler_costs_its_request_only() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let at_once = CatchPanic(Box::pin(async { panic!("at once") }));
+            assert_eq!(at_once.await, Err::<(), ()>(()));
+            let later = CatchPanic(Box::pin(async {
+                tokio::task::yield_now().await;
+                panic!("after a wait")
+            }));
+            assert_eq!(later.await, Err::<(), ()>(()));
+            assert_eq!(CatchPanic(Box::pin(async { 7 })).await, Ok(7));
+        });
+        assert_eq!(rt.block_on(async { 1 + 1 }), 2, "the runtime serves on");
+    }
+
     /// The hub serves in-process until the `Shutdown` its caller handed it
     /// says TERM: no signal is sent or installed.
     #[test]
