@@ -42,20 +42,8 @@ fn hub(tag: &str, flags: &[&str]) -> (TempDir, Hub, std::path::PathBuf) {
     (dir, hub, src)
 }
 
-/// One metric from the hub's `/metrics`.
-fn metric(url: &str, name: &str) -> f64 {
-    let (code, page) = call("GET", &format!("{url}/metrics"), None, None);
-    assert_eq!(code, 200);
-    let page = String::from_utf8(page).unwrap();
-    page.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{page}"))
-}
-
-fn wait_polls_waiting(url: &str, n: f64) {
-    wait_for(&format!("{n} polls waiting at the hub"), LIMIT, || {
-        (metric(url, "hubd_polls_waiting") == n).then_some(())
-    });
+fn wait_polls_waiting(hub: &Hub, n: f64) {
+    wait_for(&format!("{n} polls waiting at the hub"), LIMIT, || (hub.metric("hubd_polls_waiting") == n).then_some(()));
 }
 
 /// Runs `f` on `n` threads at once, each over its share of `items`.
@@ -114,7 +102,7 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
                 .unwrap()
         })
         .collect();
-    wait_polls_waiting(&hub.url, RUNNERS as f64);
+    wait_polls_waiting(&hub, RUNNERS as f64);
     // A waiting poll holds no thread.
     let proc_status = std::fs::read_to_string(format!("/proc/{}/status", hub.proc.pid())).unwrap();
     let field = |name: &str| {
@@ -165,11 +153,11 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
             "the lease of {jb} was kept"
         );
     }
-    assert_eq!(metric(&hub.url, "hubd_leases_lapsed_total"), 0.0);
+    assert_eq!(hub.metric("hubd_leases_lapsed_total"), 0.0);
     assert!(handed.lock().unwrap().is_empty(), "no job was handed out meanwhile");
 
     // A new submission goes to one waiting poll, promptly.
-    wait_polls_waiting(&hub.url, RUNNERS as f64);
+    wait_polls_waiting(&hub, RUNNERS as f64);
     let sub = hub.submit(1, "python3", &src);
     let submitted = Instant::now();
     let (job, at) = wait_for("the new job handed to a waiting poll", LIMIT, || handed.lock().unwrap().first().cloned());
@@ -315,7 +303,7 @@ fn stalled_oversized_and_malformed_requests_cost_the_hub_nothing() {
     let s = hub.status().into_iter().next().unwrap();
     assert_eq!((s["leased_by"].as_str(), s["attempts"].as_i64()), (Some(a.id.as_str()), Some(1)), "A kept its lease");
     assert_eq!(a.complete(&jb, &one_ac()), 204, "the hub still lands results");
-    assert_eq!(metric(&hub.url, "hubd_handler_panics_total"), 0.0);
+    assert_eq!(hub.metric("hubd_handler_panics_total"), 0.0);
 }
 
 #[test]
@@ -333,7 +321,7 @@ fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
             (code, Instant::now())
         })
     };
-    wait_polls_waiting(&hub.url, 1.0);
+    wait_polls_waiting(&hub, 1.0);
     let sent = Instant::now();
     assert_eq!(a.cancel_poll(), 204);
     let (code, answered) = poll.join().unwrap();
@@ -341,7 +329,7 @@ fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
     eprintln!("a cancelled poll answered {took:?} after the DELETE was sent");
     assert_eq!(code, 204);
     assert!(took < Duration::from_secs(2), "the cancelled poll took {took:?}");
-    assert_eq!(metric(&hub.url, "hubd_polls_waiting"), 0.0);
+    assert_eq!(hub.metric("hubd_polls_waiting"), 0.0);
 
     // A cancel with no poll waiting holds for the next poll, which claims nothing.
     assert_eq!(a.cancel_poll(), 204);
@@ -362,7 +350,7 @@ fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
             let a = a.clone();
             std::thread::spawn(move || a.next_job(20))
         };
-        wait_polls_waiting(&hub.url, 1.0);
+        wait_polls_waiting(&hub, 1.0);
         let (sub, cancel) = std::thread::scope(|s| {
             let submit = s.spawn(|| hub.submit(1, "python3", &src));
             let cancel = s.spawn(|| {
@@ -425,7 +413,7 @@ fn connections_over_the_per_address_bound_are_closed_and_the_rest_still_served()
     drop(open);
     let refused = wait_for("a place free again", LIMIT, || {
         ureq::get(&format!("{}/metrics", hub.url)).call().ok()?;
-        Some(metric(&hub.url, "hubd_connections_refused_total"))
+        Some(hub.metric("hubd_connections_refused_total"))
     });
     assert!(refused >= 1.0, "{refused} refusals counted");
 }
@@ -462,9 +450,7 @@ fn strangers_cannot_take_the_places_kept_for_runners() {
     let runner = Runner::register(&hub.url, "kept");
     assert_eq!(runner.heartbeat(&[]), 204, "the runner is known by its token");
     // The runner's calls each closed their connection: only this one is open.
-    wait_for("the runner's connections to close", LIMIT, || {
-        (metric(&hub.url, "hubd_connections_open") == 1.0).then_some(())
-    });
+    wait_for("the runner's connections to close", LIMIT, || (hub.metric("hubd_connections_open") == 1.0).then_some(()));
     let get = format!("GET /metrics HTTP/1.1\r\nHost: {}\r\n\r\n", hub.listen);
     let mut strangers = Vec::new();
     let mut answered = 0;
@@ -513,9 +499,9 @@ fn at_most_two_large_results_are_read_at_once() {
             })
         })
         .collect();
-    // Both are being read (the hub holds their connections): a third waits
-    // for a place, and is refused with 503 when none frees up.
-    std::thread::sleep(Duration::from_millis(500));
+    // Both are being read: a third waits for a place, and is refused with
+    // 503 when none frees up.
+    wait_for("two large bodies being read", LIMIT, || (hub.metric("hubd_large_bodies_reading") == 2.0).then_some(()));
     let third = raw(&hub.listen, &head, &[b' '; 100 << 10]);
     let started = Instant::now();
     assert!(a.heartbeat(&[&jb]) == 204, "the hub answers meanwhile");

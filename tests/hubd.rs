@@ -369,47 +369,37 @@ fn events_for_a_job_the_runner_no_longer_holds_are_404() {
     assert_eq!(hub.submission(&subs[1])["events"], 0);
 }
 
-/// One metric from the hub's `/metrics`.
-fn metric(hub: &Hub, name: &str) -> f64 {
-    let (code, page) = call("GET", &format!("{}/metrics", hub.url), None, None);
-    assert_eq!(code, 200);
-    let page = String::from_utf8(page).unwrap();
-    page.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{page}"))
-}
-
 #[test]
 fn metrics_follow_the_queue_and_the_polls() {
     let (dir, hub, _subs) = hub_with_submissions("hubd-metrics", 0);
-    assert_eq!(metric(&hub, "hubd_jobs_pending"), 0.0);
+    assert_eq!(hub.metric("hubd_jobs_pending"), 0.0);
     let src = dir.path().join("main.py");
     hub.submit(1, "python3", &src);
     hub.submit(1, "python3", &src);
-    assert_eq!(metric(&hub, "hubd_jobs_pending"), 2.0, "queue depth up after a submit");
-    assert!(metric(&hub, "hubd_oldest_pending_age_seconds") >= 0.0);
+    assert_eq!(hub.metric("hubd_jobs_pending"), 2.0, "queue depth up after a submit");
+    assert!(hub.metric("hubd_oldest_pending_age_seconds") >= 0.0);
     let a = runner(&hub);
-    assert_eq!(metric(&hub, "hubd_runners_registered"), 1.0);
+    assert_eq!(hub.metric("hubd_runners_registered"), 1.0);
     let jb = id(&a.claim(LIMIT)).to_string();
     let _other = a.claim(LIMIT);
-    assert_eq!(metric(&hub, "hubd_jobs_pending"), 0.0);
-    assert_eq!(metric(&hub, "hubd_jobs_leased"), 2.0);
-    assert_eq!(metric(&hub, "hubd_claims_total"), 2.0, "attempts spent");
-    assert_eq!(metric(&hub, "hubd_runners_seen"), 1.0);
+    assert_eq!(hub.metric("hubd_jobs_pending"), 0.0);
+    assert_eq!(hub.metric("hubd_jobs_leased"), 2.0);
+    assert_eq!(hub.metric("hubd_claims_total"), 2.0, "attempts spent");
+    assert_eq!(hub.metric("hubd_runners_seen"), 1.0);
 
     // A poll waiting shows; a lease lapsing (3 s) is counted when found.
     let poll = {
         let b = runner(&hub);
         std::thread::spawn(move || b.next_job(20))
     };
-    wait_for("a poll waiting in the metrics", LIMIT, || (metric(&hub, "hubd_polls_waiting") == 1.0).then_some(()));
+    wait_for("a poll waiting in the metrics", LIMIT, || (hub.metric("hubd_polls_waiting") == 1.0).then_some(()));
     assert_eq!(a.complete(&jb, &result(["AC", "AC"])), 204);
-    assert_eq!(metric(&hub, "hubd_results_landed_total"), 1.0);
+    assert_eq!(hub.metric("hubd_results_landed_total"), 1.0);
     let (code, _) = poll.join().unwrap();
     assert_eq!(code, 200, "A's other lease lapsed and was reclaimed by the waiting poll");
-    assert_eq!(metric(&hub, "hubd_leases_lapsed_total"), 1.0);
-    assert_eq!(metric(&hub, "hubd_claims_total"), 3.0);
-    assert_eq!(metric(&hub, "hubd_polls_waiting"), 0.0);
+    assert_eq!(hub.metric("hubd_leases_lapsed_total"), 1.0);
+    assert_eq!(hub.metric("hubd_claims_total"), 3.0);
+    assert_eq!(hub.metric("hubd_polls_waiting"), 0.0);
 }
 
 #[test]
@@ -684,6 +674,24 @@ fn serve_stops_cleanly_and_refuses_bad_configuration() {
     assert_eq!(proc.wait_exit(LIMIT), 0);
 }
 
+/// Runs `hubd --db DB serve --listen 127.0.0.1:0 ARGS…`, which must exit
+/// (a test that went wrong fails at [`LIMIT`], not hangs): its exit code
+/// and what it said on stderr.
+fn serve_that_exits(db: &Path, args: &[&str]) -> (i32, String) {
+    let log = db.with_extension("serve.log");
+    let child = Command::new(bin("hubd"))
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let code = Proc { child, name: format!("hubd serve {args:?}") }.wait_exit(LIMIT);
+    (code, std::fs::read_to_string(&log).unwrap())
+}
+
 /// One hub serves a database: a second `serve` of it exits 1 and names the
 /// first, which goes on serving; the wake socket is writable by those who
 /// may write the database, and no one else.
@@ -692,17 +700,7 @@ fn one_hub_serves_a_database_and_only_its_writers_may_wake_it() {
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("hubd-one-serve");
     let hub = Hub::start(dir.path(), &[]);
-    let log = dir.path().join("second.log");
-    let child = Command::new(bin("hubd"))
-        .arg("--db")
-        .arg(&hub.db)
-        .args(["serve", "--listen", "127.0.0.1:0", "--registration-token", "x"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let code = Proc { child, name: "the second hubd".into() }.wait_exit(LIMIT);
-    let err = std::fs::read_to_string(&log).unwrap();
+    let (code, err) = serve_that_exits(&hub.db, &["--registration-token", "x"]);
     assert_eq!(code, 1, "a second serve of one database: {err}");
     assert!(err.contains("another hubd serves") && err.contains("hub.db-serve.lock"), "{err}");
     let status = |url: &str| match ureq::get(&format!("{url}/no-such-route")).call() {
@@ -716,15 +714,7 @@ fn one_hub_serves_a_database_and_only_its_writers_may_wake_it() {
     let fresh = dir.path().join("fresh.db");
     let lock = std::fs::File::create(dir.path().join("fresh.db-serve.lock")).unwrap();
     lock.lock().unwrap();
-    let child = Command::new(bin("hubd"))
-        .arg("--db")
-        .arg(&fresh)
-        .args(["serve", "--listen", "127.0.0.1:0", "--registration-token", "x"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert_eq!(Proc { child, name: "a hubd of a locked database".into() }.wait_exit(LIMIT), 1);
+    assert_eq!(serve_that_exits(&fresh, &["--registration-token", "x"]).0, 1);
     assert!(!fresh.exists(), "a hub that may not serve made the database");
     drop(lock);
 
@@ -751,14 +741,8 @@ fn serve_takes_decimal_seconds_and_exits_100_naming_a_flag_that_is_not_a_duratio
         json!({"heartbeat_interval_sec": 1, "poll_interval_sec": 2, "max_concurrent_jobs": 8})
     );
     for (flag, value) in [("--lease-ttl", "2x"), ("--heartbeat-interval", "NaN"), ("--poll-interval", "0")] {
-        let out = std::process::Command::new(testkit::bin("hubd"))
-            .arg("--db")
-            .arg(dir.path().join("other.db"))
-            .args(["serve", "--listen", "127.0.0.1:0", flag, value])
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(100), "{flag} {value}: {said}");
+        let (code, said) = serve_that_exits(&dir.path().join("other.db"), &[flag, value]);
+        assert_eq!(code, 100, "{flag} {value}: {said}");
         assert!(said.contains(flag) && said.contains(&format!("{value:?}")), "{flag} {value}: {said}");
     }
 }

@@ -82,7 +82,7 @@ fn bench() -> Result<(), String> {
                 idle_drain(&mut rep, &hub, &spool, &log)?;
             }
             if parts.contains('4') {
-                throughput(&hub, &spool, &log, &ab_py, &ab1_dir)?;
+                throughput(&mut rep, &hub, &spool, &log, &ab_py, &ab1_dir)?;
             }
             Ok(())
         })();
@@ -292,7 +292,7 @@ fn idle_drain(rep: &mut Report, hub: &Hub, spool: &Path, log: &Path) -> Result<(
 
 /*** 4. Jobs per second ***/
 
-fn throughput(hub: &Hub, spool: &Path, log: &Path, src: &Path, tests: &Path) -> Result<(), String> {
+fn throughput(rep: &mut Report, hub: &Hub, spool: &Path, log: &Path, src: &Path, tests: &Path) -> Result<(), String> {
     let jobs = env_usize("OJ_BENCH_E2E_JOBS", 200);
     // The baseline, while no runner runs: one job judged alone, half before
     // and half after, so that a machine that slows down weighs on both.
@@ -328,7 +328,8 @@ fn throughput(hub: &Hub, spool: &Path, log: &Path, src: &Path, tests: &Path) -> 
         ms(base.p99)
     );
     if done.len() < jobs {
-        println!("  MISS  only {} of {jobs} verdicts within {}s", done.len(), limit.as_secs());
+        let within = format!("every verdict within {} s", limit.as_secs());
+        rep.target(&within, format!("only {} of {jobs}", done.len()), false);
         return Ok(());
     }
     let not_ac = done.iter().filter(|d| d.verdict != "AC").count();

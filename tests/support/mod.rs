@@ -242,6 +242,16 @@ impl Hub {
         });
     }
 
+    /// One figure of the hub's `/metrics`, by its name (panics without it).
+    pub fn metric(&self, name: &str) -> f64 {
+        let (code, page) = http_exchange("GET", &format!("{}/metrics", self.url), None, None);
+        assert_eq!(code, 200);
+        let page = String::from_utf8(page).unwrap();
+        page.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{page}"))
+    }
+
     /// Waits (at most 30 s) until a runner's long poll waits at the hub
     /// with at least `left` to go: time for a test to act while it waits
     /// (polls are short under the suite's `OJ_TIME_SCALE`).

@@ -131,6 +131,11 @@ impl Admission {
         Some(Ticket { admission: self.clone(), ip })
     }
 
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).total
+    }
+
     /// `ip` showed a runner's token: it may take the reserved places.
     pub fn known_runner(&self, addr: IpAddr) {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());

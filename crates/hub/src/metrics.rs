@@ -14,7 +14,6 @@ pub struct Counters {
     pub finalised_je: AtomicU64,
     pub results_landed: AtomicU64,
     pub polls_cancelled: AtomicU64,
-    pub connections_open: AtomicU64,
     pub connections_refused: AtomicU64,
     pub requests: AtomicU64,
     /// Answers by class: 2xx, 3xx, 4xx, 5xx.
@@ -63,8 +62,16 @@ pub fn queue(conn: &Connection, seen_within_ms: i64) -> rusqlite::Result<Queue> 
     Ok(Queue { pending, oldest_pending_ms: oldest.map(|t| (now - t).max(0)), leased, runners, runners_seen })
 }
 
-/// The page: `queue`, the counters and the polls waiting now.
-pub fn render(q: &Queue, c: &Counters, polls_waiting: usize) -> String {
+/// What the server holds at the moment of a scrape.
+pub struct Now {
+    pub polls_waiting: usize,
+    pub connections_open: usize,
+    /// `complete` bodies over the small cap being read.
+    pub large_bodies_reading: usize,
+}
+
+/// The page: `queue`, the counters and what the server holds now.
+pub fn render(q: &Queue, c: &Counters, now: &Now) -> String {
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: String| {
         let _ = writeln!(out, "# HELP hubd_{name} {help}\n# TYPE hubd_{name} {kind}\nhubd_{name} {value}");
@@ -80,13 +87,19 @@ pub fn render(q: &Queue, c: &Counters, polls_waiting: usize) -> String {
     metric("jobs_leased", "gauge", "Jobs held by a runner now.", q.leased.to_string());
     metric("runners_registered", "gauge", "Runner identities registered.", q.runners.to_string());
     metric("runners_seen", "gauge", "Runners that called within the last lease time.", q.runners_seen.to_string());
-    metric("polls_waiting", "gauge", "next-job long polls waiting for work now.", polls_waiting.to_string());
+    metric("polls_waiting", "gauge", "next-job long polls waiting for work now.", now.polls_waiting.to_string());
+    metric("connections_open", "gauge", "Client connections open now.", now.connections_open.to_string());
+    metric(
+        "large_bodies_reading",
+        "gauge",
+        "Results over 64 KiB being read now (at most two at once).",
+        now.large_bodies_reading.to_string(),
+    );
     metric("claims_total", "counter", "Jobs handed out (claims and reclaims): attempts spent.", load(&c.claims));
     metric("leases_lapsed_total", "counter", "Leases found expired.", load(&c.leases_lapsed));
     metric("jobs_finalised_je_total", "counter", "Jobs ended as JE with their attempts spent.", load(&c.finalised_je));
     metric("results_landed_total", "counter", "Results that landed.", load(&c.results_landed));
     metric("polls_cancelled_total", "counter", "Long polls ended by DELETE.", load(&c.polls_cancelled));
-    metric("connections_open", "gauge", "Client connections open now.", load(&c.connections_open));
     metric(
         "connections_refused_total",
         "counter",

@@ -225,13 +225,10 @@ async fn accept(hub: Arc<Hub>, listener: tokio::net::TcpListener) {
             .max_buf_size(limits::SMALL_BODY)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
-        let hub = hub.clone();
         tokio::spawn(async move {
-            metrics::Counters::add(&hub.counters.connections_open, 1);
             if let Err(e) = conn.await {
                 log::debug!("connection from {peer}: {e}");
             }
-            hub.counters.connections_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             drop(ticket);
         });
     }
@@ -248,9 +245,7 @@ async fn recheck(hub: Arc<Hub>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if hub.polls.waiting() > 0 {
-            hub.polls.wake(1);
-        }
+        hub.polls.wake(1);
     }
 }
 
@@ -524,11 +519,14 @@ async fn route(hub: &Arc<Hub>, req: Request<Incoming>, path: &str, query: &str) 
         Endpoint::Metrics => {
             let seen_within = hub.cfg.policy.lease_ttl_ms;
             match hub.store.read(move |c| metrics::queue(c, seen_within)).await {
-                Ok(q) => Reply::with(
-                    200,
-                    "text/plain; version=0.0.4",
-                    metrics::render(&q, &hub.counters, hub.polls.waiting()),
-                ),
+                Ok(q) => {
+                    let now = metrics::Now {
+                        polls_waiting: hub.polls.waiting(),
+                        connections_open: hub.admission.open(),
+                        large_bodies_reading: limits::LARGE_BODIES_AT_ONCE - hub.large_bodies.available_permits(),
+                    };
+                    Reply::with(200, "text/plain; version=0.0.4", metrics::render(&q, &hub.counters, &now))
+                }
                 Err(e) => Reply::internal("reading the queue for metrics", e),
             }
         }
