@@ -29,16 +29,16 @@ const LARGE_BODY_TIME: Duration = Duration::from_secs(300);
 #[derive(Debug)]
 pub struct Refused(pub u16, pub String);
 
-/// Reads a body of at most `cap` bytes (`declared`: its Content-Length).
-/// With `large`, a body past [`SMALL_BODY`] first takes one of its permits.
+/// Reads a body of at most `cap` bytes. With `large`, a body past
+/// [`SMALL_BODY`] first takes one of its permits.
 pub async fn read_body(
     mut body: hyper::body::Incoming,
-    declared: Option<u64>,
     cap: usize,
     large: Option<&Semaphore>,
 ) -> Result<Bytes, Refused> {
     let too_large = || Refused(413, format!("body too large (at most {cap} bytes)"));
-    if declared.is_some_and(|n| n > cap as u64) {
+    // Its Content-Length, as hyper read it: refused before a byte is read.
+    if hyper::body::Body::size_hint(&body).lower() > cap as u64 {
         return Err(too_large());
     }
     let deadline = Instant::now() + if large.is_some() { LARGE_BODY_TIME } else { SMALL_BODY_TIME };

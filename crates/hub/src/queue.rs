@@ -104,8 +104,9 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
         )?
         .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<Result<_, _>>()?;
-    let mut scan = Scan { lapsed: orphans.len(), ..Scan::default() };
+    let mut scan = Scan::default();
     let mut pick = None;
+    // Each lapse dealt with here counts; the rest wait for the next asks.
     for (id, attempts, current) in orphans {
         if !current {
             tx.execute("UPDATE jobs SET state = 'superseded', leased_by = NULL WHERE id = ?1", [&id])?;
@@ -116,9 +117,9 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
             log::info!("job {id}: lease expired, reclaimed by {runner}");
             pick = Some(id);
         } else {
-            // Another runner's next ask reclaims it: not lapsed yet, as counted.
-            scan.lapsed -= 1;
+            continue;
         }
+        scan.lapsed += 1;
     }
     if pick.is_none() {
         pick = tx

@@ -378,9 +378,30 @@ async fn answer(hub: Arc<Hub>, req: Request<Incoming>) -> Result<Response<Body>,
 async fn handle(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
     let url = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |pq| pq.as_str().to_string());
     let method = req.method().clone();
-    let rule = match take_fault(hub, &url).await {
-        Ok(rule) => rule,
-        Err(reply) => return reply,
+    let endpoint = endpoint(req.method(), req.uri().path());
+    // Before any body is read: an unknown client sends none.
+    let claimed = endpoint.as_ref().ok().and_then(Endpoint::runner).map(|rn| (rn.to_string(), bearer(&req)));
+    // One read for what every request asks the database: whether a fault
+    // rule is armed, and whether the runner's token is its own.
+    let checked = hub.store.read(move |c| {
+        let runner = match claimed {
+            Some((rn, Some(token))) => Some(runners::authenticate(c, &rn, &token)?),
+            Some((_, None)) => Some(false),
+            None => None,
+        };
+        Ok((fault::armed(c)?, runner))
+    });
+    let (armed, runner) = match checked.await {
+        Ok(checked) => checked,
+        Err(e) => return Reply::internal("checking fault rules and the runner's token", e),
+    };
+    let rule = if armed {
+        match take_fault(hub, &url).await {
+            Ok(rule) => rule,
+            Err(reply) => return reply,
+        }
+    } else {
+        None
     };
     if let Some(rule @ fault::Rule { status: Some(code), .. }) = &rule {
         log::info!("injected fault: {method} {} answered {code}", req.uri().path());
@@ -390,7 +411,16 @@ async fn handle(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
     }
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let mut reply = route(hub, req, &path, &query).await;
+    let mut reply = match (endpoint, runner) {
+        (Err(reply), _) => reply,
+        (Ok(_), Some(false)) => Reply::error(401, "invalid runner token"),
+        (Ok(endpoint), runner) => {
+            if let (Some(true), Some(Peer(ip))) = (runner, req.extensions().get()) {
+                hub.admission.known_runner(*ip);
+            }
+            route(hub, req, endpoint, &query).await
+        }
+    };
     if let Some(fault::Rule { cut_after: Some(cut), hang, .. }) = rule {
         log::info!("injected fault: {method} {path}: body cut after {cut} bytes");
         reply.cut = Some((cut, hang));
@@ -398,13 +428,14 @@ async fn handle(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
     reply
 }
 
-/// The fault rule that claims this request, if any: a read, and a write
-/// only when a rule is armed.
+/// The token of `Authorization: Bearer TOKEN`, if given.
+fn bearer(req: &Request<Incoming>) -> Option<String> {
+    let value = req.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    Some(value.strip_prefix("Bearer ")?.trim().to_string())
+}
+
+/// The fault rule that claims this request, once one is armed.
 async fn take_fault(hub: &Arc<Hub>, url: &str) -> Result<Option<fault::Rule>, Reply> {
-    let armed = hub.store.read(fault::armed).await.map_err(|e| Reply::internal("checking fault rules", e))?;
-    if !armed {
-        return Ok(None);
-    }
     let url = url.to_string();
     hub.store
         .write(Lane::Urgent, move |tx| fault::take(tx, &url).map(Write::Keep))
@@ -439,6 +470,17 @@ enum Endpoint {
     Metrics,
 }
 
+impl Endpoint {
+    /// The runner a `/runners/{rn}/…` call is made as (its token is checked).
+    fn runner(&self) -> Option<&str> {
+        match self {
+            Endpoint::Heartbeat(rn) | Endpoint::NextJob(rn) | Endpoint::CancelPoll(rn) => Some(rn),
+            Endpoint::Complete(rn, _) | Endpoint::Abort(rn, _) | Endpoint::Events(rn, _) => Some(rn),
+            _ => None,
+        }
+    }
+}
+
 fn endpoint(method: &Method, path: &str) -> Result<Endpoint, Reply> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let s = |x: &&str| x.to_string();
@@ -464,41 +506,13 @@ fn endpoint(method: &Method, path: &str) -> Result<Endpoint, Reply> {
     Ok(endpoint)
 }
 
-async fn route(hub: &Arc<Hub>, req: Request<Incoming>, path: &str, query: &str) -> Reply {
-    let endpoint = match endpoint(req.method(), path) {
-        Ok(e) => e,
-        Err(reply) => return reply,
-    };
-    let runner = match &endpoint {
-        Endpoint::Heartbeat(rn) | Endpoint::NextJob(rn) | Endpoint::CancelPoll(rn) => Some(rn.clone()),
-        Endpoint::Complete(rn, _) | Endpoint::Abort(rn, _) | Endpoint::Events(rn, _) => Some(rn.clone()),
-        _ => None,
-    };
-    // Before any body is read: an unknown client sends none.
-    if let Some(rn) = runner {
-        let token = req
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| t.trim().to_string());
-        let Some(token) = token else { return Reply::error(401, "invalid runner token") };
-        match hub.store.read(move |c| runners::authenticate(c, &rn, &token)).await {
-            Ok(true) => {
-                if let Some(Peer(ip)) = req.extensions().get() {
-                    hub.admission.known_runner(*ip);
-                }
-            }
-            Ok(false) => return Reply::error(401, "invalid runner token"),
-            Err(e) => return Reply::internal("authenticating a runner", e),
-        }
-    }
-    let base_url = base_url(hub, &req);
+/// Serves `endpoint`, its caller checked (the runner's token, if any).
+async fn route(hub: &Arc<Hub>, req: Request<Incoming>, endpoint: Endpoint, query: &str) -> Reply {
     match endpoint {
         Endpoint::Register => register(hub, req).await,
         Endpoint::Heartbeat(rn) => heartbeat(hub, req, rn).await,
         Endpoint::NextJob(rn) => match wait_of(query) {
-            Ok(wait) => next_job(hub, rn, wait, base_url).await,
+            Ok(wait) => next_job(hub, rn, wait, base_url(hub, &req)).await,
             Err(reply) => reply,
         },
         Endpoint::CancelPoll(rn) => {
@@ -544,9 +558,8 @@ fn wait_of(query: &str) -> Result<Duration, Reply> {
 
 /// The body, or the reply refusing it.
 async fn body_of(hub: &Hub, req: Request<Incoming>, large: bool) -> Result<Bytes, Reply> {
-    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let (cap, slots) = if large { (limits::LARGE_BODY, Some(&hub.large_bodies)) } else { (limits::SMALL_BODY, None) };
-    limits::read_body(req.into_body(), declared, cap, slots).await.map_err(|Refused(code, why)| {
+    limits::read_body(req.into_body(), cap, slots).await.map_err(|Refused(code, why)| {
         log::debug!("body refused ({code}): {why}");
         Reply::error(code, &why)
     })
@@ -687,9 +700,9 @@ async fn next_job(hub: &Arc<Hub>, rn: String, wait: Duration, base_url: String) 
         };
         metrics::Counters::add(&hub.counters.leases_lapsed, scan.lapsed as u64);
         metrics::Counters::add(&hub.counters.finalised_je, scan.finalised as u64);
+        hub.polls.spent_wake(&poll);
         if let Some(claim) = scan.claim {
             serving.advertised = None;
-            hub.polls.spent_wake(&poll);
             // There may be more: the next waiter looks.
             hub.polls.wake(1);
             metrics::Counters::add(&hub.counters.claims, 1);
@@ -704,7 +717,6 @@ async fn next_job(hub: &Arc<Hub>, rn: String, wait: Duration, base_url: String) 
         if advertise.is_some() {
             serving.advertised = advertise;
         }
-        hub.polls.spent_wake(&poll);
         if Instant::now() >= until {
             return Reply::empty(204);
         }

@@ -17,8 +17,13 @@ use std::path::{Path, PathBuf};
 
 /// The socket of the hub serving `db`.
 pub fn socket_path(db: &Path) -> PathBuf {
+    beside(db, "-wake")
+}
+
+/// `db`'s path with `suffix` after its name (`hub.db-wake`).
+fn beside(db: &Path, suffix: &str) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
-    name.push("-wake");
+    name.push(suffix);
     db.with_file_name(name)
 }
 
@@ -26,9 +31,7 @@ pub fn socket_path(db: &Path) -> PathBuf {
 /// is open; an error if another hub serves it (`WouldBlock`), or if the
 /// lock cannot be opened (made by another user, say: a configuration error).
 pub fn serve_lock(db: &Path) -> io::Result<File> {
-    let mut name = db.file_name().unwrap_or_default().to_os_string();
-    name.push("-serve.lock");
-    let path = db.with_file_name(name);
+    let path = beside(db, "-serve.lock");
     ojrunner_daemon::lock::try_exclusive(&path)?.ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::WouldBlock,
