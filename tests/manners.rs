@@ -153,6 +153,16 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     let claims = spool_claims(&spool);
     assert_eq!(claims.len(), 1, "the job handed out is in the spool: {claims:?}");
     assert_eq!(claims[0].state, "claimed", "for the next claimd to prepare: {claims:?}");
+    // The refusal is counted among the hub's errors.
+    let refused: i64 = rusqlite::Connection::open(spool.join("spool.db"))
+        .unwrap()
+        .query_row(
+            "SELECT value FROM counters WHERE name = 'ojrunner_hub_errors_total' AND labels = ?",
+            [r#"call="cancel_poll",kind="not_served""#],
+            |r| r.get(0),
+        )
+        .unwrap_or(0);
+    assert_eq!(refused, 1, "the hub's 405 to the cancel, counted");
 }
 
 #[test]

@@ -74,12 +74,8 @@ struct Claimd {
     woken: bool,
     /// A claim request is in flight: SIGQUIT waits for its answer.
     claiming: bool,
-    /// The identity of the poll in flight, until the hub was asked to end it.
-    cancellable: Option<RunnerIdentity>,
     /// A wake-up came during the poll in flight: look at the drain latch.
     latch_moved: bool,
-    /// How long the last claim request took: a long poll is its own wait.
-    asked_for: Duration,
     /// SIGQUIT arrived during a claim request: stop once it is recorded.
     quit: bool,
     /// This claimd has held an identity (so it never registers another).
@@ -114,9 +110,7 @@ pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
         last_contact: None,
         woken: false,
         claiming: false,
-        cancellable: None,
         latch_moved: false,
-        asked_for: Duration::ZERO,
         quit: false,
         registered: false,
         preps: HashMap::new(),
@@ -190,6 +184,8 @@ impl Claimd {
     fn run(&mut self) -> Result<(), Failure> {
         let mut said_draining = false;
         loop {
+            // How long this round's claim request took: a long poll is its own wait.
+            let mut asked_for = Duration::ZERO;
             self.preps.retain(|_, prep| !prep.is_finished());
             let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
             if let Some(why) = refused {
@@ -211,7 +207,9 @@ impl Claimd {
                 for c in self.claims(&[ClaimState::Claimed]) {
                     self.start_prep(c);
                 }
+                let asked = std::time::Instant::now();
                 let claimed = self.claim_once()?;
+                asked_for = asked.elapsed();
                 if self.quit {
                     info!("SIGQUIT: stopped, the claim request in flight answered and recorded");
                     return Ok(());
@@ -224,11 +222,8 @@ impl Claimd {
             // A wake-up served during a request or a pause, or a stop: look
             // again now. A long poll that just ended was this round's wait.
             if !std::mem::take(&mut self.woken) && !self.stops.requested() {
-                let idle = if draining {
-                    patience::spool_poll()
-                } else {
-                    self.poll_interval().saturating_sub(std::mem::take(&mut self.asked_for))
-                };
+                let idle =
+                    if draining { patience::spool_poll() } else { self.poll_interval().saturating_sub(asked_for) };
                 self.wait(idle);
                 self.woken = false;
             }
@@ -272,13 +267,13 @@ impl Claimd {
             }
             // The hub may hand a job to the request in flight whether or not
             // anyone still reads the answer: it is read and recorded first.
-            Event::Signal(libc::SIGQUIT) if self.claiming => {
-                info!("SIGQUIT: stopping once the hub answers the claim request in flight");
-                self.quit = true;
-            }
-            // Stops at once: the loop (or the pause) it interrupted returns.
+            // Else it stops at once: the loop (or the pause) it interrupted returns.
             Event::Signal(libc::SIGQUIT) => {
-                info!("SIGQUIT: stopped at once");
+                if self.claiming {
+                    info!("SIGQUIT: stopping once the hub answers the claim request in flight");
+                } else {
+                    info!("SIGQUIT: stopped at once");
+                }
                 self.quit = true;
             }
             Event::Signal(libc::SIGHUP) => match &self.languages_path {
@@ -298,14 +293,19 @@ impl Claimd {
     /// Runs `ask` (a claim request) with [`daemon::serving`], serving the
     /// inbox meanwhile: a status asked is answered, not left to time out;
     /// SIGQUIT waits for the answer ([`Claimd::claiming`]). A stop does not
-    /// cut the request short (the caller decides what its answer means).
-    fn serving<T: Send + 'static>(&mut self, ask: impl FnOnce() -> T + Send + 'static) -> T {
+    /// cut the request short (the caller decides what its answer means),
+    /// but a long poll of `cancellable` is asked to end, once.
+    fn serving<T: Send + 'static>(
+        &mut self,
+        mut cancellable: Option<RunnerIdentity>,
+        ask: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
         let served = daemon::serving(ask, || {
             while let Some(ev) = self.inbox.next(Duration::ZERO) {
                 self.handle(ev);
             }
-            if self.cancellable.is_some() && (self.quit || self.drain_begun()) {
-                self.cancel_poll();
+            if let Some(poll) = cancellable.take_if(|_| self.quit || self.drain_begun()) {
+                self.cancel_poll(poll);
             }
             true
         });
@@ -336,14 +336,18 @@ impl Claimd {
     /// does not wait the poll out. The poll's answer is still read to its
     /// end: a job already in it is recorded and handed back as
     /// `abort(drain)`. Sent from a thread of its own: the hub may be slow.
-    fn cancel_poll(&mut self) {
-        let Some(id) = self.cancellable.take() else { return };
-        let hub = self.hub.clone();
+    fn cancel_poll(&self, id: RunnerIdentity) {
+        let (hub, dir) = (self.hub.clone(), self.spool.dir().to_path_buf());
         let sent = std::thread::Builder::new().name("cancel-poll".into()).spawn(move || {
-            match hub.cancel_next_job(&id.runner_id, &id.token) {
+            let answer = hub.cancel_next_job(&id.runner_id, &id.token);
+            match &answer {
                 Answer::Done { .. } => info!("draining: the hub ends the waiting poll"),
                 Answer::NotServed(_) => info!("draining: the hub cannot end a poll; waiting it out"),
                 a => warn!("draining: asking the hub to end the poll: {}; waiting it out", a.describe()),
+            }
+            // Counted on a connection of its own, as a prep counts.
+            if let Ok(mut spool) = Spool::open(&dir) {
+                metrics::count_hub_answer(&mut spool, HubCall::CancelPoll, &answer);
             }
         });
         if let Err(e) = sent {
@@ -419,12 +423,8 @@ impl Claimd {
         let (hub, wait) = (self.hub.clone(), self.claim_wait);
         let (rn, token) = (id.runner_id.clone(), id.token.clone());
         self.claiming = true;
-        self.cancellable = (wait > 0).then(|| id.clone());
-        let asked = std::time::Instant::now();
-        let answer = self.serving(move || hub.next_job(&rn, &token, wait));
-        self.asked_for = asked.elapsed();
+        let answer = self.serving((wait > 0).then(|| id.clone()), move || hub.next_job(&rn, &token, wait));
         self.claiming = false;
-        self.cancellable = None;
         metrics::count_hub_answer(&mut self.spool, HubCall::NextJob, &answer);
         match answer {
             Answer::Done { body, .. } => {
