@@ -65,9 +65,8 @@ fn accept(listener: TcpListener, spool: PathBuf) {
 
 /// Reads one request head and answers it.
 fn answer(mut conn: TcpStream, spool: &Path) {
-    let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
-    let (status, body) = match read_head(&mut conn) {
+    let (status, body) = match read_head(&mut conn, READ_TIMEOUT) {
         Some(head) => respond(&head, spool),
         None => (400, "bad request\n".to_string()),
     };
@@ -87,14 +86,18 @@ fn answer(mut conn: TcpStream, spool: &Path) {
 }
 
 /// The request head, up to its blank line; `None` if it is too long, cut,
-/// too slow or not text.
-fn read_head(conn: &mut TcpStream) -> Option<String> {
+/// not text, or not all there `within` ([`READ_TIMEOUT`]: a byte now and
+/// then keeps no client's place longer).
+fn read_head(conn: &mut TcpStream, within: Duration) -> Option<String> {
+    let deadline = std::time::Instant::now() + within;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
-        if buf.len() >= MAX_HEAD {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if buf.len() >= MAX_HEAD || left.is_zero() {
             return None;
         }
+        conn.set_read_timeout(Some(left)).ok()?;
         let n = conn.read(&mut chunk).ok().filter(|&n| n > 0)?;
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -137,5 +140,33 @@ mod tests {
         assert_eq!(respond("GET /metrics\r\n\r\n", none).0, 400, "HTTP/0.9 is not spoken");
         assert_eq!(respond("GET /metrics HTTP/1.1 extra\r\n\r\n", none).0, 400);
         assert_eq!(respond("\u{0}\u{1}", none).0, 400);
+    }
+
+    /// A head sent a byte at a time, never pausing long, is still cut off
+    /// at its deadline; a whole one is read.
+    #[test]
+    fn a_head_has_a_deadline_not_only_a_pause() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let trickle = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            for _ in 0..1000 {
+                if c.write_all(b"G").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let (mut conn, _) = listener.accept().unwrap();
+        let began = std::time::Instant::now();
+        assert_eq!(read_head(&mut conn, Duration::from_millis(200)), None);
+        // Liveness only: the trickle alone would last 20 s.
+        assert!(began.elapsed() < Duration::from_secs(10), "read for {:?}", began.elapsed());
+        drop(conn);
+        trickle.join().unwrap();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        assert!(read_head(&mut conn, READ_TIMEOUT).is_some_and(|h| h.starts_with("GET /metrics")));
     }
 }
