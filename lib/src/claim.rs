@@ -22,7 +22,7 @@ use crate::protocol::AbortReason;
 use crate::spool::{ClaimRow, ClaimState, Spool};
 use crate::testdata::{self, Cache};
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Claims that may still read their testdata.
 const HELD_STATES: [ClaimState; 3] = [ClaimState::Claimed, ClaimState::Prepped, ClaimState::Started];
@@ -161,8 +161,7 @@ pub fn prepare(
     }
     // The code is here: since the hub's answer was read (the claim's
     // time), tries that failed included.
-    let now_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
-    let code = Timing::new(Phase::Code, now_us - claim.claimed_at * 1000);
+    let code = Timing::new(Phase::Code, ojrunner_daemon::clock::now_us() - claim.claimed_at * 1000);
     let t0 = Instant::now();
     let (td, cached) = cache.ensure(hub, job.problem_id).map_err(|e| fetch_fault(spool, e))?;
     let in_use: Vec<PathBuf> =

@@ -120,11 +120,12 @@ fn render_histograms(out: &mut String, counters: &[(String, String, i64)]) {
     // series -> (per-bucket counts, sum in µs)
     let mut series: BTreeMap<&str, (Vec<i64>, i64)> = BTreeMap::new();
     let empty = || (vec![0; BUCKETS_US.len() + 1], 0);
+    let les: Vec<String> = (0..=BUCKETS_US.len()).map(phase::le).collect();
     for (n, l, v) in counters {
         if n == Counter::PhaseBucket.name() {
             let Some((s, le)) = l.rsplit_once(",le=\"") else { continue };
             let le = le.trim_end_matches('"');
-            let Some(i) = (0..=BUCKETS_US.len()).find(|&i| phase::le(i) == le) else { continue };
+            let Some(i) = les.iter().position(|l| l == le) else { continue };
             series.entry(s).or_insert_with(empty).0[i] += v;
         } else if n == Counter::PhaseSumMicros.name() {
             series.entry(l.as_str()).or_insert_with(empty).1 += v;
@@ -134,7 +135,7 @@ fn render_histograms(out: &mut String, counters: &[(String, String, i64)]) {
         let mut total = 0;
         for (i, n) in buckets.iter().enumerate() {
             total += n;
-            let _ = writeln!(out, "{name}_bucket{{{s},le=\"{}\"}} {total}", phase::le(i));
+            let _ = writeln!(out, "{name}_bucket{{{s},le=\"{}\"}} {total}", les[i]);
         }
         let _ = writeln!(out, "{name}_sum{{{s}}} {}", phase::seconds(sum));
         let _ = writeln!(out, "{name}_count{{{s}}} {total}");

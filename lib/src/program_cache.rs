@@ -12,9 +12,8 @@
 //! way, so no entry goes while it is being used or built, and no key's lock
 //! file is unlinked while someone waits on it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -79,13 +78,7 @@ pub fn prune(cache: &Path, keep: Duration) -> usize {
 }
 
 fn prune_lock(cache: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(cache.join(".prune.lock"))
+    ojrunner_daemon::lock::open(&cache.join(".prune.lock"))
 }
 
 #[cfg(test)]

@@ -629,20 +629,8 @@ impl Spool {
             if draining {
                 return Ok(false);
             }
-            // Prepped when it last moved: the wait for a worker ends now.
-            let prepped_at = updated_at(tx, claim_id)?;
-            let now = now_ms();
-            if tx.execute(
-                "UPDATE claims SET state = 'started', updated_at = ? WHERE claim_id = ? AND state = 'prepped'",
-                params![now, claim_id],
-            )? != 1
-            {
-                return Ok(false);
-            }
-            if let Some(at) = prepped_at {
-                time_in(tx, claim_id, now, &Timing::new(Phase::Queued, (now - at) * 1000))?;
-            }
-            Ok(true)
+            // The wait for a worker ends now.
+            advance(tx, claim_id, "prepped", "started", now_ms(), Phase::Queued)
         })
     }
 
@@ -717,13 +705,7 @@ impl Spool {
         let body = outcome::complete_body(outcome);
         self.write("mark judged", |tx| {
             let now = now_ms();
-            // Started when it last moved.
-            let started_at = updated_at(tx, claim_id)?;
-            if tx.execute(
-                "UPDATE claims SET state = 'judged', updated_at = ? WHERE claim_id = ? AND state = 'started'",
-                params![now, claim_id],
-            )? != 1
-            {
+            if !advance(tx, claim_id, "started", "judged", now, Phase::Judge)? {
                 return Ok(false);
             }
             tx.execute(
@@ -731,18 +713,8 @@ impl Spool {
                 params![claim_id, OutcomeKind::Complete.row(), body, now, now],
             )?;
             bump_in(tx, Counter::JobsJudged, "", 1)?;
-            if let Some(at) = started_at {
-                time_in(tx, claim_id, now, &Timing::new(Phase::Judge, (now - at) * 1000))?;
-            }
             Ok(true)
         })
-    }
-
-    /// Ends a claim without reporting it (superseded, lease lost): its
-    /// outbox row and events go with it. `reason` is the label it is
-    /// counted under ([`Counter::JobsDiscarded`]).
-    pub fn discard(&mut self, claim_id: i64, why: &str, reason: &str) -> Result<bool> {
-        self.write("discard claim", |tx| discard_in(tx, claim_id, why, reason))
     }
 
     // ---- the outbox ----------------------------------------------------------
@@ -808,10 +780,7 @@ impl Spool {
                 params![note, now, claim_id],
             )?;
             if let (1, Some((kind, owed_at, claimed_at))) = (moved, owed) {
-                let outcome = match OutcomeKind::from_row(&kind) {
-                    Some(OutcomeKind::Complete) => "complete",
-                    _ => "abort",
-                };
+                let outcome = OutcomeKind::from_row(&kind).map_or("abort", OutcomeKind::verb);
                 bump_in(tx, Counter::JobsReported, &counter::labels(&[("outcome", outcome)]), 1)?;
                 time_in(tx, claim_id, now, &Timing::labelled(Phase::Report, outcome, (now - owed_at) * 1000))?;
                 time_in(tx, claim_id, now, &Timing::labelled(Phase::Total, outcome, (now - claimed_at) * 1000))?;
@@ -1113,8 +1082,25 @@ fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str, reason: &str
 }
 
 /// When a claim last moved (`updated_at`), if it is there.
-fn updated_at(tx: &rusqlite::Transaction, claim_id: i64) -> rusqlite::Result<Option<i64>> {
-    tx.query_row("SELECT updated_at FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0)).optional()
+/// Moves a claim `from` -> `to` at `now`, timing `phase` from when it last
+/// moved; false (nothing done) if it is not in `from`.
+fn advance(
+    tx: &rusqlite::Transaction,
+    claim_id: i64,
+    from: &str,
+    to: &str,
+    now: i64,
+    phase: Phase,
+) -> rusqlite::Result<bool> {
+    let since = tx
+        .query_row("SELECT updated_at FROM claims WHERE claim_id = ? AND state = ?", params![claim_id, from], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?;
+    let Some(since) = since else { return Ok(false) };
+    tx.execute("UPDATE claims SET state = ?, updated_at = ? WHERE claim_id = ?", params![to, now, claim_id])?;
+    time_in(tx, claim_id, now, &Timing::new(phase, (now - since) * 1000))?;
+    Ok(true)
 }
 
 /// Adds `by` to a counter (`labels` as [`counter::labels`] writes them).

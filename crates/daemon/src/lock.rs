@@ -28,7 +28,9 @@ pub fn try_exclusive(path: &Path) -> io::Result<Option<File>> {
     }
 }
 
-fn open(path: &Path) -> io::Result<File> {
+/// Opens the lock file `path` (created 0600, never through a symbolic
+/// link) and takes no lock: for a caller that takes a shared one.
+pub fn open(path: &Path) -> io::Result<File> {
     File::options()
         .write(true)
         .create(true)

@@ -490,9 +490,8 @@ fn stage_env(c: &Common) -> Vec<(&'static str, String)> {
 /// spool is only read (nothing migrated, nothing written); a spool that
 /// cannot be read is an error, never an empty runner.
 pub fn status(spool_dir: &Path) -> ExitCode {
-    if !spool_dir.join(crate::spool::DB_FILE).exists() {
-        error!("no spool at {}", spool_dir.display());
-        return ExitCode::Failure;
+    if let Some(none) = no_spool(spool_dir) {
+        return none;
     }
     let view = Spool::open_read_only(spool_dir).and_then(|spool| {
         let id = spool.identity()?;
@@ -528,9 +527,8 @@ pub fn status(spool_dir: &Path) -> ExitCode {
 /// `runnerd metrics`: the runner's metrics in the Prometheus text format,
 /// read from the spool (read-only: beside a running runner or a stopped one).
 pub fn metrics(spool_dir: &Path) -> ExitCode {
-    if !spool_dir.join(crate::spool::DB_FILE).exists() {
-        error!("no spool at {}", spool_dir.display());
-        return ExitCode::Failure;
+    if let Some(none) = no_spool(spool_dir) {
+        return none;
     }
     match Spool::open_read_only(spool_dir).and_then(|s| crate::metrics::render(&s)) {
         Ok(text) => {
@@ -567,11 +565,19 @@ pub fn drain_command(spool_dir: &Path, wait: bool, drain_timeout: Duration) -> E
     ExitCode::Ok
 }
 
+/// A command's exit where `spool_dir` holds no spool (said, not made).
+fn no_spool(spool_dir: &Path) -> Option<ExitCode> {
+    if spool_dir.join(crate::spool::DB_FILE).exists() {
+        return None;
+    }
+    error!("no spool at {}", spool_dir.display());
+    Some(ExitCode::Failure)
+}
+
 /// `runnerd latch`: sets the spool's drain latch (`on`), or lifts it.
 pub fn latch(spool_dir: &Path, on: bool) -> ExitCode {
-    if !spool_dir.join(crate::spool::DB_FILE).exists() {
-        error!("no spool at {}", spool_dir.display());
-        return ExitCode::Failure;
+    if let Some(none) = no_spool(spool_dir) {
+        return none;
     }
     let r = Spool::open(spool_dir).and_then(|mut s| {
         s.set_draining(on)?;
