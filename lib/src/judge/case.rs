@@ -86,7 +86,7 @@ impl CaseContext<'_> {
             None => match self.sub.checker {
                 Checker::Special(p) => match self.run_checker(p, &mut stdout) {
                     Ok(s) => s,
-                    Err(e) => return CaseRun::judge_error(&cap_string(e.to_string(), self.judge.output_cap)),
+                    Err(e) => return self.check_failed(e),
                 },
                 checker => match checker.check_output(&mut stdout, self.answer) {
                     Ok(true) => Verdict::AC,
@@ -164,6 +164,11 @@ impl CaseContext<'_> {
         let spec = spec.logged(&log).map_err(|e| CheckError::Preparing { what: "checker", source: e })?;
         let usage = sandbox::run(spec).map_err(|e| CheckError::Run { what: "checker", source: e })?;
         self.checker_verdict("checker", &usage, &mut log)
+    }
+
+    /// A JE: the checker or interactor failed, said as capped as a stream.
+    pub(super) fn check_failed(&self, e: impl std::fmt::Display) -> CaseRun {
+        CaseRun::judge_error(&cap_string(e.to_string(), self.judge.output_cap))
     }
 
     /// The case's result from the program's usage and its (capped) streams.

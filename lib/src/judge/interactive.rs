@@ -3,7 +3,7 @@
 //! [`Slot::auxiliary`](super::Slot::auxiliary)), connected by two pipes;
 //! the verdict is [`verdict::interactive`]'s.
 
-use super::capped::{cap_string, read_back};
+use super::capped::read_back;
 use super::case::{size, CaseContext, CheckError};
 use super::files::{create_fresh, run_output, CheckDir};
 use super::CaseRun;
@@ -59,7 +59,7 @@ impl CaseContext<'_> {
         let sigpipe = usage.exit == sandbox::Exit::Signal(libc::SIGPIPE) && usage.denied.is_none();
         let status = match verdict::interactive(own, sigpipe, interactor_verdict) {
             Ok(s) => s,
-            Err(e) => return CaseRun::judge_error(&cap_string(e.to_string(), self.judge.output_cap)),
+            Err(e) => return self.check_failed(e),
         };
         let stderr = read_back(&mut stderr, self.judge.output_cap);
         self.case_run(status, &usage, String::new(), stderr)

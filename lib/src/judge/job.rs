@@ -4,7 +4,7 @@
 //! the same result when there is nothing to run (CE, JE).
 
 use super::checker_program::PrepareError;
-use super::files::clear_scratch;
+use super::files::{annotate, clear_scratch};
 use super::{CaseRun, Compiled, Judge, Slot};
 use crate::checker::Checker;
 use crate::language::Language;
@@ -126,16 +126,13 @@ impl Judge {
         let work = |slot: Slot, lent: Option<usize>, tx: std::sync::mpsc::Sender<(usize, CaseRun)>| {
             let _borrowed = Borrowed(lent.zip(pool));
             let dir = slots.scratch.join(format!("slot-{}", slot.uid));
-            let made = std::fs::create_dir_all(&dir);
+            let made = std::fs::create_dir_all(&dir).map_err(|e| annotate(e, &dir).to_string());
             while !stop.load(Ordering::Relaxed) {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(c) = cases.get(i) else { break };
                 // What the last case left there (its TMPDIR at the basic level) goes.
                 let began = std::time::Instant::now();
-                let cleared = match &made {
-                    Ok(()) => clear_scratch(&dir),
-                    Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
-                };
+                let cleared = made.clone().and_then(|()| clear_scratch(&dir).map_err(|e| e.to_string()));
                 let mut r = match cleared {
                     Ok(()) => self.run_case(sub, c, &slot, &dir),
                     Err(e) => CaseRun::judge_error(&format!("scratch directory: {e}")),

@@ -85,7 +85,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::sys::reread;
+use super::sys::{annotate, reread};
 
 /// How far above the task's memory limit the kernel's hard limit is set.
 pub const SLACK: u64 = 4 << 20;
@@ -148,8 +148,9 @@ pub struct Group {
     cpu: PathBuf,
     /// Open `cgroup.procs` files, one per distinct directory.
     procs: Vec<File>,
-    /// `cpuacct.usage` (v1) or `cpu.stat` (v2), held open: read from inside
-    /// the jail too, where the cgroup file system is not mounted.
+    /// `cpuacct.usage` (v1, open for its reset too) or `cpu.stat` (v2),
+    /// held open: read from inside the jail too, where the cgroup file
+    /// system is not mounted.
     cpu_file: File,
     home: Vec<PathBuf>,
     /// The hard memory limit and `pids.max` last written: a run with the
@@ -161,7 +162,8 @@ pub struct Group {
     /// v2: `cpu.stat`'s `usage_usec` never goes back to zero; its value at
     /// the reset is subtracted.
     cpu_base: std::cell::Cell<Duration>,
-    /// v2: `memory.peak`, held open: since Linux 6.12 a write resets the
+    /// `memory.max_usage_in_bytes` (v1) or `memory.peak` (v2), held open
+    /// for its reset: v2's only since Linux 6.12, where a write resets the
     /// peak as read through the same descriptor (and only that one).
     peak: Option<File>,
     /// v2: whether that reset worked for this run (else no peak is known).
@@ -184,35 +186,32 @@ struct Files {
     stat: File,
     /// `memory.oom_control` (v1), `memory.events` (v2).
     events: File,
-    /// v1: `memory.max_usage_in_bytes` (read and reset).
-    peak: Option<File>,
-    /// v1: `cpuacct.usage` open for writing (its reset).
-    cpu_reset: Option<File>,
 }
 
 impl Files {
-    fn open(kind: Kind, memory: &Path, cpu: &Path) -> io::Result<Files> {
-        let read = |d: &Path, f: &str| File::open(d.join(f)).map_err(|e| annotate(e, &d.join(f)));
-        let read_write = |d: &Path, f: &str| {
-            OpenOptions::new().read(true).write(true).open(d.join(f)).map_err(|e| annotate(e, &d.join(f)))
-        };
+    fn open(kind: Kind, memory: &Path) -> io::Result<Files> {
+        let read = |f: &str| File::open(memory.join(f)).map_err(|e| annotate(e, &memory.join(f)));
         Ok(match kind {
             Kind::V1 => Files {
-                usage: read(memory, "memory.usage_in_bytes")?,
-                stat: read(memory, "memory.stat")?,
-                events: read(memory, "memory.oom_control")?,
-                peak: Some(read_write(memory, "memory.max_usage_in_bytes")?),
-                cpu_reset: Some(read_write(cpu, "cpuacct.usage")?),
+                usage: read("memory.usage_in_bytes")?,
+                stat: read("memory.stat")?,
+                events: read("memory.oom_control")?,
             },
-            Kind::V2 => Files {
-                usage: read(memory, "memory.current")?,
-                stat: read(memory, "memory.stat")?,
-                events: read(memory, "memory.events")?,
-                peak: None,
-                cpu_reset: None,
-            },
+            Kind::V2 => {
+                Files { usage: read("memory.current")?, stat: read("memory.stat")?, events: read("memory.events")? }
+            }
         })
     }
+}
+
+/// A kernel file open for reading and writing (a counter it resets).
+fn read_write(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).open(path).map_err(|e| annotate(e, path))
+}
+
+/// A kernel file's number, read again from its start.
+fn reread_u64(f: &File) -> Option<u64> {
+    reread(f, &mut [0u8; 32])?.trim().parse().ok()
 }
 
 /// Writes `value` to a kernel file held open (from its start).
@@ -321,12 +320,14 @@ impl Hierarchy {
             Kind::V1 => "cpuacct.usage",
             Kind::V2 => "cpu.stat",
         });
-        let cpu_file = File::open(&cpu_path).map_err(|e| annotate(e, &cpu_path))?;
-        let peak = match self.kind {
-            Kind::V1 => None,
-            Kind::V2 => OpenOptions::new().read(true).write(true).open(m.join("memory.peak")).ok(),
+        let (cpu_file, peak) = match self.kind {
+            Kind::V1 => (read_write(&cpu_path)?, Some(read_write(&m.join("memory.max_usage_in_bytes"))?)),
+            Kind::V2 => {
+                let cpu_file = File::open(&cpu_path).map_err(|e| annotate(e, &cpu_path))?;
+                (cpu_file, read_write(&m.join("memory.peak")).ok())
+            }
         };
-        let files = Files::open(self.kind, &m, &c)?;
+        let files = Files::open(self.kind, &m)?;
         let g = Group {
             kind: self.kind,
             files,
@@ -435,17 +436,14 @@ impl Group {
     fn reset_counters(&self) -> io::Result<()> {
         match self.kind {
             Kind::V1 => {
-                let reset = |f: &Option<File>, name: &str| match f {
-                    Some(f) => rewrite(f, "0").map_err(|e| annotate(e, &self.memory.join(name))),
-                    None => Ok(()),
-                };
-                reset(&self.files.peak, "memory.max_usage_in_bytes")?;
-                reset(&self.files.cpu_reset, "cpuacct.usage")
+                if let Some(peak) = &self.peak {
+                    rewrite(peak, "0").map_err(|e| annotate(e, &self.memory.join("memory.max_usage_in_bytes")))?;
+                }
+                rewrite(&self.cpu_file, "0").map_err(|e| annotate(e, &self.cpu.join("cpuacct.usage")))
             }
             Kind::V2 => {
-                use std::os::unix::fs::FileExt;
                 self.cpu_base.set(self.cpu_total());
-                self.peak_reset.set(self.peak.as_ref().is_some_and(|f| f.write_at(b"0", 0).is_ok()));
+                self.peak_reset.set(self.peak.as_ref().is_some_and(|f| rewrite(f, "0").is_ok()));
                 Ok(())
             }
         }
@@ -487,17 +485,17 @@ impl Group {
 
     /// Memory charged now, bytes.
     pub fn memory_now(&self) -> u64 {
-        reread(&self.files.usage, &mut [0u8; 32]).and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+        reread_u64(&self.files.usage).unwrap_or(0)
     }
 
     /// The kernel's peak since the last reset, bytes (page cache included;
     /// see the module doc). v2 gives `None` where the peak cannot be reset
     /// (kernel < 6.12): the caller then measures by itself.
     pub fn memory_peak(&self) -> Option<u64> {
-        match (self.kind, &self.peak) {
-            (Kind::V1, _) => reread(self.files.peak.as_ref()?, &mut [0u8; 32])?.trim().parse().ok(),
-            (Kind::V2, Some(f)) if self.peak_reset.get() => reread(f, &mut [0u8; 32])?.trim().parse().ok(),
-            (Kind::V2, _) => None,
+        match self.kind {
+            Kind::V1 => reread_u64(self.peak.as_ref()?),
+            Kind::V2 if self.peak_reset.get() => reread_u64(self.peak.as_ref()?),
+            Kind::V2 => None,
         }
     }
 
@@ -618,10 +616,6 @@ fn field(text: &str, key: &str) -> Option<u64> {
         let mut f = l.split_whitespace();
         (f.next()? == key).then(|| f.next()?.parse().ok())?
     })
-}
-
-fn annotate(e: io::Error, p: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {e}", p.display()))
 }
 
 #[cfg(test)]

@@ -447,7 +447,7 @@ fn program(l: &Launch) -> ! {
 ///
 /// `sockstat` is the namespace's `sockstat`, held open from run to run (a
 /// file of `/proc/<pid>/net` stays its namespace's): opened at the first
-/// call, opened again after each renewal.
+/// call after the helper's start or a renewal.
 pub fn renew_netns_if_used(sockstat: &mut Option<File>) -> io::Result<()> {
     if sockstat.is_none() {
         *sockstat = File::open(SOCKSTAT).ok();
@@ -459,7 +459,6 @@ pub fn renew_netns_if_used(sockstat: &mut Option<File>) -> io::Result<()> {
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    *sockstat = File::open(SOCKSTAT).ok();
     Ok(())
 }
 

@@ -154,11 +154,11 @@ impl JailRoot {
     /// namespace where the kernel has the calls and this is the host's user
     /// namespace, else [`JailRoot::Pivot`].
     pub fn make() -> io::Result<JailRoot> {
-        if !(initial_userns() && mount_api_works(Path::new(ROOT))) {
+        let Some(trial) = initial_userns().then(|| mount_api_works(Path::new(ROOT))).flatten() else {
             return Ok(JailRoot::Pivot);
-        }
+        };
         let ns = JailNs::make()?;
-        Ok(if ns.binds_work()? { JailRoot::Namespace(ns) } else { JailRoot::Pivot })
+        Ok(if ns.binds_work(&trial)? { JailRoot::Namespace(ns) } else { JailRoot::Pivot })
     }
 }
 
@@ -170,15 +170,14 @@ fn initial_userns() -> bool {
 
 /// Whether the calls each run makes with its binds work here: tried, not
 /// guessed from the kernel's version, since a container's filter may answer
-/// `EPERM` for calls the kernel has (every run would end in an error).
-fn mount_api_works(probe: &Path) -> bool {
-    if detach_binds(&[Bind { path: probe.to_path_buf(), writable: false, at: None }]).is_err() {
-        return false;
-    }
+/// `EPERM` for calls the kernel has (every run would end in an error). The
+/// tree of `probe` it detached, if they do, for [`JailNs::binds_work`].
+fn mount_api_works(probe: &Path) -> Option<BindTree> {
+    let tree = detach_binds(&[Bind { path: probe.to_path_buf(), writable: false, at: None }]).ok()?.pop()?;
     // With no tree to move, nor a place: EBADF where the call may be made.
     let empty = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
     let r = unsafe { libc::syscall(libc::SYS_move_mount, -1, c"".as_ptr(), -1, c"".as_ptr(), empty) };
-    r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
+    (r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)).then_some(tree)
 }
 
 /// The jail's mount namespace (its root the template, nothing of the host
@@ -220,15 +219,12 @@ impl JailNs {
         }
     }
 
-    /// Whether a run's binds can be made: one tree detached in the helper's
-    /// namespace, attached in the jail's and let go, as each run does (a
-    /// security module may refuse a call the kernel has, or a place).
-    fn binds_work(&self) -> io::Result<bool> {
-        let Ok(trees) = detach_binds(&[Bind { path: ROOT.into(), writable: false, at: None }]) else {
-            return Ok(false);
-        };
+    /// Whether a run's binds can be made: `trial`, a tree detached in the
+    /// helper's namespace, attached in the jail's and let go, as each run
+    /// does (a security module may refuse a call the kernel has, or a place).
+    fn binds_work(&self, trial: &BindTree) -> io::Result<bool> {
         self.enter()?;
-        let attached = attach(&trees[0], Path::new("/tmp")).is_ok();
+        let attached = attach(trial, Path::new("/tmp")).is_ok();
         // SAFETY: a path that lives across the call.
         let let_go = attached && unsafe { libc::umount2(c"/tmp".as_ptr(), libc::MNT_DETACH) } == 0;
         self.leave()?;
@@ -345,18 +341,12 @@ pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
     mount(Some("proc"), &root.join("proc"), Some("proc"), flags, Some(PROC_OPTIONS))
         .or_else(|_| mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None))?;
-    match trees {
-        Some(trees) => {
-            for (b, t) in binds.iter().zip(trees) {
-                let at = b.inside();
-                attach(t, &root.join(at.strip_prefix("/").unwrap_or(at)))?;
-            }
-        }
-        None => {
-            for b in binds {
-                let at = b.inside();
-                bind_as(&b.path, &root.join(at.strip_prefix("/").unwrap_or(at)), !b.writable, false)?;
-            }
+    for (i, b) in binds.iter().enumerate() {
+        let at = b.inside();
+        let dst = root.join(at.strip_prefix("/").unwrap_or(at));
+        match trees {
+            Some(trees) => attach(&trees[i], &dst)?,
+            None => bind_as(&b.path, &dst, !b.writable, false)?,
         }
     }
     let host = b"sandbox";
@@ -485,12 +475,12 @@ mod tests {
             return;
         }
         let dir = std::env::temp_dir();
-        assert!(mount_api_works(&dir), "the calls work on this machine (Linux 5.12 or later, root)");
+        assert!(mount_api_works(&dir).is_some(), "the calls work on this machine (Linux 5.12 or later, root)");
         for call in [libc::SYS_open_tree, libc::SYS_mount_setattr, libc::SYS_move_mount] {
             let dir = dir.clone();
             let works = std::thread::spawn(move || {
                 refuse_on_this_thread(call);
-                mount_api_works(&dir)
+                mount_api_works(&dir).is_some()
             })
             .join()
             .unwrap();

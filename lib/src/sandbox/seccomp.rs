@@ -272,10 +272,15 @@ impl Asm {
         self.labels.len() - 1
     }
 
+    /// Binds `l` to the next instruction written.
+    fn bind(&mut self, l: usize) {
+        self.labels[l] = Some(self.ins.len());
+    }
+
     /// A label naming the next instruction written.
     fn here(&mut self) -> usize {
         let l = self.label();
-        self.labels[l] = Some(self.ins.len());
+        self.bind(l);
         l
     }
 
@@ -301,7 +306,7 @@ impl Asm {
 
     fn finish(mut self) -> Vec<libc::sock_filter> {
         for (value, l) in std::mem::take(&mut self.rets) {
-            self.labels[l] = Some(self.ins.len());
+            self.bind(l);
             self.stmt(RET_K, value);
         }
         let labels = &self.labels;
@@ -347,24 +352,24 @@ pub fn program() -> Vec<libc::sock_filter> {
     });
     let (allow, notify) = (asm.ret(RET_ALLOW), asm.ret(RET_USER_NOTIF));
     // clone: its flags (argument 0).
-    asm.labels[clone] = Some(asm.ins.len());
+    asm.bind(clone);
     asm.stmt(LD_W_ABS, ARG0_LOW);
     asm.jump(JSET_K, CLONE_NEW_ANY, notify, allow);
     // socket, socketpair: the family (argument 0); for IP, the type
     // (argument 1, less its flags) and the protocol (argument 2): no DCCP,
     // SCTP and the like, whose modules the kernel would load for the asking.
-    asm.labels[socket] = Some(asm.ins.len());
+    asm.bind(socket);
     let (ip, protocol) = (asm.label(), asm.label());
     asm.stmt(LD_W_ABS, ARG0_LOW);
     asm.jump(JEQ_K, libc::AF_UNIX as u32, allow, To::Next);
     asm.jump(JEQ_K, libc::AF_INET as u32, To::Label(ip), To::Next);
     asm.jump(JEQ_K, libc::AF_INET6 as u32, To::Label(ip), notify);
-    asm.labels[ip] = Some(asm.ins.len());
+    asm.bind(ip);
     asm.stmt(LD_W_ABS, ARG1_LOW);
     asm.stmt(AND_K, 0xf);
     asm.jump(JEQ_K, libc::SOCK_STREAM as u32, To::Label(protocol), To::Next);
     asm.jump(JEQ_K, libc::SOCK_DGRAM as u32, To::Label(protocol), notify);
-    asm.labels[protocol] = Some(asm.ins.len());
+    asm.bind(protocol);
     asm.stmt(LD_W_ABS, ARG2_LOW);
     asm.jump(JEQ_K, 0, allow, To::Next);
     asm.jump(JEQ_K, libc::IPPROTO_TCP as u32, allow, To::Next);

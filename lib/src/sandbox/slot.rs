@@ -8,7 +8,7 @@
 use super::cgroup::Hierarchy;
 use super::limits::{Identity, SLOT_LOCK_DIR};
 use super::procfs::parent_and_uid;
-use super::sys::reap;
+use super::sys::{annotate, reap};
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -111,11 +111,7 @@ pub fn slot_lock_dir() -> &'static Path {
 /// holder dies).
 pub(super) fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| annotate(e, dir))?;
     ojrunner_daemon::lock::exclusive(&dir.join(format!("slot-{uid}.lock")))
 }
 

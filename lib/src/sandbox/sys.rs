@@ -182,6 +182,11 @@ pub(super) fn reread<'b>(f: &File, buf: &'b mut [u8]) -> Option<&'b str> {
     std::str::from_utf8(&buf[..n]).ok()
 }
 
+/// `e`, naming the file it is about.
+pub(super) fn annotate(e: io::Error, p: &std::path::Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+}
+
 /// A pipe, both ends close-on-exec: (read, write).
 pub(super) fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0; 2];
