@@ -6,7 +6,7 @@
 //! each job gets one verdict, the right one, and no attempt is spent by the
 //! runner's own trouble.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use testkit::*;
@@ -43,20 +43,6 @@ fn ab_judged_once_through_the_faults(hub: &Hub, dir: &Path) {
 
 fn log_text(log: &Path) -> String {
     std::fs::read_to_string(log).unwrap_or_default()
-}
-
-/// A problem of one case (A+B), for jobs that must stay in one case.
-fn one_case_problem(dir: &Path) -> PathBuf {
-    let p = dir.join("one-case");
-    std::fs::create_dir_all(&p).unwrap();
-    write_file(
-        &p,
-        "meta.json",
-        r#"{"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 20000, "caseCount": 1}]}"#,
-    );
-    write_file(&p, "0000.in", "1 2\n");
-    write_file(&p, "0000.out", "3\n");
-    p
 }
 
 // ---- 1. the answers to complete ------------------------------------------
@@ -176,7 +162,7 @@ fn i13_4_a_prep_waiting_on_one_problem_never_holds_up_another() {
 fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
     let dir = TempDir::new("f-beat");
     let hub = Hub::start(dir.path(), &[]);
-    hub.add_problem(3, &one_case_problem(dir.path()));
+    hub.add_problem(3, &one_case_problem(dir.path(), "one-case", 20000, "1 2\n", "3\n"));
     let disk = SmallDisk::mount(&dir.path().join("disk"), 32);
     let spool = disk.dir.join("spool");
     let sub = hub.submit(3, "python3", &slow_ab(dir.path(), 12.0));

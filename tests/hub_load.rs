@@ -15,8 +15,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 use testkit::http_exchange as call;
 
-type Runner = HandRunner;
-
 /// A result of one AC case, for the one-case problem 1.
 fn one_ac() -> String {
     let case = json!({"status": "AC", "execTime": 1, "memoryUsage": 1, "exitCode": 0, "stdout": "", "stderr": ""});
@@ -27,15 +25,7 @@ fn one_ac() -> String {
 fn hub(tag: &str, flags: &[&str]) -> (TempDir, Hub, std::path::PathBuf) {
     let dir = TempDir::new(tag);
     let hub = Hub::start(dir.path(), flags);
-    let p = dir.path().join("problem");
-    std::fs::create_dir_all(&p).unwrap();
-    std::fs::write(
-        p.join("meta.json"),
-        r#"{"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 1}]}"#,
-    )
-    .unwrap();
-    std::fs::write(p.join("0000.in"), "1\n").unwrap();
-    std::fs::write(p.join("0000.out"), "1\n").unwrap();
+    let p = one_case_problem(dir.path(), "problem", 1000, "1\n", "1\n");
     hub.add_problem(1, &p);
     let src = dir.path().join("main.py");
     std::fs::write(&src, "print(input())\n").unwrap();
@@ -55,10 +45,6 @@ fn on_threads<T: Sync, R: Send>(n: usize, items: &[T], f: impl Fn(&T) -> R + Syn
             .collect();
         chunks.into_iter().flat_map(|h| h.join().unwrap()).collect()
     })
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 #[test]
@@ -115,20 +101,19 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
     // Two lease times of heartbeats from every runner, the holders listing
     // their job: each answered 204, promptly, and no lease lapses.
     let beat_until = Instant::now() + Duration::from_secs(12);
-    let pairs: Vec<(usize, &Runner)> = runners.iter().enumerate().collect();
-    let slices: Vec<Vec<(usize, Runner)>> =
-        pairs.chunks(RUNNERS / 16).map(|c| c.iter().map(|(i, r)| (*i, (*r).clone())).collect()).collect();
-    let mut beats: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = slices
-            .iter()
-            .map(|slice| {
+    let share = RUNNERS / 16;
+    let beats: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = runners
+            .chunks(share)
+            .enumerate()
+            .map(|(k, slice)| {
                 let held = &held;
                 s.spawn(move || {
                     // Each thread walks its runners in turn; a round is well inside the lease.
                     let mut seen = Vec::new();
                     while Instant::now() < beat_until {
-                        for (i, r) in slice {
-                            let jobs: Vec<&str> = held.get(*i).map(|j| vec![j.as_str()]).unwrap_or_default();
+                        for (j, r) in slice.iter().enumerate() {
+                            let jobs: Vec<&str> = held.get(k * share + j).map(|j| vec![j.as_str()]).unwrap_or_default();
                             let started = Instant::now();
                             assert_eq!(r.heartbeat(&jobs), 204);
                             seen.push(started.elapsed());
@@ -140,10 +125,10 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
             .collect();
         handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
-    beats.sort();
-    let (p50, p99, max) = (percentile(&beats, 0.5), percentile(&beats, 0.99), *beats.last().unwrap());
-    eprintln!("{} heartbeats with {RUNNERS} polls waiting: p50 {p50:?}, p99 {p99:?}, max {max:?}", beats.len());
-    assert!(beats.len() >= 2 * RUNNERS, "every runner beat at least twice ({} beats)", beats.len());
+    let n = beats.len();
+    let Stats { p50, p99, max, .. } = stats(beats);
+    eprintln!("{n} heartbeats with {RUNNERS} polls waiting: p50 {p50:?}, p99 {p99:?}, max {max:?}");
+    assert!(n >= 2 * RUNNERS, "every runner beat at least twice ({n} beats)");
     assert!(max < Duration::from_secs(5), "a heartbeat took {max:?} with {RUNNERS} polls waiting");
     for (i, jb) in held.iter().enumerate() {
         let s = hub.status().into_iter().find(|s| s["job_id"] == jb.as_str()).unwrap();
@@ -310,7 +295,7 @@ fn stalled_oversized_and_malformed_requests_cost_the_hub_nothing() {
 fn a_cancel_ends_a_waiting_poll_at_once_and_a_racing_hand_out_loses_nothing() {
     let (_dir, hub, src) = hub("hubload-cancel", &[]);
     let a = HandRunner::register(&hub.url, "load");
-    let stranger = Runner { token: "rk_nope".into(), ..a.clone() };
+    let stranger = HandRunner { token: "rk_nope".into(), ..a.clone() };
     assert_eq!(stranger.cancel_poll(), 401);
 
     // A waiting poll answers 204 as soon as it is cancelled.
@@ -447,7 +432,7 @@ fn connect_from(src: std::net::Ipv4Addr, to: &str) -> TcpStream {
 #[test]
 fn strangers_cannot_take_the_places_kept_for_runners() {
     let (_dir, hub, _src) = hub("hubload-reserve", &["--max-connections", "8"]);
-    let runner = Runner::register(&hub.url, "kept");
+    let runner = HandRunner::register(&hub.url, "kept");
     assert_eq!(runner.heartbeat(&[]), 204, "the runner is known by its token");
     // The runner's calls each closed their connection: only this one is open.
     wait_for("the runner's connections to close", LIMIT, || (hub.metric("hubd_connections_open") == 1.0).then_some(()));

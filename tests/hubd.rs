@@ -19,11 +19,8 @@ fn json_of(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }
 
-/// A registered runner identity, speaking the protocol by hand.
-type Runner = HandRunner;
-
 /// Registers a runner at `hub`.
-fn runner(hub: &Hub) -> Runner {
+fn runner(hub: &Hub) -> HandRunner {
     HandRunner::register(&hub.url, "hand")
 }
 
@@ -353,7 +350,7 @@ fn events_are_stored_per_job_at_most_200_a_batch() {
 fn events_for_a_job_the_runner_no_longer_holds_are_404() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-events-gone", 2);
     let (a, b) = (runner(&hub), runner(&hub));
-    let post = |r: &Runner, job: &str| {
+    let post = |r: &HandRunner, job: &str| {
         let body = json!({"events": [{"t": 1, "kind": "case", "case": 0}]}).to_string();
         call("POST", &r.at(&format!("jobs/{job}/events")), Some(&r.token), Some(&body)).0
     };

@@ -610,10 +610,7 @@ fn each_run_sees_its_own_binds_and_slot_in_the_shared_template_root() {
 
 /// An unnamed scratch file.
 fn tempfile_in_tmp() -> std::fs::File {
-    let p = std::env::temp_dir().join(format!("ojt-scratch-{}-{:?}", std::process::id(), Instant::now()));
-    let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).unwrap();
-    std::fs::remove_file(&p).unwrap();
-    f
+    tempfile_in(&std::env::temp_dir())
 }
 
 #[test]
@@ -985,8 +982,8 @@ fn a_run_sees_its_own_mounts_only_each_with_its_flags() {
 
 /// An unnamed file in `dir`, read and write.
 fn tempfile_in(dir: &Path) -> std::fs::File {
-    let p = dir.join(format!("stdout-{}", std::process::id()));
-    let f = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+    let p = dir.join(format!("ojt-scratch-{}-{:?}", std::process::id(), Instant::now()));
+    let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).unwrap();
     std::fs::remove_file(&p).unwrap();
     f
 }

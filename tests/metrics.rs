@@ -48,7 +48,7 @@ fn get(addr: &str, path: &str) -> (String, String) {
 fn judged_jobs_move_the_counters_the_verdicts_and_the_phase_histograms_served_and_printed() {
     let s = scenario("metrics", &[]);
     let listen = format!("{}:0", loopback());
-    let mut runner = s.start_logged(&[("OJ_METRICS_LISTEN", &listen)]);
+    let runner = s.start_logged(&[("OJ_METRICS_LISTEN", &listen)]);
     let addr = wait_for("runnerd to serve its metrics", Duration::from_secs(60), || {
         let log = s.log();
         let at = log.find("metrics: serving http://")?;
@@ -106,8 +106,7 @@ fn judged_jobs_move_the_counters_the_verdicts_and_the_phase_histograms_served_an
     assert!(first["phases_window"].as_str().unwrap().contains("1000"), "{first}");
 
     // Stopped, the counters read the same.
-    runner.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    drain(runner);
     let after = runnerd_metrics(&s.spool);
     assert_eq!(value(&after, "ojrunner_jobs_claimed_total"), 2.0, "{after:?}");
     assert_eq!(value(&after, "ojrunner_case_verdicts_total{verdict=\"AC\"}"), 6.0);

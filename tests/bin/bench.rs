@@ -35,7 +35,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testkit::{env_usize, machine, Report, TempDir};
+use testkit::{env_usize, machine, stats, Report, Stats, TempDir};
 
 /// The slot the bench runs as (a high index, away from the tests' slots).
 const SLOT: usize = 40;
@@ -518,12 +518,6 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
 
 /*** Helpers ***/
 
-#[derive(Clone, Copy)]
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-}
-
 /// Times each `(n, f)` `n` times, in `turns` turns (a block of each per
 /// turn): a machine that slows down or speeds up during the bench weighs on
 /// every contender alike, so the ratios compare like with like.
@@ -541,12 +535,6 @@ fn sample_in_turns(turns: usize, fs: &mut [(usize, &mut dyn FnMut())]) -> Vec<St
         }
     }
     times.into_iter().map(stats).collect()
-}
-
-fn stats(mut v: Vec<Duration>) -> Stats {
-    v.sort();
-    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
-    Stats { p50: at(0.50), p99: at(0.99) }
 }
 
 fn compile_static(dir: &Path, name: &str, src: &str) -> Result<(), String> {

@@ -105,15 +105,7 @@ fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let io = |e: std::io::Error| format!("writing the bench's fixtures in {}: {e}", dir.display());
     let src = dir.join("ab.py");
     std::fs::write(&src, APLUSB_PY).map_err(io)?;
-    let one = dir.join("ab1");
-    std::fs::create_dir_all(&one).map_err(io)?;
-    std::fs::write(
-        one.join("meta.json"),
-        r#"{"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 1}]}"#,
-    )
-    .map_err(io)?;
-    std::fs::write(one.join("0000.in"), "20 22\n").map_err(io)?;
-    std::fs::write(one.join("0000.out"), "42\n").map_err(io)?;
+    let one = one_case_problem(dir, "ab1", 1000, "20 22\n", "42\n");
     Ok((src, one))
 }
 
@@ -910,20 +902,6 @@ fn unchunk(mut rest: &[u8]) -> Result<String, String> {
 }
 
 /*** Helpers ***/
-
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-    min: Duration,
-    max: Duration,
-}
-
-/// Nearest-rank percentiles (with 20 samples, p99 is the largest).
-fn stats(mut v: Vec<Duration>) -> Stats {
-    v.sort();
-    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
-    Stats { p50: at(0.50), p99: at(0.99), min: v[0], max: v[v.len() - 1] }
-}
 
 fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()

@@ -397,6 +397,18 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// A problem directory `dir/name` of one task of one case: `input` and its
+/// `answer`, under a time limit of `time_limit_ms`.
+pub fn one_case_problem(dir: &Path, name: &str, time_limit_ms: u64, input: &str, answer: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    let meta = serde_json::json!({"tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": time_limit_ms, "caseCount": 1}]});
+    write_file(&p, "meta.json", &meta.to_string());
+    write_file(&p, "0000.in", input);
+    write_file(&p, "0000.out", answer);
+    p
+}
+
 /// A fresh `dir/src` holding one source file, `name` with `text` (what a
 /// judge stages as a submission); its path.
 pub fn source_dir(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -739,6 +751,23 @@ impl HandRunner {
     pub fn abort(&self, job: &str, reason: &str) -> u16 {
         self.send("PUT", &format!("jobs/{job}/abort"), Some(&serde_json::json!({ "reason": reason }).to_string())).0
     }
+}
+
+/// The figures of a sample of times: nearest-rank percentiles (with 20
+/// samples, p99 is the largest), as `ojrunner::phase` takes them.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    pub p50: Duration,
+    pub p99: Duration,
+    pub min: Duration,
+    pub max: Duration,
+}
+
+/// The [`Stats`] of `v` (not empty).
+pub fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
+    Stats { p50: at(0.50), p99: at(0.99), min: v[0], max: v[v.len() - 1] }
 }
 
 /// A benchmark's targets, each printed PASS or MISS as it is checked; the
