@@ -13,7 +13,10 @@
 //! | a number above [`HIGHEST_KNOWN`] (calls newer than this table) | fails with `ENOSYS`, as on an older kernel: a new kernel cannot widen the sandbox |
 //! | `clone3` | fails with `ENOSYS`: glibc then falls back to `clone`, whose flags a filter can see (`clone3`'s are behind a pointer) |
 //! | `fallocate` | fails with `EOPNOTSUPP`: it reserves disk that no file size shows (`FALLOC_FL_KEEP_SIZE`); glibc's `posix_fallocate` then writes, under `RLIMIT_FSIZE` |
+//! | `fadvise64`, `readahead`, `madvise` with `MADV_COLD` or `MADV_PAGEOUT` | succeed and do nothing ([`SHARED_STATE`]): advice about pages a run shares with the host |
+//! | `preadv2`, `pwritev2` with `RWF_NOWAIT` | fail with `EOPNOTSUPP`, as on a file that cannot tell: "would block" says whether a page is cached ([`SHARED_STATE`]) |
 //! | `socket`/`socketpair` of a family other than [`FAMILIES`], or IP other than TCP or UDP streams and datagrams | **denied** (below), the family named: a network namespace does not cover `AF_VSOCK` and friends, and asking for DCCP or SCTP makes the kernel load their modules |
+//! | `fcntl` with a lock, lease or directory-notice command ([`FCNTL_DENIED`]), `setsockopt` of `IPV6_FLOWLABEL_MGR` | **denied**, the command named ([`SHARED_STATE`]) |
 //! | `clone`/`unshare` with any `CLONE_NEW*` flag, and every call in [`DENIED`] | **denied**: the supervisor (the run's init) is notified (`SECCOMP_RET_USER_NOTIF`), names the call, and kills the run: RE, with the call's name in `stderr` |
 //! | anything else | allowed |
 //!
@@ -21,6 +24,15 @@
 //! of the denied calls fail; the filter makes them fail loudly and closes the
 //! kernel's attack surface behind them (`bpf`, `perf_event_open`,
 //! `userfaultfd`, `io_uring`, `keyctl`, user namespaces).
+//!
+//! # State that outlives a run
+//!
+//! A run's namespaces and cgroup die with it; some kernel state does not,
+//! because no namespace holds it: it lives on a file the run shares with
+//! the host and the other runs (every file under `/usr`), or in a table
+//! counted host-wide. [`SHARED_STATE`] lists each kind and the rule that
+//! takes it from a run, so that nothing one run does is seen by another
+//! run or takes a quota from the host (`tests/hostile.rs`, `tests/hostile_state.rs`).
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -79,6 +91,19 @@ pub const DENIED: &[(&str, libc::c_long)] = &[
     ("uselib", libc::SYS_uselib),
     ("pidfd_getfd", libc::SYS_pidfd_getfd),
     ("quotactl_fd", libc::SYS_quotactl_fd),
+    // State on a shared file, or a host-wide table (see SHARED_STATE).
+    ("flock", libc::SYS_flock),
+    ("inotify_init", libc::SYS_inotify_init),
+    ("inotify_init1", libc::SYS_inotify_init1),
+    ("inotify_add_watch", libc::SYS_inotify_add_watch),
+    ("io_setup", libc::SYS_io_setup),
+    ("io_destroy", libc::SYS_io_destroy),
+    ("io_getevents", libc::SYS_io_getevents),
+    ("io_submit", libc::SYS_io_submit),
+    ("io_cancel", libc::SYS_io_cancel),
+    ("io_pgetevents", 333),
+    ("process_madvise", libc::SYS_process_madvise),
+    ("cachestat", 451),
     // Newer than the libc crate's table (x86-64 numbers of Linux 6.8-6.17):
     // the mount API's readers and writers, and inode attributes.
     ("statmount", 457),
@@ -91,6 +116,43 @@ pub const DENIED: &[(&str, libc::c_long)] = &[
 /// The highest x86-64 call number this filter was written for (Linux
 /// 6.17's `file_setattr`): every number above it fails with `ENOSYS`.
 pub const HIGHEST_KNOWN: u32 = 469;
+
+/// Kernel state a run could leave for a later run, read from a concurrent
+/// one, or take from the host's quota, because no namespace of the run
+/// holds it; each kind, and what the filter does so that a run cannot.
+/// (Kinds that a namespace or the cgroup does hold are not listed: System V
+/// and POSIX IPC live in the run's IPC namespace, sockets in a network
+/// namespace checked between runs, pipes, files and sockets are charged to
+/// the run's memory group, tasks to its `pids.max`; per-user counts, such as
+/// `pipe-user-pages` and epoll watches, are the slot uid's.)
+pub const SHARED_STATE: &[(&str, &str)] = &[
+    ("page cache of shared files", "no advice (`fadvise64`, `readahead`, `madvise` COLD/PAGEOUT: no-ops), no probe (`RWF_NOWAIT`: EOPNOTSUPP; `cachestat`, `process_madvise` denied; `mincore` answers only for files the caller may write, since Linux 5.2); what a plain read leaves is a timing channel (ojrunner(7))"),
+    ("locks and leases on shared files", "`flock` denied, `fcntl` lock and lease commands denied (FCNTL_DENIED)"),
+    ("file watches", "`inotify_init`, `inotify_init1`, `inotify_add_watch` denied, `fcntl(F_NOTIFY)` denied, `fanotify_init` denied"),
+    ("native AIO contexts (`fs.aio-max-nr`, host-wide)", "`io_setup` and the rest of its family denied"),
+    ("IPv6 flow labels (a host-wide table, lingering past their socket)", "`setsockopt(IPV6_FLOWLABEL_MGR)` denied"),
+    ("keys and keyrings (a per-user quota outside every namespace)", "`keyctl`, `add_key`, `request_key` denied"),
+];
+
+/// `fcntl` commands that set or read state on a file that other runs may
+/// open too: locks (`F_GETLK`, `F_SETLK`, `F_SETLKW` and the open file
+/// description's), a lease, a directory notice.
+pub const FCNTL_DENIED: &[(&str, u32)] = &[
+    ("F_GETLK", libc::F_GETLK as u32),
+    ("F_SETLK", libc::F_SETLK as u32),
+    ("F_SETLKW", libc::F_SETLKW as u32),
+    ("F_OFD_GETLK", libc::F_OFD_GETLK as u32),
+    ("F_OFD_SETLK", libc::F_OFD_SETLK as u32),
+    ("F_OFD_SETLKW", libc::F_OFD_SETLKW as u32),
+    ("F_SETLEASE", libc::F_SETLEASE as u32),
+    ("F_NOTIFY", libc::F_NOTIFY as u32),
+];
+
+/// `setsockopt`'s level and option that makes an IPv6 flow label: an entry
+/// in a host-wide table of 4,096 that lingers after its socket closes and
+/// that `/proc/net/ip6_flowlabel` shows to the next run.
+const SOL_IPV6: u32 = libc::SOL_IPV6 as u32;
+const IPV6_FLOWLABEL_MGR: u32 = libc::IPV6_FLOWLABEL_MGR as u32;
 
 /// The sockets a judged program may open (in its empty network namespace):
 /// local ones of any type, and IPv4/IPv6 streams and datagrams (TCP, UDP)
@@ -121,6 +183,14 @@ pub fn name_of(call: Call) -> String {
             return format!("{name} (family {family}, type {}, protocol {protocol})", kind & 0xf);
         }
         return format!("{name} (family {family})");
+    }
+    if nr == libc::SYS_fcntl {
+        let cmd = call.args[1] as u32;
+        let name = FCNTL_DENIED.iter().find(|(_, c)| *c == cmd).map_or(format!("{cmd}"), |(n, _)| n.to_string());
+        return format!("fcntl ({name})");
+    }
+    if nr == libc::SYS_setsockopt {
+        return "setsockopt (IPV6_FLOWLABEL_MGR)".into();
     }
     DENIED.iter().find(|(_, n)| *n == nr).map_or(format!("syscall {nr}"), |(s, _)| s.to_string())
 }
@@ -186,6 +256,7 @@ const ARCH: u32 = 4;
 const ARG0_LOW: u32 = 16;
 const ARG1_LOW: u32 = 24;
 const ARG2_LOW: u32 = 32;
+const ARG5_LOW: u32 = 56;
 const AND_K: u16 = 0x54;
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
@@ -202,15 +273,30 @@ enum Action {
     Allow,
     /// Denied: the supervisor is notified ([`DENIED`]).
     Notify,
-    /// Fails with this `errno`, the program going on.
+    /// Fails with this `errno`, the program going on (0: succeeds, doing nothing).
     Errno(i32),
     /// A non-native ABI: the process is killed.
     Kill,
-    /// `clone`: denied with a `CLONE_NEW*` flag (argument 0), else allowed.
-    CloneFlags,
+    /// Decided by the call's arguments.
+    Args(Check),
+}
+
+/// The calls whose arguments the filter reads, and what decides each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// `clone`: denied with a `CLONE_NEW*` flag (argument 0).
+    Clone,
     /// `socket`, `socketpair`: allowed for [`FAMILIES`] only, IP only as TCP
     /// or UDP streams and datagrams (arguments 0 to 2).
-    SocketArgs,
+    Socket,
+    /// `fcntl`: denied for the commands of [`FCNTL_DENIED`] (argument 1).
+    Fcntl,
+    /// `setsockopt`: denied for `IPV6_FLOWLABEL_MGR` (arguments 1 and 2).
+    Sockopt,
+    /// `madvise`: `MADV_COLD` and `MADV_PAGEOUT` do nothing (argument 2).
+    Advice,
+    /// `preadv2`, `pwritev2`: `RWF_NOWAIT` fails (argument 5).
+    NoWait,
 }
 
 /// The action for call number `nr` of the x86-64 ABI (the module doc's table).
@@ -222,10 +308,20 @@ fn action(nr: u32) -> Action {
         Action::Errno(libc::ENOSYS)
     } else if is(libc::SYS_fallocate) {
         Action::Errno(libc::EOPNOTSUPP)
+    } else if is(libc::SYS_fadvise64) || is(libc::SYS_readahead) {
+        Action::Errno(0)
     } else if is(libc::SYS_clone) {
-        Action::CloneFlags
+        Action::Args(Check::Clone)
     } else if is(libc::SYS_socket) || is(libc::SYS_socketpair) {
-        Action::SocketArgs
+        Action::Args(Check::Socket)
+    } else if is(libc::SYS_fcntl) {
+        Action::Args(Check::Fcntl)
+    } else if is(libc::SYS_setsockopt) {
+        Action::Args(Check::Sockopt)
+    } else if is(libc::SYS_madvise) {
+        Action::Args(Check::Advice)
+    } else if is(libc::SYS_preadv2) || is(libc::SYS_pwritev2) {
+        Action::Args(Check::NoWait)
     } else if DENIED.iter().any(|&(_, n)| n as u32 == nr) {
         Action::Notify
     } else {
@@ -333,7 +429,10 @@ impl Asm {
 /// Installing it, the kernel compiles it (a cost per instruction) and runs
 /// it for every call number, to cache the calls it always allows (a cost per
 /// instruction walked): a tree of ranges is smaller and shallower than a
-/// chain of checks (89 instructions, 11 walked at most, against 148 and 18).
+/// chain of checks (132 instructions; a call decided by its number walks 11
+/// at most). A call decided by its arguments (`clone`, `socket`, `fcntl`,
+/// `setsockopt`, `madvise`, `preadv2`) is never cached and walks up to 23
+/// each time: tens of nanoseconds, beside the call's own microseconds.
 pub fn program() -> Vec<libc::sock_filter> {
     let mut asm = Asm::default();
     let kill = asm.ret(RET_KILL_PROCESS);
@@ -341,24 +440,25 @@ pub fn program() -> Vec<libc::sock_filter> {
     asm.jump(JEQ_K, AUDIT_ARCH_X86_64, To::Next, kill);
     asm.stmt(LD_W_ABS, NR);
     let ranges = ranges();
-    let (clone, socket) = (asm.label(), asm.label());
+    let checks = [Check::Clone, Check::Socket, Check::Fcntl, Check::Sockopt, Check::Advice, Check::NoWait];
+    let labels: Vec<(Check, usize)> = checks.iter().map(|&c| (c, asm.label())).collect();
+    let label = |c: Check| labels.iter().find(|&&(x, _)| x == c).map(|&(_, l)| l).expect("every check has a label");
     search(&mut asm, &ranges, &mut |asm, action| match action {
         Action::Allow => asm.ret(RET_ALLOW),
         Action::Notify => asm.ret(RET_USER_NOTIF),
         Action::Errno(e) => asm.ret(RET_ERRNO | e as u32),
         Action::Kill => asm.ret(RET_KILL_PROCESS),
-        Action::CloneFlags => To::Label(clone),
-        Action::SocketArgs => To::Label(socket),
+        Action::Args(c) => To::Label(label(c)),
     });
     let (allow, notify) = (asm.ret(RET_ALLOW), asm.ret(RET_USER_NOTIF));
     // clone: its flags (argument 0).
-    asm.bind(clone);
+    asm.bind(label(Check::Clone));
     asm.stmt(LD_W_ABS, ARG0_LOW);
     asm.jump(JSET_K, CLONE_NEW_ANY, notify, allow);
     // socket, socketpair: the family (argument 0); for IP, the type
     // (argument 1, less its flags) and the protocol (argument 2): no DCCP,
     // SCTP and the like, whose modules the kernel would load for the asking.
-    asm.bind(socket);
+    asm.bind(label(Check::Socket));
     let (ip, protocol) = (asm.label(), asm.label());
     asm.stmt(LD_W_ABS, ARG0_LOW);
     asm.jump(JEQ_K, libc::AF_UNIX as u32, allow, To::Next);
@@ -374,6 +474,31 @@ pub fn program() -> Vec<libc::sock_filter> {
     asm.jump(JEQ_K, 0, allow, To::Next);
     asm.jump(JEQ_K, libc::IPPROTO_TCP as u32, allow, To::Next);
     asm.jump(JEQ_K, libc::IPPROTO_UDP as u32, allow, notify);
+    // fcntl: the command (argument 1; the kernel reads an int, as here).
+    asm.bind(label(Check::Fcntl));
+    asm.stmt(LD_W_ABS, ARG1_LOW);
+    let (&(_, last), rest) = FCNTL_DENIED.split_last().expect("FCNTL_DENIED is not empty");
+    for &(_, cmd) in rest {
+        asm.jump(JEQ_K, cmd, notify, To::Next);
+    }
+    asm.jump(JEQ_K, last, notify, allow);
+    // setsockopt: the level and the option (arguments 1 and 2).
+    asm.bind(label(Check::Sockopt));
+    asm.stmt(LD_W_ABS, ARG1_LOW);
+    asm.jump(JEQ_K, SOL_IPV6, To::Next, allow);
+    asm.stmt(LD_W_ABS, ARG2_LOW);
+    asm.jump(JEQ_K, IPV6_FLOWLABEL_MGR, notify, allow);
+    // madvise: the advice (argument 2).
+    let ignore = asm.ret(RET_ERRNO);
+    asm.bind(label(Check::Advice));
+    asm.stmt(LD_W_ABS, ARG2_LOW);
+    asm.jump(JEQ_K, libc::MADV_COLD as u32, ignore, To::Next);
+    asm.jump(JEQ_K, libc::MADV_PAGEOUT as u32, ignore, allow);
+    // preadv2, pwritev2: the flags (argument 5).
+    asm.bind(label(Check::NoWait));
+    asm.stmt(LD_W_ABS, ARG5_LOW);
+    let unsupported = asm.ret(RET_ERRNO | libc::EOPNOTSUPP as u32);
+    asm.jump(JSET_K, libc::RWF_NOWAIT as u32, unsupported, allow);
     asm.finish()
 }
 
@@ -451,8 +576,109 @@ pub fn receive(listener: RawFd) -> Option<Call> {
 mod tests {
     use super::*;
 
-    /// Used by the filter as it was (below), no longer by the tree.
-    const JGT_K: u16 = 0x25;
+    /// The filter's answer for one call (the arguments' low halves, 0 to 5)
+    /// as the kernel would run it (the few opcodes it uses), and how many
+    /// instructions it ran.
+    fn run(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 6]) -> (u32, usize) {
+        let (mut pc, mut a, mut steps) = (0, 0, 0);
+        loop {
+            let ins = p[pc];
+            pc += 1;
+            steps += 1;
+            let branch = |taken: bool| if taken { ins.jt as usize } else { ins.jf as usize };
+            match ins.code {
+                LD_W_ABS => {
+                    a = match ins.k {
+                        NR => nr,
+                        ARCH => arch,
+                        k if (ARG0_LOW..=ARG5_LOW).contains(&k) && (k - ARG0_LOW).is_multiple_of(8) => {
+                            args[((k - ARG0_LOW) / 8) as usize]
+                        }
+                        k => panic!("load of offset {k}"),
+                    }
+                }
+                JEQ_K => pc += branch(a == ins.k),
+                AND_K => a &= ins.k,
+                JGE_K => pc += branch(a >= ins.k),
+                JSET_K => pc += branch(a & ins.k != 0),
+                RET_K => return (ins.k, steps),
+                c => panic!("opcode {c:#x}"),
+            }
+        }
+    }
+
+    fn decide(p: &[libc::sock_filter], nr: u32, args: [u32; 6]) -> u32 {
+        run(p, AUDIT_ARCH_X86_64, nr, args).0
+    }
+
+    /// The module doc's table, written out plainly: what the filter must
+    /// answer for a call.
+    fn table(arch: u32, nr: u32, args: [u32; 6]) -> u32 {
+        let is = |n: libc::c_long| nr == n as u32;
+        let [a0, a1, a2, _, _, a5] = args;
+        let advice = is(libc::SYS_fadvise64)
+            || is(libc::SYS_readahead)
+            || (is(libc::SYS_madvise) && [libc::MADV_COLD as u32, libc::MADV_PAGEOUT as u32].contains(&a2));
+        let nowait = (is(libc::SYS_preadv2) || is(libc::SYS_pwritev2)) && a5 & libc::RWF_NOWAIT as u32 != 0;
+        let socket_allowed = a0 == libc::AF_UNIX as u32
+            || ([libc::AF_INET as u32, libc::AF_INET6 as u32].contains(&a0)
+                && [1, 2].contains(&(a1 & 0xf))
+                && [0, 6, 17].contains(&a2));
+        let denied = DENIED.iter().any(|&(_, n)| n as u32 == nr)
+            || (is(libc::SYS_clone) && a0 & CLONE_NEW_ANY != 0)
+            || ((is(libc::SYS_socket) || is(libc::SYS_socketpair)) && !socket_allowed)
+            || (is(libc::SYS_fcntl) && FCNTL_DENIED.iter().any(|&(_, c)| c == a1))
+            || (is(libc::SYS_setsockopt) && a1 == SOL_IPV6 && a2 == IPV6_FLOWLABEL_MGR);
+        if arch != AUDIT_ARCH_X86_64 || nr >= X32_SYSCALL_BIT {
+            RET_KILL_PROCESS
+        } else if nr > HIGHEST_KNOWN || is(libc::SYS_clone3) {
+            RET_ERRNO | libc::ENOSYS as u32
+        } else if is(libc::SYS_fallocate) || nowait {
+            RET_ERRNO | libc::EOPNOTSUPP as u32
+        } else if advice {
+            RET_ERRNO
+        } else if denied {
+            RET_USER_NOTIF
+        } else {
+            RET_ALLOW
+        }
+    }
+
+    /// Arguments that decide a call: every flag alone, in every argument the
+    /// filter reads, and the families, types, protocols, commands, levels,
+    /// options and advice that matter, with flags and high values around.
+    fn arguments() -> Vec<[u32; 6]> {
+        let mut args = vec![[0; 6], [u32::MAX; 6], [CLONE_NEW_ANY, 0, 0, 0, 0, 0]];
+        for i in 0..6 {
+            args.extend((0..32).map(|bit| {
+                let mut a = [0; 6];
+                a[i] = 1 << bit;
+                a
+            }));
+        }
+        for family in (0..64u32).chain([255, 0x1_0002, u32::MAX]) {
+            for kind in [0, 1, 2, 3, 5, 6, 10, 15, 16, 17, 1 | 0x800 | 0x80000, 2 | 0x80000, 0x13] {
+                for protocol in [0, 1, 6, 17, 33, 132, 136, 255, 0x106, u32::MAX] {
+                    args.push([family, kind, protocol, 0, 0, 0]);
+                }
+            }
+        }
+        for cmd in (0..64).chain(1020..1040).chain([0x1_0005, u32::MAX]) {
+            args.push([3, cmd, 0, 0, 0, 0]);
+        }
+        for level in [0, 1, 6, 17, 41, 0x1_0029, u32::MAX] {
+            for option in (0..64).chain([0x1_0020, u32::MAX]) {
+                args.push([3, level, option, 0, 0, 0]);
+            }
+        }
+        for advice in (0..32).chain([100, 101, 0x1_0015, u32::MAX]) {
+            args.push([0x1000, 4096, advice, 0, 0, 0]);
+        }
+        for flags in [0, 1, 2, 4, 8, 16, 8 | 1, 0x1_0000, u32::MAX] {
+            args.push([3, 0, 1, 0, 0, flags]);
+        }
+        args
+    }
 
     #[test]
     fn the_program_fits_and_jumps_stay_inside() {
@@ -468,158 +694,23 @@ mod tests {
         assert_eq!(std::mem::size_of::<Resp>(), 24);
     }
 
-    /// Runs the filter on one call as the kernel would (the few opcodes it uses).
-    fn decide(p: &[libc::sock_filter], arch: u32, nr: u32, arg0: u32) -> u32 {
-        decide_args(p, arch, nr, [arg0, 0, 0])
-    }
-
-    fn decide_args(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 3]) -> u32 {
-        run(p, arch, nr, args).0
-    }
-
-    /// The filter's answer for one call, and how many instructions it ran.
-    fn run(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u32; 3]) -> (u32, usize) {
-        let (mut pc, mut a, mut steps) = (0, 0, 0);
-        loop {
-            let ins = p[pc];
-            pc += 1;
-            steps += 1;
-            let branch = |taken: bool| if taken { ins.jt as usize } else { ins.jf as usize };
-            match ins.code {
-                LD_W_ABS => {
-                    a = match ins.k {
-                        NR => nr,
-                        ARCH => arch,
-                        ARG0_LOW => args[0],
-                        ARG1_LOW => args[1],
-                        ARG2_LOW => args[2],
-                        k => panic!("load of offset {k}"),
-                    }
-                }
-                JEQ_K => pc += branch(a == ins.k),
-                JGT_K => pc += branch(a > ins.k),
-                AND_K => a &= ins.k,
-                JGE_K => pc += branch(a >= ins.k),
-                JSET_K => pc += branch(a & ins.k != 0),
-                RET_K => return (ins.k, steps),
-                c => panic!("opcode {c:#x}"),
-            }
-        }
-    }
-
-    /// The filter as it was (a chain of checks, then a search of the denied
-    /// numbers), kept as the reference the tree must agree with.
-    fn chained_program() -> Vec<libc::sock_filter> {
-        #[derive(Clone, Copy)]
-        enum To {
-            Next,
-            At(usize),
-            Deny,
-            Allow,
-        }
-        fn search(nrs: &[u32], out: &mut Vec<(u16, u32, To, To)>) {
-            if let [nr] = nrs {
-                out.push((JEQ_K, *nr, To::Deny, To::Allow));
-                return;
-            }
-            let mid = nrs.len() / 2;
-            let at = out.len();
-            out.push((JGE_K, nrs[mid], To::Next, To::Next));
-            search(&nrs[..mid], out);
-            out[at].2 = To::At(out.len());
-            search(&nrs[mid..], out);
-        }
-        let mut p = vec![
-            stmt(LD_W_ABS, ARCH),
-            jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
-            stmt(RET_K, RET_KILL_PROCESS),
-            stmt(LD_W_ABS, NR),
-            jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
-            stmt(RET_K, RET_KILL_PROCESS),
-            jump(JGT_K, HIGHEST_KNOWN, 0, 1),
-            stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
-            jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),
-            stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32),
-            jump(JEQ_K, libc::SYS_fallocate as u32, 0, 1),
-            stmt(RET_K, RET_ERRNO | libc::EOPNOTSUPP as u32),
-            jump(JEQ_K, libc::SYS_clone as u32, 0, 4),
-            stmt(LD_W_ABS, ARG0_LOW),
-            jump(JSET_K, CLONE_NEW_ANY, 0, 1),
-            stmt(RET_K, RET_USER_NOTIF),
-            stmt(RET_K, RET_ALLOW),
-            jump(JEQ_K, libc::SYS_socket as u32, 1, 0),
-            jump(JEQ_K, libc::SYS_socketpair as u32, 0, 14),
-            stmt(LD_W_ABS, ARG0_LOW),
-            jump(JEQ_K, libc::AF_UNIX as u32, 11, 0),
-            jump(JEQ_K, libc::AF_INET as u32, 1, 0),
-            jump(JEQ_K, libc::AF_INET6 as u32, 0, 8),
-            stmt(LD_W_ABS, ARG1_LOW),
-            stmt(AND_K, 0xf),
-            jump(JEQ_K, libc::SOCK_STREAM as u32, 1, 0),
-            jump(JEQ_K, libc::SOCK_DGRAM as u32, 0, 4),
-            stmt(LD_W_ABS, ARG2_LOW),
-            jump(JEQ_K, 0, 3, 0),
-            jump(JEQ_K, libc::IPPROTO_TCP as u32, 2, 0),
-            jump(JEQ_K, libc::IPPROTO_UDP as u32, 1, 0),
-            stmt(RET_K, RET_USER_NOTIF),
-            stmt(RET_K, RET_ALLOW),
-        ];
-        let mut denied: Vec<u32> = DENIED.iter().map(|&(_, nr)| nr as u32).collect();
-        denied.sort_unstable();
-        denied.dedup();
-        let mut tree = Vec::new();
-        search(&denied, &mut tree);
-        let (deny, allow) = (tree.len(), tree.len() + 1);
-        for (i, &(code, k, jt, jf)) in tree.iter().enumerate() {
-            let off = |to: To| -> u8 {
-                let at = match to {
-                    To::Next => i + 1,
-                    To::At(n) => n,
-                    To::Deny => deny,
-                    To::Allow => allow,
-                };
-                u8::try_from(at - (i + 1)).unwrap()
-            };
-            p.push(jump(code, k, off(jt), off(jf)));
-        }
-        p.push(stmt(RET_K, RET_USER_NOTIF));
-        p.push(stmt(RET_K, RET_ALLOW));
-        p
-    }
-
-    /// The arguments that decide a call: every flag of `clone` alone, and
-    /// sockets of every family below 64 with the types and protocols that
-    /// matter (flags on the type, IP protocols allowed and not).
-    fn arguments() -> Vec<[u32; 3]> {
-        let mut args = vec![[0, 0, 0], [u32::MAX; 3], [CLONE_NEW_ANY, 0, 0], [libc::SIGCHLD as u32, 0, 0]];
-        args.extend((0..32).map(|bit| [1 << bit, 0, 0]));
-        for family in (0..64u32).chain([255, 0x1_0002, u32::MAX]) {
-            for kind in [0, 1, 2, 3, 5, 6, 10, 15, 16, 17, 1 | 0x800 | 0x80000, 2 | 0x80000, 0x13] {
-                for protocol in [0, 1, 6, 17, 33, 132, 136, 255, 0x106, u32::MAX] {
-                    args.push([family, kind, protocol]);
-                }
-            }
-        }
-        args
-    }
-
     #[test]
-    fn the_tree_decides_every_call_as_the_chain_did() {
-        let (tree, chain) = (program(), chained_program());
+    fn the_filter_decides_every_call_as_the_table_says() {
+        let p = program();
         let arches = [AUDIT_ARCH_X86_64, 0x4000_0003, 0xc000_00b7, 0, u32::MAX];
         let all = arguments();
-        let few = &all[..4];
+        let few = &all[..3];
         let mut nrs: Vec<u32> = (0..=1023).collect();
         nrs.extend((0..=1023).map(|nr| X32_SYSCALL_BIT | nr));
         nrs.extend([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, 0xbfff_ffff, 0xffff_fffe, u32::MAX]);
         for arch in arches {
             for &nr in &nrs {
-                let decided = matches!(action(nr), Action::CloneFlags | Action::SocketArgs);
-                let args = if arch == AUDIT_ARCH_X86_64 && decided { &all[..] } else { few };
+                let by_args = matches!(action(nr), Action::Args(_));
+                let args = if arch == AUDIT_ARCH_X86_64 && by_args { &all[..] } else { few };
                 for &a in args {
                     assert_eq!(
-                        run(&tree, arch, nr, a).0,
-                        run(&chain, arch, nr, a).0,
+                        run(&p, arch, nr, a).0,
+                        table(arch, nr, a),
                         "arch {arch:#x}, call {nr:#x}, arguments {a:x?}"
                     );
                 }
@@ -635,13 +726,13 @@ mod tests {
         let depth = ranges.len().next_power_of_two().trailing_zeros() as usize;
         let most = 3 + depth + 1;
         for nr in (0..=1023).chain([X32_SYSCALL_BIT, u32::MAX]) {
-            if matches!(action(nr), Action::CloneFlags | Action::SocketArgs) {
+            if matches!(action(nr), Action::Args(_)) {
                 continue;
             }
-            let (_, steps) = run(&p, AUDIT_ARCH_X86_64, nr, [0; 3]);
+            let (_, steps) = run(&p, AUDIT_ARCH_X86_64, nr, [0; 6]);
             assert!(steps <= most, "call {nr} walks {steps} instructions, more than {most}");
         }
-        assert!(p.len() < ranges.len() + 24, "{} instructions for {} ranges", p.len(), ranges.len());
+        assert!(p.len() < ranges.len() + 48, "{} instructions for {} ranges", p.len(), ranges.len());
         // Neighbours merged: io_uring's three calls and the mount API's six
         // (425 to 433) are one range.
         assert!(ranges.contains(&(libc::SYS_io_uring_setup as u32, Action::Notify)));
@@ -691,8 +782,28 @@ mod tests {
                 if libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) < 0 {
                     return 18;
                 }
+                // Advice succeeds doing nothing (on a bad descriptor: EBADF
+                // otherwise); a cache probe is not supported; a lock denied.
+                if libc::posix_fadvise(-1, 0, 0, libc::POSIX_FADV_DONTNEED) != 0 {
+                    return 19;
+                }
+                if libc::madvise(std::ptr::null_mut(), 4096, libc::MADV_PAGEOUT) != 0 {
+                    return 20;
+                }
+                let iov = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+                if libc::syscall(libc::SYS_preadv2, -1, &iov, 1, 0, 0, libc::RWF_NOWAIT) != -1
+                    || errno() != libc::EOPNOTSUPP
+                {
+                    return 21;
+                }
+                if libc::syscall(libc::SYS_flock, -1, libc::LOCK_EX) != -1 || errno() != libc::ENOSYS {
+                    return 22;
+                }
+                if libc::syscall(libc::SYS_fcntl, -1, libc::F_GETFD) != -1 || errno() != libc::EBADF {
+                    return 23;
+                }
                 libc::syscall(X32_SYSCALL_BIT as libc::c_long | libc::SYS_getpid);
-                19
+                24
             }
         };
         let pid = unsafe { libc::fork() };
@@ -709,47 +820,77 @@ mod tests {
     }
 
     #[test]
-    fn the_filter_denies_exactly_the_list_and_namespace_clones() {
+    fn each_kind_of_shared_state_is_taken_from_a_run() {
         let p = program();
-        let socket = [libc::SYS_socket as u32, libc::SYS_socketpair as u32];
-        for nr in 0..2048u32 {
-            let listed = DENIED.iter().any(|&(_, n)| n as u32 == nr);
-            let want = if nr == libc::SYS_clone3 as u32 || nr > HIGHEST_KNOWN {
-                RET_ERRNO | libc::ENOSYS as u32
-            } else if nr == libc::SYS_fallocate as u32 {
-                RET_ERRNO | libc::EOPNOTSUPP as u32
-            } else if listed || socket.contains(&nr) {
-                // A socket of family 0 (AF_UNSPEC) is refused too.
-                RET_USER_NOTIF
-            } else {
-                RET_ALLOW
-            };
-            assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, 0), want, "call {nr}");
-        }
-        let ip = [libc::AF_INET as u32, libc::AF_INET6 as u32];
-        for nr in socket {
-            for family in 0..64u32 {
-                for kind in [1, 2, 3, 5, 6, 10, 1 | 0x800 | 0x80000, 2 | 0x80000] {
-                    for protocol in [0, 1, 6, 17, 33, 132, 136] {
-                        let allowed = family == libc::AF_UNIX as u32
-                            || (ip.contains(&family)
-                                && [1, 2].contains(&(kind & 0xf))
-                                && [0, 6, 17].contains(&protocol));
-                        let want = if allowed { RET_ALLOW } else { RET_USER_NOTIF };
-                        let got = decide_args(&p, AUDIT_ARCH_X86_64, nr, [family, kind, protocol]);
-                        assert_eq!(got, want, "call {nr}, family {family}, type {kind:#x}, protocol {protocol}");
-                    }
-                }
+        let args = |i: usize, v: u32| {
+            let mut a = [0; 6];
+            a[i] = v;
+            a
+        };
+        let with = |pairs: &[(usize, u32)]| {
+            let mut a = [0; 6];
+            for &(i, v) in pairs {
+                a[i] = v;
             }
+            a
+        };
+        let nr = |n: libc::c_long| n as u32;
+        // Cache advice does nothing; a cache probe fails or is denied.
+        assert_eq!(decide(&p, nr(libc::SYS_fadvise64), args(3, libc::POSIX_FADV_DONTNEED as u32)), RET_ERRNO);
+        assert_eq!(decide(&p, nr(libc::SYS_readahead), [0; 6]), RET_ERRNO);
+        assert_eq!(decide(&p, nr(libc::SYS_madvise), args(2, libc::MADV_PAGEOUT as u32)), RET_ERRNO);
+        assert_eq!(decide(&p, nr(libc::SYS_madvise), args(2, libc::MADV_COLD as u32)), RET_ERRNO);
+        assert_eq!(decide(&p, nr(libc::SYS_madvise), args(2, libc::MADV_DONTNEED as u32)), RET_ALLOW);
+        let nowait = RET_ERRNO | libc::EOPNOTSUPP as u32;
+        assert_eq!(decide(&p, nr(libc::SYS_preadv2), args(5, libc::RWF_NOWAIT as u32)), nowait);
+        assert_eq!(decide(&p, nr(libc::SYS_pwritev2), args(5, 0x18)), nowait);
+        assert_eq!(decide(&p, nr(libc::SYS_preadv2), args(5, libc::RWF_HIPRI as u32)), RET_ALLOW);
+        for n in [451, 440] {
+            assert_eq!(decide(&p, n, [0; 6]), RET_USER_NOTIF, "cachestat, process_madvise");
+        }
+        // Locks, leases, watches, AIO, flow labels, keys: denied.
+        for &(name, cmd) in FCNTL_DENIED {
+            assert_eq!(decide(&p, nr(libc::SYS_fcntl), args(1, cmd)), RET_USER_NOTIF, "{name}");
+        }
+        for cmd in [libc::F_GETFL, libc::F_SETFD, libc::F_DUPFD_CLOEXEC, libc::F_GETLEASE, libc::F_SETPIPE_SZ] {
+            assert_eq!(decide(&p, nr(libc::SYS_fcntl), args(1, cmd as u32)), RET_ALLOW, "fcntl {cmd}");
+        }
+        let flowlabel = with(&[(1, SOL_IPV6), (2, IPV6_FLOWLABEL_MGR)]);
+        assert_eq!(decide(&p, nr(libc::SYS_setsockopt), flowlabel), RET_USER_NOTIF);
+        let v6only = with(&[(1, SOL_IPV6), (2, libc::IPV6_V6ONLY as u32)]);
+        assert_eq!(decide(&p, nr(libc::SYS_setsockopt), v6only), RET_ALLOW);
+        let reuse = with(&[(1, libc::SOL_SOCKET as u32), (2, IPV6_FLOWLABEL_MGR)]);
+        assert_eq!(decide(&p, nr(libc::SYS_setsockopt), reuse), RET_ALLOW, "SO_RCVBUFFORCE is 32 too");
+        for n in [
+            libc::SYS_flock,
+            libc::SYS_inotify_init,
+            libc::SYS_inotify_init1,
+            libc::SYS_inotify_add_watch,
+            libc::SYS_fanotify_init,
+            libc::SYS_io_setup,
+            libc::SYS_io_submit,
+            libc::SYS_io_getevents,
+            libc::SYS_keyctl,
+            libc::SYS_add_key,
+        ] {
+            assert_eq!(decide(&p, nr(n), [0; 6]), RET_USER_NOTIF, "call {n}");
+        }
+    }
+
+    #[test]
+    fn every_denied_call_and_namespace_clone_is_notified() {
+        let p = program();
+        for &(name, n) in DENIED {
+            assert_eq!(decide(&p, n as u32, [0; 6]), RET_USER_NOTIF, "{name}");
         }
         for nr in [457, 458, 467, 468, 469] {
-            assert_eq!(decide(&p, AUDIT_ARCH_X86_64, nr, 0), RET_USER_NOTIF, "call {nr}, newer than libc's table");
+            assert_eq!(decide(&p, nr, [0; 6]), RET_USER_NOTIF, "call {nr}, newer than libc's table");
         }
         let clone = libc::SYS_clone as u32;
-        assert_eq!(decide(&p, AUDIT_ARCH_X86_64, clone, libc::CLONE_NEWUSER as u32), RET_USER_NOTIF);
-        assert_eq!(decide(&p, AUDIT_ARCH_X86_64, clone, libc::SIGCHLD as u32), RET_ALLOW);
-        assert_eq!(decide(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, 0), RET_KILL_PROCESS);
-        assert_eq!(decide(&p, 0x4000_0003, 1, 0), RET_KILL_PROCESS, "i386");
+        assert_eq!(decide(&p, clone, [libc::CLONE_NEWUSER as u32, 0, 0, 0, 0, 0]), RET_USER_NOTIF);
+        assert_eq!(decide(&p, clone, [libc::SIGCHLD as u32, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(decide(&p, X32_SYSCALL_BIT | 1, [0; 6]), RET_KILL_PROCESS);
+        assert_eq!(run(&p, 0x4000_0003, 1, [0; 6]).0, RET_KILL_PROCESS, "i386");
         // A binary search: no call walks more than a few dozen instructions.
         assert!(p.len() < 2 * DENIED.len() + 40, "{} instructions", p.len());
     }
@@ -760,10 +901,18 @@ mod tests {
         assert_eq!(call(libc::SYS_ptrace, 0), "ptrace");
         assert_eq!(call(libc::SYS_mount, 0), "mount");
         assert_eq!(call(458, 0), "listmount");
+        assert_eq!(call(451, 0), "cachestat");
+        assert_eq!(call(libc::SYS_io_setup, 0), "io_setup");
         assert!(call(libc::SYS_clone, 0).starts_with("clone"));
         assert_eq!(call(libc::SYS_socket, libc::AF_VSOCK as u64), "socket (family AF_VSOCK)");
         assert_eq!(call(libc::SYS_socketpair, 99), "socketpair (family 99)");
         let dccp = Call { nr: libc::SYS_socket as i32, args: [libc::AF_INET6 as u64, 6, 33] };
         assert_eq!(name_of(dccp), "socket (family AF_INET6, type 6, protocol 33)");
+        let lock = Call { nr: libc::SYS_fcntl as i32, args: [3, libc::F_OFD_SETLK as u64, 0] };
+        assert_eq!(name_of(lock), "fcntl (F_OFD_SETLK)");
+        let notify = Call { nr: libc::SYS_fcntl as i32, args: [3, libc::F_NOTIFY as u64, 0] };
+        assert_eq!(name_of(notify), "fcntl (F_NOTIFY)");
+        let label = Call { nr: libc::SYS_setsockopt as i32, args: [3, 41, 32] };
+        assert_eq!(name_of(label), "setsockopt (IPV6_FLOWLABEL_MGR)");
     }
 }
