@@ -33,35 +33,40 @@
 //! run's late-freed memory is gone, `Group::settled`), the OOM count
 //! from a baseline, and its limits are the run's own (`tests/judging.rs`).
 //!
-//! # The helper lives in its group
+//! # Each run's init joins the group; the helper never does
 //!
-//! Moving a task between cgroups takes the kernel's global
-//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
-//! period whenever no other migration happened in the last few
-//! milliseconds: 5 to 13 ms on this kind of machine, once per run if each
-//! run's program joined its group (measured: the first of ten joins 8.8 ms,
-//! the next nine 0.01 ms). So the helper joins its group once
-//! ([`Group::join`], when the group is made) and stays there: the run's
-//! processes are born in it, and no run migrates anything. What that costs:
+//! The group's OOM killer picks among the tasks in the group. Were the
+//! helper in it (as it was, to spare each run a migration), a run that
+//! leaves the group full once its own processes are gone (its `/tmp`, a
+//! compiler's late-freed memory) has the helper killed next, unless the
+//! helper could set its `oom_score_adj` to -1000, which takes
+//! `CAP_SYS_RESOURCE` (containers withhold it): a JE a submission caused.
+//! So the helper stays where it started, and each run's init joins the
+//! group first thing ([`Group::join`], one `write` of `0` to each
+//! membership file held open), then makes a cgroup namespace there: the
+//! program is born in the group and sees `/` as its cgroup. Its tasks are
+//! init (a vfork child sharing the helper's memory, which the OOM killer
+//! skips, and whose page faults are charged to the helper's group, the
+//! owner of that memory) and the run's.
 //!
-//! - the group's counters include the helper: its CPU time (the caller
-//!   subtracts the helper's own clock, which is exact) and the pages it
-//!   charged (its resident charge, measured at [`Group::reset`] as
-//!   [`Baseline::resident`], is added to the hard limit and subtracted from
-//!   the peak, or the charge left after the run when that is less: kernel
-//!   memory of the last run freed during this one); `pids.max` has [`RESIDENT_TASKS`] more for the helper and
-//!   the jail's init;
-//! - [`Group::kill_all`] and [`Group::is_empty`] leave the calling process
-//!   out, and it moves back to the group it came from ([`Group::leave`])
-//!   before [`Group::remove`];
-//! - the group's OOM killer could pick the helper: a run's processes rank
-//!   first ([`crate::sandbox::jail::OOM_FIRST`]).
+//! What that costs: moving a process between cgroups (`cgroup.procs`)
+//! takes the kernel's global `cgroup_threadgroup_rwsem` for writing, which
+//! waits for an RCU grace period when no other migration happened in the
+//! last few milliseconds: 5 to 16 ms on this kind of machine, 1 run in 10
+//! when runs are 20 ms apart. Moving the calling thread alone does not take
+//! it: init, single-threaded, writes `0` to v1's `tasks` files (0.02 ms
+//! at p50 and 0.14 ms at p99 whatever the gap, on Linux 6.18; `make bench`
+//! prints the step, "init joins the run's cgroup"). v2 has no such file
+//! for a domain group: there init writes `cgroup.procs` and may wait.
+//!
+//! The group's counters hold init's share, which the caller takes out: its
+//! CPU time since it joined (the watchdog subtracts it), a few kernel pages
+//! (absorbed by [`Baseline::resident`]); `pids.max` has
+//! [`RESIDENT_TASKS`] more for init.
 //!
 //! The groups live in `ojrunner/` below the cgroup the judge itself is in
 //! (v1: per controller; v2: below the hierarchy's root, which is the only
-//! place a process may sit next to enabled controllers). The program joins
-//! them itself, between fork and exec, by writing `0` to the `cgroup.procs`
-//! files the helper opened for it ([`Group::join`]).
+//! place a process may sit next to enabled controllers).
 //!
 //! # What "peak memory" means
 //!
@@ -90,8 +95,8 @@ use super::sys::{annotate, reread};
 /// How far above the task's memory limit the kernel's hard limit is set.
 pub const SLACK: u64 = 4 << 20;
 
-/// Tasks in a run's group that are not the run's: the helper and the jail's init.
-pub const RESIDENT_TASKS: u64 = 2;
+/// Tasks in a run's group that are not the run's: the jail's init.
+pub const RESIDENT_TASKS: u64 = 1;
 
 /// How long a reset waits for the last run's late-freed memory.
 const SETTLE: Duration = Duration::from_millis(250);
@@ -112,8 +117,8 @@ const SETTLED: u64 = 2 << 20;
 pub struct Baseline {
     /// The OOM-kill count so far (it cannot be reset).
     pub oom_kills: u64,
-    /// Bytes charged to the group that are not file cache (the helper's own
-    /// pages, charged since it joined): not the run's.
+    /// Bytes charged to the group that are not file cache (kernel memory of
+    /// earlier runs not yet freed, init's few pages): not the run's.
     pub resident: u64,
 }
 
@@ -134,9 +139,6 @@ pub struct Hierarchy {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
-    /// The `cgroup.procs` files of the groups the caller was in when the
-    /// hierarchy was detected (where [`Group::leave`] goes back to).
-    home: Vec<PathBuf>,
 }
 
 /// One run's group(s).
@@ -146,13 +148,14 @@ pub struct Group {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
-    /// Open `cgroup.procs` files, one per distinct directory.
+    /// The membership files init writes `0` to, held open, one per
+    /// distinct directory: v1's `tasks` (a thread's own move), v2's
+    /// `cgroup.procs`.
     procs: Vec<File>,
     /// `cpuacct.usage` (v1, open for its reset too) or `cpu.stat` (v2),
     /// held open: read from inside the jail too, where the cgroup file
     /// system is not mounted.
     cpu_file: File,
-    home: Vec<PathBuf>,
     /// The hard memory limit and `pids.max` last written: a run with the
     /// same limits as the last one writes neither again.
     applied: std::cell::RefCell<Option<(String, String)>>,
@@ -246,8 +249,7 @@ impl Hierarchy {
         fs::write(root.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
         ensure_dir(&base).ok()?;
         fs::write(base.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
-        let home = vec![root.join("cgroup.procs")];
-        Some(Hierarchy { kind: Kind::V2, memory: base.clone(), pids: base.clone(), cpu: base, home })
+        Some(Hierarchy { kind: Kind::V2, memory: base.clone(), pids: base.clone(), cpu: base })
     }
 
     fn v1(mounts: &str, own: &str) -> Option<Hierarchy> {
@@ -261,8 +263,7 @@ impl Hierarchy {
                 })
                 .unwrap_or_default()
         };
-        let mut home = Vec::new();
-        let mut dir = |controller: &str| -> Option<PathBuf> {
+        let dir = |controller: &str| -> Option<PathBuf> {
             let mount = mounts.lines().find_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 (f.get(2) == Some(&"cgroup") && f.get(3)?.split(',').any(|o| o == controller))
@@ -271,12 +272,10 @@ impl Hierarchy {
             let own = mount.join(own_path(controller));
             let base = own.join("ojrunner");
             ensure_dir(&base).ok()?;
-            home.push(own.join("cgroup.procs"));
             Some(base)
         };
         let (memory, pids, cpu) = (dir("memory")?, dir("pids")?, dir("cpuacct")?);
-        home.dedup();
-        Some(Hierarchy { kind: Kind::V1, memory, pids, cpu, home })
+        Some(Hierarchy { kind: Kind::V1, memory, pids, cpu })
     }
 
     /// Removes the groups `helper-<pid>` of helpers that died without
@@ -334,12 +333,17 @@ impl Hierarchy {
             cpu_file,
             procs: dirs
                 .iter()
-                .map(|d| OpenOptions::new().write(true).open(d.join("cgroup.procs")))
+                .map(|d| {
+                    let file = d.join(match self.kind {
+                        Kind::V1 => "tasks",
+                        Kind::V2 => "cgroup.procs",
+                    });
+                    OpenOptions::new().write(true).open(&file).map_err(|e| annotate(e, &file))
+                })
                 .collect::<io::Result<_>>()?,
             memory: m,
             pids: p,
             cpu: c,
-            home: self.home.clone(),
             applied: Default::default(),
             oom_read: Default::default(),
             cpu_base: Default::default(),
@@ -456,9 +460,9 @@ impl Group {
         }
     }
 
-    /// Moves the calling process into the group: one `write` per open
-    /// `cgroup.procs`, no allocation. Slow (see the module doc): once per
-    /// helper, not per run.
+    /// Moves the calling process (single-threaded: v1 moves the thread)
+    /// into the group: one `write` per membership file, no allocation (init
+    /// calls it, sharing the helper's memory). See the module doc for its cost.
     pub fn join(&self) -> io::Result<()> {
         for f in &self.procs {
             if unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) } != 1 {
@@ -524,15 +528,6 @@ impl Group {
         reread(&self.files.events, &mut [0u8; 512]).and_then(|t| field(t, "oom_kill")).unwrap_or(0)
     }
 
-    /// Moves the calling process back to the groups it was in before
-    /// [`Group::join`].
-    pub fn leave(&self) -> io::Result<()> {
-        for p in &self.home {
-            OpenOptions::new().write(true).open(p).and_then(|mut f| f.write_all(b"0")).map_err(|e| annotate(e, p))?;
-        }
-        Ok(())
-    }
-
     /// Whether any task but the caller is left in the group. (One
     /// controller's list tells: tasks are born in all of them at once, and
     /// only root could move one.)
@@ -555,8 +550,7 @@ impl Group {
         }
     }
 
-    /// Removes the group's directories (every task must be gone: a caller
-    /// that joined it leaves first, [`Group::leave`]).
+    /// Removes the group's directories (every task must be gone).
     pub fn remove(self) -> io::Result<()> {
         let mut dirs = vec![self.memory, self.pids, self.cpu];
         dirs.dedup();

@@ -62,6 +62,7 @@ pub enum Step {
     Clone,
     WaitProgram,
     /// init's.
+    JoinCgroup,
     OomScore,
     EnterRoot,
     SocketPair,
@@ -84,6 +85,7 @@ impl fmt::Display for Step {
             Step::Template | Step::EnterRoot => f.write_str("building the sandbox's root"),
             Step::LockSlot(uid) => write!(f, "locking slot uid {uid}"),
             Step::Passwd => f.write_str("the sandbox's passwd"),
+            Step::JoinCgroup => f.write_str("joining the run's cgroup"),
             Step::RenewNetns => f.write_str("a new network namespace for the helper"),
             Step::ResetCgroup => f.write_str("resetting the run's cgroup"),
             Step::Clone => f.write_str("cannot start the jail"),

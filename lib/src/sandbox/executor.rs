@@ -9,7 +9,7 @@ use super::limits::{
     look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched,
 };
 use super::mounts::{self, JailRoot};
-use super::procfs::{anon_of, sample_tree, schedstat_runtime};
+use super::procfs::{anon_of, sample_tree};
 use super::seccomp;
 use super::slot::{lock_slot, sweep};
 use super::sys::{
@@ -36,13 +36,10 @@ pub struct Mechanisms {
     pub cgroup: Option<Hierarchy>,
 }
 
-/// The `oom_score_adj` a helper started now gets: -1000 where the process
-/// may lower its score (`CAP_SYS_RESOURCE` in its effective set), else the
-/// caller's own, which the helper inherits.
+/// The `oom_score_adj` a helper started now gets: the caller's own, which
+/// it inherits (no run's OOM killer can pick it whatever it is: the helper
+/// is not in its runs' cgroup, `cgroup.rs`).
 pub fn helper_oom_score_adj() -> i32 {
-    if has_cap_sys_resource() {
-        return -1000;
-    }
     std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
@@ -88,8 +85,8 @@ pub(super) struct Executor {
     /// emptied, the template root built and where runs get it from
     /// (`mounts.rs`).
     jail_ready: Option<Result<JailReady, Error>>,
-    /// The helper's cgroup, made at its first jailed run; the helper lives
-    /// in it from then on.
+    /// The helper's runs' cgroup, made at its first jailed run and reset
+    /// for each (each run's init joins it; the helper never does).
     group: Option<Group>,
     leftover: Option<Leftover>,
     /// This helper must serve no more runs (see [`Executor::run_jailed`]).
@@ -98,9 +95,6 @@ pub(super) struct Executor {
     passwd_for: Option<Identity>,
     filter: Vec<libc::sock_filter>,
     stacks: jail::Stacks,
-    /// The helper's own `/proc/<pid>/schedstat`, held open: init, which
-    /// reads it, has a `/proc` of its own.
-    clock: Option<File>,
     /// Whether the helper may raise a hard rlimit (`CAP_SYS_RESOURCE`), and
     /// the ones it warned it could not.
     privileged: bool,
@@ -127,11 +121,6 @@ impl Executor {
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
-            // The helper lives in its run's cgroup (see `cgroup.rs`): the
-            // memory controller's OOM killer must never pick it. Refused
-            // without CAP_SYS_RESOURCE; runs rank first anyway
-            // (`jail::OOM_FIRST`).
-            let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
         }
         Executor {
             mechanisms: Mechanisms { namespaces, cgroup },
@@ -142,7 +131,6 @@ impl Executor {
             passwd_for: None,
             filter: seccomp::program(),
             stacks: jail::Stacks::default(),
-            clock: File::open(format!("/proc/{}/schedstat", std::process::id())).ok(),
             privileged: has_cap_sys_resource(),
             warned: Vec::new(),
             sockstat: None,
@@ -172,7 +160,6 @@ impl Executor {
         self.after_reply();
         if let Some(g) = self.group.take() {
             g.kill_all();
-            let _ = g.leave();
             if let Err(e) = g.remove() {
                 eprintln!("ojrunner-sandbox-helper: removing its cgroup: {e}");
             }
@@ -212,22 +199,14 @@ impl Executor {
         })
     }
 
-    /// Makes and joins the helper's cgroup at its first run: the run's
-    /// processes are born in it, and no run pays for a migration.
+    /// Makes the helper's runs' cgroup at its first run (each run's init
+    /// joins it, `jail.rs`).
     fn make_group(&mut self, limits: &Limits) {
         if self.group.is_none() {
             let Some(h) = self.mechanisms.cgroup.as_ref() else { return };
             let name = format!("helper-{}", std::process::id());
             self.group = h
                 .create(&name, limits.memory, limits.processes)
-                .and_then(|g| match g.join() {
-                    Ok(()) => Ok(g),
-                    Err(e) => {
-                        let _ = g.leave();
-                        let _ = g.remove();
-                        Err(e)
-                    }
-                })
                 .map_err(|e| eprintln!("ojrunner-sandbox-helper: no cgroup: {e}"))
                 .ok();
         }
@@ -274,7 +253,7 @@ impl Executor {
             Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
         self.stamps.mark(Mark::CgroupReset);
-        let watchdog = Watchdog::new(group, limits, self.clock.as_ref());
+        let watchdog = Watchdog::new(group, limits);
         let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
@@ -298,6 +277,7 @@ impl Executor {
             gid: id.gid,
             netns: req.fresh_netns,
             group,
+            joined_at: &watchdog.joined_at,
             stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
             filter: &self.filter,
             stacks: &self.stacks,
@@ -378,15 +358,13 @@ impl JailReady {
 
 /// A jailed run's watchdog and measures. It runs in init, while the
 /// helper waits (they share memory: hence the cells): the CPU time is the
-/// group's less the helper's since the reset (its `clone` of init
-/// included, read from its schedstat) and init's own.
+/// group's less init's own since it joined the group.
 struct Watchdog<'a> {
     group: Option<&'a Group>,
     limits: &'a Limits,
-    clock: Option<&'a File>,
-    /// The helper's own CPU time at the reset (the group counts it too).
-    own_at_reset: Duration,
     start: Cell<Instant>,
+    /// init's own CPU time when it joined the group (set by init).
+    joined_at: Cell<Duration>,
     /// The largest CPU time and (without a cgroup) resident memory seen.
     seen: Cell<(Duration, u64)>,
     /// With a cgroup, the program's own anonymous memory at each look: a
@@ -395,10 +373,9 @@ struct Watchdog<'a> {
 }
 
 impl<'a> Watchdog<'a> {
-    fn new(group: Option<&'a Group>, limits: &'a Limits, clock: Option<&'a File>) -> Watchdog<'a> {
-        let own_at_reset = own_cpu();
+    fn new(group: Option<&'a Group>, limits: &'a Limits) -> Watchdog<'a> {
         let (start, seen, anon) = (Cell::new(Instant::now()), Cell::new((Duration::ZERO, 0)), Cell::new(0));
-        Watchdog { group, limits, clock, own_at_reset, start, seen, anon }
+        Watchdog { group, limits, start, joined_at: Cell::new(Duration::ZERO), seen, anon }
     }
 
     /// One look, in init, at the program `pid` (in the run's namespace).
@@ -406,9 +383,7 @@ impl<'a> Watchdog<'a> {
         let (mut cpu, mut memory) = self.seen.get();
         match self.group {
             Some(g) => {
-                let helper_now = self.clock.and_then(schedstat_runtime).unwrap_or(self.own_at_reset);
-                let helper_spent = helper_now.saturating_sub(self.own_at_reset);
-                cpu = cpu.max(g.cpu().saturating_sub(helper_spent).saturating_sub(own_cpu()));
+                cpu = cpu.max(g.cpu().saturating_sub(own_cpu().saturating_sub(self.joined_at.get())));
                 self.anon.set(self.anon.get().max(anon_of(pid)));
             }
             // No cgroup: the program's tree, in the run's own /proc.
@@ -451,9 +426,10 @@ impl<'a> Watchdog<'a> {
                     }
                     None => maxrss.max(watched_memory),
                 };
-                // The group's time less the helper's and init's (building the
+                // The group's time less init's since it joined (building the
                 // root, supervising): the program's tree.
-                let theirs = group_cpu(g, self.own_at_reset).saturating_sub(Duration::from_micros(rep.init_cpu_us));
+                let init = Duration::from_micros(rep.init_cpu_us).saturating_sub(self.joined_at.get());
+                let theirs = g.cpu().saturating_sub(init);
                 (theirs.max(rusage_cpu), memory, g.oom_kills() > baseline.oom_kills)
             }
             None => (rusage_cpu.max(watched_cpu), maxrss.max(watched_memory), false),
@@ -636,10 +612,4 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
             return w;
         }
     }
-}
-
-/// CPU time of the group less what the helper (which lives in it) used
-/// since `own_at_reset`.
-fn group_cpu(g: &Group, own_at_reset: Duration) -> Duration {
-    g.cpu().saturating_sub(own_cpu().saturating_sub(own_at_reset))
 }

@@ -42,7 +42,11 @@ pub struct Jail<'a> {
     pub gid: u32,
     /// A network namespace of the run's own (else the helper's).
     pub netns: bool,
+    /// The run's cgroup, which init joins first: the helper is not in it.
     pub group: Option<&'a Group>,
+    /// init's own CPU time when it had joined the group: what the group
+    /// counts of init is what it used since.
+    pub joined_at: &'a std::cell::Cell<std::time::Duration>,
     pub stdio: [RawFd; 3],
     pub filter: &'a [libc::sock_filter],
     /// The helper's stacks for init and the program.
@@ -71,7 +75,8 @@ pub struct Report {
     pub maxrss_kib: u64,
     /// A denied system call, if one was attempted.
     pub denied: Option<seccomp::Call>,
-    /// init's own CPU time, µs (it is in the run's cgroup; not the program's).
+    /// init's own CPU time, µs (from its `clone`; the group counts what it
+    /// used since it joined, [`Jail::joined_at`]).
     pub init_cpu_us: u64,
     /// The limit the watchdog stopped the run for.
     pub fired: Option<Fired>,
@@ -82,16 +87,14 @@ pub struct Report {
 }
 
 /// The `oom_score_adj` of every process of a run: when the run's memory
-/// cgroup is full, the kernel's OOM killer must pick one of them, never the
-/// helper, which lives in the group (`cgroup.rs`). The helper asks for
-/// -1000, but lowering a score takes `CAP_SYS_RESOURCE`, which containers
-/// often withhold; then it keeps the score it inherited (0, say) and ranks
-/// by what it maps (a few MiB), above a program whose memory is mapped by
-/// nobody (its `/tmp`, pipe buffers, a fork bomb's kernel memory): killed,
-/// with init, whose memory it shares (`tests/hostile/unmapped_memory.c`).
-/// At 1000 a run's process always ranks first. `/proc` is read-only in the
-/// jail: without `CAP_SYS_RESOURCE` to pin this as its floor, a run could
-/// lower it.
+/// cgroup is full, the kernel's OOM killer picks among the tasks in the
+/// group, which are the run's and init (never a candidate: a vfork child
+/// sharing the helper's memory). The helper is not in the group
+/// (`cgroup.rs`), so no OOM of a run can pick it, whatever score it could
+/// get (lowering one takes `CAP_SYS_RESOURCE`, which containers often
+/// withhold). At 1000 the run's processes rank first in the host's own
+/// OOM too. `/proc` is read-only in the jail: without `CAP_SYS_RESOURCE`
+/// to pin this as its floor, a run could lower it.
 pub const OOM_FIRST: &str = "1000";
 
 /// The stacks init and the program run on, each made at its first use and
@@ -200,6 +203,18 @@ fn run_init(j: &Jail, rep: &mut Report) {
 }
 
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
+    // The run's cgroup, before anything is charged: the program is born in
+    // it, the helper stays out of reach of its OOM killer. Then a cgroup
+    // namespace rooted there: the run's `/proc/self/cgroup` says `/`, not
+    // the host's path or the helper's pid.
+    if let Some(g) = j.group {
+        g.join().map_err(Step::JoinCgroup.err())?;
+        j.joined_at.set(own_cpu());
+        if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
+            return Err(Step::JoinCgroup.failed(io::Error::last_os_error()));
+        }
+    }
+    j.stamps.mark(Mark::Joined);
     // Inherited by the program and its whole tree (init itself, a vfork
     // child the helper waits for, is never a candidate).
     let oom_score_set = set_oom_score_adj(j.host_proc);
@@ -384,9 +399,7 @@ fn program(l: &Launch) -> ! {
         }
     };
     unsafe {
-        // The run's cgroup: the helper lives in it, so the program was born
-        // there (no migration: see `cgroup.rs`).
-        let _ = j.group;
+        // The run's cgroup: init's, which it joined (`supervise`).
         // stdio: first out of the way (they may sit on 0-2), then into place.
         let mut high = [0; 3];
         for (i, &fd) in j.stdio.iter().enumerate() {

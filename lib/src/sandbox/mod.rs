@@ -64,7 +64,9 @@
 //!   network one with [`Jail::netns`](jail::Jail::netns); PID 1 of
 //!   its namespace; root; sharing the helper's memory while the helper
 //!   waits, [`spawn`](jail::spawn); cloned from the jail's mount
-//!   namespace, see below): finishes the root file system (`enter_root`),
+//!   namespace, see below): joins the run's cgroup and makes a cgroup
+//!   namespace there (the helper is never in the group: its OOM killer
+//!   cannot pick the judge, `cgroup.rs`), finishes the root file system (`enter_root`),
 //!   starts the program, receives its seccomp listener, and supervises it:
 //!   a denied call is named and kills the run; the watchdog the helper
 //!   gave it (`executor.rs`) is asked at every wake-up, and a limit kills
@@ -74,7 +76,7 @@
 //!   memory it shares with the helper, and exits; the helper goes on.
 //! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
 //!   init's memory until `exec`, so it only makes system calls): born in
-//!   the run's cgroups (the helper lives in them), takes its stdio, limits,
+//!   the run's cgroups (init's), takes its stdio, limits,
 //!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`](jail::OOM_FIRST)),
 //!   becomes the slot uid (which drops every capability: the bounding set
 //!   is empty since the helper's start, [`drop_bounding_set`](jail::drop_bounding_set)), sets `no_new_privs`,

@@ -2,8 +2,7 @@
 //! tree, its anonymous memory, its run time, its parent and uid. The basic
 //! level's watchdog and the cgroup-less measures rest on these.
 
-use super::sys::{reread, sysconf};
-use std::fs::File;
+use super::sys::sysconf;
 use std::time::Duration;
 
 /// Bytes of anonymous memory `pid` has now (`/proc/<pid>/statm`: resident
@@ -15,13 +14,6 @@ pub(super) fn anon_of(pid: libc::pid_t) -> u64 {
         [_, resident, shared, ..] => resident.saturating_sub(shared) * sysconf(libc::_SC_PAGESIZE),
         _ => 0,
     }
-}
-
-/// The run time of a task so far, from its `/proc/<pid>/schedstat` (held
-/// open: read again from the start).
-pub(super) fn schedstat_runtime(f: &File) -> Option<Duration> {
-    let ns = reread(f, &mut [0u8; 128])?.split_whitespace().next()?.parse().ok()?;
-    Some(Duration::from_nanos(ns))
 }
 
 /// One look at a process tree.

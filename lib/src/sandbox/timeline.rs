@@ -41,6 +41,8 @@ pub enum Mark {
     Prepared,
     /// init runs, in its new namespaces.
     InitStarted,
+    /// init joined the run's cgroup and made its cgroup namespace.
+    Joined,
     /// init finished the run's root (`/tmp`, `/proc`, binds, `pivot_root`).
     RootEntered,
     /// The program runs (a `clone` of init sharing its memory).
@@ -81,6 +83,7 @@ impl Mark {
         Mark::CgroupReset,
         Mark::Prepared,
         Mark::InitStarted,
+        Mark::Joined,
         Mark::RootEntered,
         Mark::ProgramStarted,
         Mark::Credentials,
@@ -108,6 +111,7 @@ impl Mark {
             Mark::CgroupReset => "cgroup reset",
             Mark::Prepared => "jail's arguments",
             Mark::InitStarted => "clone init (pid, mnt, ipc, uts ns)",
+            Mark::Joined => "init joins the run's cgroup (cgroup ns)",
             Mark::RootEntered => "mounts: /tmp, /proc, binds",
             Mark::ProgramStarted => "clone the program",
             Mark::Credentials => "stdio, rlimits, uid, no_new_privs",
