@@ -103,6 +103,16 @@ const CASES: &[Case] = &[
     denied("dccp.c", "socket (family AF_INET, type 6, protocol 33)"),
     denied("newer_calls.c", "listmount"),
     case("int80.c", &[RE], ""),
+    // State that outlives a run, host quotas (tests/hostile_state.rs tries
+    // each through judge-exec run and a runner, and the host's share).
+    denied("flowlabel.c", "setsockopt (IPV6_FLOWLABEL_MGR)"),
+    denied("inotify.c", "inotify_init1"),
+    denied("dnotify.c", "fcntl (F_NOTIFY)"),
+    denied("aio_quota.c", "io_setup"),
+    denied("flock_shared.c", "flock"),
+    denied("posix_lock.c", "fcntl (F_SETLK)"),
+    case("page_cache.c", &[AC], "nowait refused"),
+    case("cgroup_seen.c", &[AC], "root only"),
 ];
 
 fn is_root() -> bool {
@@ -221,6 +231,7 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
                 let input = match c.file {
                     "connect_loopback.py" => format!("{port}\n"),
                     "other_run.py" => format!("{}\n", victim.join("secret").display()),
+                    "page_cache.c" => "/usr/include/stdio.h\n".to_string(),
                     _ => String::new(),
                 };
                 let t = Instant::now();
