@@ -7,7 +7,7 @@
 //! taking whichever helper is idle), and one test at a time.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use testkit::{slot_spec, TempDir};
@@ -207,33 +207,24 @@ fn the_probe_tells_what_the_helper_and_a_run_get() {
     }
 }
 
-/// The cgroups (v1: `pids`; v2: the one) of this process's sandbox
-/// helpers, each with the helper's pid.
+/// The cgroups of this process's sandbox helpers (v1: one controller's,
+/// every task being in all; v2: the one), each with the helper's pid.
 fn helper_groups() -> Vec<(PathBuf, u32)> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let v1 = own
-        .lines()
-        .find_map(|l| l.split_once(":pids:"))
-        .map(|(_, p)| Path::new("/sys/fs/cgroup/pids").join(p.trim_start_matches('/')).join("ojrunner"));
-    let v2 = mounts.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.get(2) == Some(&"cgroup2")).then(|| Path::new(f[1]).join("ojrunner"))
-    });
     let me = std::process::id();
     let parent_of = |pid: u32| {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
     };
-    [v1, v2]
+    let mut groups: Vec<(PathBuf, u32)> = testkit::runs_cgroups()
         .into_iter()
-        .flatten()
-        .flat_map(|base| std::fs::read_dir(base).into_iter().flatten().flatten())
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.strip_prefix("helper-")?.parse().ok()?;
-            (parent_of(pid) == Some(me)).then(|| (e.path(), pid))
+        .filter_map(|g| {
+            let pid: u32 = g.file_name()?.to_str()?.strip_prefix("helper-")?.parse().ok()?;
+            (parent_of(pid) == Some(me)).then_some((g, pid))
         })
-        .collect()
+        .collect();
+    groups.sort_by_key(|&(_, pid)| pid);
+    groups.dedup_by_key(|&mut (_, pid)| pid);
+    groups
 }
 
 #[test]

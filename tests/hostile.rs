@@ -157,29 +157,17 @@ fn judge(c: &Case, input: &str, slot: usize, work: &Path) -> CaseResult {
     }
 }
 
-/// The `ojrunner/helper-<pid>` cgroups left behind by helpers that exited.
+/// The `helper-<pid>` cgroups left behind by helpers that exited.
 fn leftover_cgroups() -> Vec<PathBuf> {
     let mut left = Vec::new();
-    for controller in ["memory", "pids", "cpuacct", "unified"] {
-        let Ok(own) = std::fs::read_to_string("/proc/self/cgroup") else { continue };
-        let path = own
-            .lines()
-            .find_map(|l| {
-                let mut p = l.splitn(3, ':');
-                let (_, c, path) = (p.next()?, p.next()?, p.next()?);
-                c.split(',').any(|x| x == controller).then(|| path.trim_start_matches('/').to_string())
-            })
-            .unwrap_or_default();
-        let dir = Path::new("/sys/fs/cgroup").join(controller).join(path).join("ojrunner");
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            // Other judges on this machine may have live helpers: only the
-            // groups of helpers that are gone (or zombies) are leftovers.
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = ojrunner::sandbox::cgroup::helper_of(&name) else { continue };
-            let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-            if state.is_empty() || state.contains("State:\tZ") {
-                left.push(e.path());
-            }
+    for e in testkit::runs_cgroups() {
+        // Other judges on this machine may have live helpers: only the
+        // groups of helpers that are gone (or zombies) are leftovers.
+        let name = e.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let Some(pid) = ojrunner::sandbox::cgroup::helper_of(&name) else { continue };
+        let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if state.is_empty() || state.contains("State:\tZ") {
+            left.push(e);
         }
     }
     left

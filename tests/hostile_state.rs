@@ -402,32 +402,6 @@ fn a_run_holding_all_it_can_of_a_quota_leaves_the_host_its_own() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The groups (`ojrunner/helper-<pid>`) of the cgroup this process is in,
-/// for each controller (v1) or the one hierarchy (v2).
-fn run_groups() -> Vec<PathBuf> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let mut parents = vec![PathBuf::from("/sys/fs/cgroup/ojrunner")];
-    for controller in ["memory", "pids", "cpuacct"] {
-        let path = own.lines().find_map(|l| {
-            let mut p = l.splitn(3, ':');
-            let (_, c, path) = (p.next()?, p.next()?, p.next()?);
-            c.split(',').any(|x| x == controller).then(|| path.trim_start_matches('/').to_string())
-        });
-        if let Some(path) = path {
-            parents.push(Path::new("/sys/fs/cgroup").join(controller).join(path).join("ojrunner"));
-        }
-    }
-    let mut groups = Vec::new();
-    for parent in parents {
-        for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().starts_with("helper-") {
-                groups.push(e.path());
-            }
-        }
-    }
-    groups
-}
-
 #[test]
 fn no_helper_is_ever_in_the_cgroup_of_its_runs() {
     if skipped() {
@@ -447,7 +421,7 @@ fn no_helper_is_ever_in_the_cgroup_of_its_runs() {
             .unwrap_or(false)
     };
     let seen = wait_for("a run inside its helper's cgroup", Duration::from_secs(60), || {
-        run_groups().into_iter().find_map(|g| {
+        runs_cgroups().into_iter().find_map(|g| {
             let helper = g.file_name()?.to_str()?.strip_prefix("helper-")?.to_string();
             let tasks = std::fs::read_to_string(g.join("cgroup.procs")).ok()?;
             (ours(&helper) && !tasks.trim().is_empty()).then_some((g, helper, tasks))

@@ -34,6 +34,10 @@ pub fn run(
         error!("unknown language {lang:?}");
         return ExitCode::Usage;
     };
+    if let Err(e) = crate::sandbox::place_cgroups() {
+        error!("{e}");
+        return ExitCode::Config;
+    }
     let mut names: Vec<String> = std::fs::read_dir(tests)
         .map(|d| {
             d.flatten()
@@ -113,6 +117,7 @@ pub fn run(
 /// this machine gives the judge, then proves them with one sandboxed run of
 /// `/bin/true`. Exits 0 if that run worked.
 pub fn probe(languages: &crate::language::Languages) -> ExitCode {
+    let placed = crate::sandbox::place_cgroups();
     let m = crate::sandbox::probe_mechanisms();
     let seccomp = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
     let user_notif = seccomp.split_whitespace().any(|a| a == "user_notif");
@@ -142,6 +147,18 @@ pub fn probe(languages: &crate::language::Languages) -> ExitCode {
         "no_new_privs": true,
         "capabilities": if jailed { "all dropped" } else { "none held" },
         "cgroup": m.cgroup.as_ref().map(|h| h.kind),
+        "cgroup_layout": match &placed {
+            Ok(Some(h)) => match &h.layout {
+                Some(l) => {
+                    let mut v = json!(l);
+                    v["why"] = json!(l.why());
+                    v
+                }
+                None => json!({"layout": "v1", "why": "cgroup v1: per controller, below the judge's own cgroup"}),
+            },
+            Ok(None) => json!(null),
+            Err(e) => json!({"layout": null, "error": e.to_string()}),
+        },
         "cgroup_controllers": if m.cgroup.is_some() { json!(["memory", "pids", "cpu"]) } else { json!([]) },
         "memory": if m.cgroup.is_some() { "cgroup peak less file cache" } else { "ru_maxrss and /proc samples" },
         "cpu": if m.cgroup.is_some() { "cgroup" } else { "rusage and /proc samples" },
@@ -159,7 +176,10 @@ pub fn probe(languages: &crate::language::Languages) -> ExitCode {
         }).collect::<Vec<_>>(),
     });
     println!("{v}");
-    if ok {
+    if let Err(e) = placed {
+        error!("{e}");
+        ExitCode::Config
+    } else if ok {
         ExitCode::Ok
     } else {
         ExitCode::Failure

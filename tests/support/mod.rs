@@ -490,6 +490,19 @@ pub fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, proces
     }
 }
 
+/// The runs' groups (`helper-<pid>`) of every sandbox helper of this
+/// machine's layout (v1: per controller; v2: where `delegation.rs` puts
+/// them), found as the sandbox finds its own.
+pub fn runs_cgroups() -> Vec<PathBuf> {
+    let Some(h) = ojrunner::sandbox::cgroup::Hierarchy::detect() else { return Vec::new() };
+    h.parents()
+        .into_iter()
+        .flat_map(|parent| std::fs::read_dir(parent).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("helper-"))
+        .map(|e| e.path())
+        .collect()
+}
+
 /// A small tmpfs mounted for a test (a spool on a disk that can fill up),
 /// unmounted on drop. Needs root, as the suite does.
 pub struct SmallDisk {

@@ -5,7 +5,7 @@
 //!
 //! | layout | when | files used |
 //! |---|---|---|
-//! | v2 | a cgroup2 mount whose root offers `memory`, `pids` and `cpu` | `memory.max`, `memory.peak`, `memory.stat`, `memory.events`, `pids.max`, `cpu.stat`, `cgroup.kill` |
+//! | v2 | a cgroup2 mount whose root offers `memory`, `pids` and `cpu` (or no v1 memory mount beside it) | `memory.max`, `memory.peak`, `memory.stat`, `memory.events`, `pids.max`, `cpu.stat`, `cgroup.kill` |
 //! | v1 | separate `memory`, `pids` and `cpuacct` mounts under `/sys/fs/cgroup` | `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `memory.max_usage_in_bytes`, `memory.stat`, `memory.oom_control`, `pids.max`, `cpuacct.usage` |
 //!
 //! Without either (not root, no controllers) the sandbox falls back to
@@ -64,9 +64,9 @@
 //! (absorbed by [`Baseline::resident`]); `pids.max` has
 //! [`RESIDENT_TASKS`] more for init.
 //!
-//! The groups live in `ojrunner/` below the cgroup the judge itself is in
-//! (v1: per controller; v2: below the hierarchy's root, which is the only
-//! place a process may sit next to enabled controllers).
+//! v1's groups live in `ojrunner/` below the cgroup the judge itself is in,
+//! per controller; v2's in the cgroup the runner was started in
+//! (`delegation.rs`: `/ojrunner` when that is the root).
 //!
 //! # What "peak memory" means
 //!
@@ -90,6 +90,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::delegation::{is_real_root, own_cgroup, prepare, Layout, Refused, CONTROLLERS};
 use super::sys::{annotate, reread};
 
 /// How far above the task's memory limit the kernel's hard limit is set.
@@ -139,6 +140,8 @@ pub struct Hierarchy {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
+    /// v2: where the groups live and why (`delegation.rs`).
+    pub layout: Option<Layout>,
 }
 
 /// One run's group(s).
@@ -224,32 +227,56 @@ fn rewrite(f: &File, value: &str) -> io::Result<()> {
 }
 
 impl Hierarchy {
-    /// The hierarchy this machine offers to root, if any. Creates the
-    /// `ojrunner` parent directories.
+    /// The hierarchy this machine offers to root, if any (see
+    /// [`Hierarchy::find`]; a refusal is said on stderr, and there is none).
     pub fn detect() -> Option<Hierarchy> {
-        if unsafe { libc::geteuid() } != 0 {
-            return None;
-        }
-        let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
-        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        Hierarchy::v2(&mounts).or_else(|| Hierarchy::v1(&mounts, &own))
+        Hierarchy::find().unwrap_or_else(|e| {
+            eprintln!("ojrunner-sandbox: {e}");
+            None
+        })
     }
 
-    fn v2(mounts: &str) -> Option<Hierarchy> {
-        let root = mounts.lines().find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1]))
-        })?;
-        let offered = fs::read_to_string(root.join("cgroup.controllers")).ok()?;
-        let has = |c: &str| offered.split_whitespace().any(|x| x == c);
-        if !(has("memory") && has("pids") && has("cpu")) {
-            return None;
+    /// The hierarchy this machine offers to root: v2 where its root offers
+    /// the controllers (or where there is no v1 to fall back to), in the
+    /// layout of `delegation.rs`, made ready; else v1, with the `ojrunner`
+    /// parents made. `None` without root or without cgroups; `Err` where v2
+    /// is there but not the runner's to use (exit 100 at start).
+    pub fn find() -> Result<Option<Hierarchy>, Refused> {
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(None);
         }
-        let base = root.join("ojrunner");
-        fs::write(root.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
-        ensure_dir(&base).ok()?;
-        fs::write(base.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
-        Some(Hierarchy { kind: Kind::V2, memory: base.clone(), pids: base.clone(), cpu: base })
+        let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        match Hierarchy::v2(&mounts, &own)? {
+            Some(h) => Ok(Some(h)),
+            None => Ok(Hierarchy::v1(&mounts, &own)),
+        }
+    }
+
+    fn v2(mounts: &str, own: &str) -> Result<Option<Hierarchy>, Refused> {
+        let mount_of = |kind: &str, option: Option<&str>| {
+            mounts.lines().find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let opted = option.is_none_or(|o| f.get(3).is_some_and(|opts| opts.split(',').any(|x| x == o)));
+                (f.get(2) == Some(&kind) && opted).then(|| PathBuf::from(f[1]))
+            })
+        };
+        let Some(root) = mount_of("cgroup2", None) else { return Ok(None) };
+        let offered = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+        let has = |c: &str| offered.split_whitespace().any(|x| x == c);
+        // A hybrid host: the controllers are v1's.
+        if !CONTROLLERS.iter().all(|c| has(c)) && mount_of("cgroup", Some("memory")).is_some() {
+            return Ok(None);
+        }
+        let layout = Layout::of(own_cgroup(own).unwrap_or("/"), is_real_root(&root));
+        let base = prepare(&root, &layout)?;
+        Ok(Some(Hierarchy {
+            kind: Kind::V2,
+            memory: base.clone(),
+            pids: base.clone(),
+            cpu: base,
+            layout: Some(layout),
+        }))
     }
 
     fn v1(mounts: &str, own: &str) -> Option<Hierarchy> {
@@ -275,7 +302,15 @@ impl Hierarchy {
             Some(base)
         };
         let (memory, pids, cpu) = (dir("memory")?, dir("pids")?, dir("cpuacct")?);
-        Some(Hierarchy { kind: Kind::V1, memory, pids, cpu })
+        Some(Hierarchy { kind: Kind::V1, memory, pids, cpu, layout: None })
+    }
+
+    /// The directories the runs' groups are made in: one per controller
+    /// (v1), or the one (v2).
+    pub fn parents(&self) -> Vec<&Path> {
+        let mut dirs = vec![self.memory.as_path(), self.pids.as_path(), self.cpu.as_path()];
+        dirs.dedup();
+        dirs
     }
 
     /// Removes the groups `helper-<pid>` of helpers that died without

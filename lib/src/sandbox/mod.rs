@@ -161,6 +161,7 @@
 //! | `timeline` | a run's steps stamped, when the judge asks (`make bench`'s cost per step) |
 //! | `procfs` | what `/proc` says of a process tree |
 //! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
+//! | `delegation` | where the runner's v2 groups live (the cgroup it was started in, or the root) and the move that makes it its own |
 //! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
 //! | `jail` | init and the program: namespaces, credentials, the filter's listener |
 //! | `executor` | one run in the helper, and the one state a helper keeps between runs |
@@ -168,6 +169,7 @@
 //! | this module | the interface: [`run`] |
 
 pub mod cgroup;
+pub mod delegation;
 pub mod error;
 pub mod executor;
 pub mod helper;
@@ -188,6 +190,28 @@ pub use limits::SLOT_LOCK_DIR;
 pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL};
 pub use slot::slot_lock_dir;
 pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
+
+/// At a program's start, before it starts stages or helpers: makes the
+/// cgroup layout its runs need (v2: `delegation.rs`, the move into
+/// `ojrunner-stages` included) and says which, or why there is none to
+/// make. A `Refused` is the configuration's fault: the caller exits 100
+/// rather than judge with a limit it cannot enforce.
+pub fn place_cgroups() -> Result<Option<cgroup::Hierarchy>, delegation::Refused> {
+    let h = cgroup::Hierarchy::find()?;
+    if let Some(h) = &h {
+        match &h.layout {
+            Some(delegation::Layout::Delegated { cgroup }) => {
+                log::info!(
+                    "cgroup v2: the runs' groups below {cgroup}, this runner's processes in {cgroup}/{}",
+                    delegation::STAGES_LEAF
+                )
+            }
+            Some(delegation::Layout::Root) => log::info!("cgroup v2: the runs' groups below /ojrunner"),
+            None => {}
+        }
+    }
+    Ok(h)
+}
 
 /// Runs `spec` to the end, in a sandbox helper. `Err` only for the judge's
 /// own failures (the program could not be started, the kernel refused a

@@ -52,6 +52,7 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
     let languages = Arc::new(RwLock::new(languages));
     let c: &Common = &cfg.common;
     let Daemon { mut spool, inbox, stops } = Daemon::start("judge-exec", &c.spool, shutdown)?;
+    crate::sandbox::place_cgroups().map_err(|e| Failure(ExitCode::Config, e.to_string()))?;
     let n =
         cfg.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
     let judge = Judge::default();

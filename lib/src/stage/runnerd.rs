@@ -100,6 +100,9 @@ impl Supervisor {
         if let Ok(languages) = crate::daemon::languages(table.as_deref()) {
             languages.log_toolchains();
         }
+        // Its stages are born where it is: on v2, in the leaf of the cgroup
+        // it was started in, which must be its own (delegated).
+        crate::sandbox::place_cgroups().map_err(|e| Failure(ExitCode::Config, e.to_string()))?;
         // The socket first: nothing is written before this runnerd knows it
         // is the only one on the spool (a second one must not lift the
         // first one's drain latch).
