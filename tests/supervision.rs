@@ -993,8 +993,19 @@ fn the_readmes_two_commands_install_what_a_fresh_machine_lacks_first() {
     assert!(!ci.contains("apt-get"), ".ci/run installs on its own: {ci}");
 }
 
+/// What `make install PREFIX=/usr` writes for a shipped file of etc/: the
+/// scripts' fallback PATH and the units' ExecStart= name PREFIX's programs.
+fn installed_as(shipped: &str) -> String {
+    shipped
+        .replace(
+            "PATH=$PATH:/usr/local/sbin:/usr/local/libexec/ojrunner\n",
+            "PATH=$PATH:/usr/sbin:/usr/libexec/ojrunner\n",
+        )
+        .replace("\nExecStart=", "\nExecStart=/usr/sbin/")
+}
+
 #[test]
-fn make_install_lays_out_binaries_pages_examples_and_service_files() {
+fn make_install_lays_out_programs_pages_examples_and_service_files_and_uninstall_removes_them() {
     // What it installs by default: release builds.
     let (code, plan) = run(Command::new("make").current_dir(repo()).args(["-n", "install", "DESTDIR=/nonexistent"]));
     assert_eq!(code, 0, "make -n install: {plan}");
@@ -1002,20 +1013,27 @@ fn make_install_lays_out_binaries_pages_examples_and_service_files() {
     let dir = TempDir::new("sup-install");
     let dest = dir.path().join("dest");
     // CARGO=true: the suite runs on built binaries and never builds.
-    let (code, out) = run(Command::new("make")
-        .current_dir(repo())
-        .args(["-s", "install", "PREFIX=/usr", "CARGO=true", "BUILT=target/debug"])
-        .arg(format!("DESTDIR={}", dest.display())));
+    let make = |target: &str| {
+        run(Command::new("make")
+            .current_dir(repo())
+            .args(["-s", target, "PREFIX=/usr", "CARGO=true", "BUILT=target/debug"])
+            .arg(format!("DESTDIR={}", dest.display())))
+    };
+    let (code, out) = make("install");
     assert_eq!(code, 0, "make install: {out}");
     let root = dest.join("usr");
-    for b in ["claimd", "judge-exec", "reportd", "leased", "runnerd", "hubd"] {
-        let p = root.join("bin").join(b);
-        assert!(
-            std::fs::metadata(&p).map(|m| m.permissions().mode() & 0o111 == 0o111).unwrap_or(false),
-            "{}",
-            p.display()
-        );
+    let executable = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 == 0o111).unwrap_or(false);
+    // The daemons in sbin; the stages runnerd starts in libexec/ojrunner.
+    for b in ["runnerd", "hubd"] {
+        assert!(executable(&root.join("sbin").join(b)), "sbin/{b}");
     }
+    for b in ["claimd", "judge-exec", "reportd", "leased"] {
+        assert!(executable(&root.join("libexec/ojrunner").join(b)), "libexec/ojrunner/{b}");
+    }
+    assert!(!root.join("bin").exists(), "nothing in bin");
+    // judge-exec is also run by hand: a link in sbin.
+    let link = std::fs::read_link(root.join("sbin/judge-exec")).expect("sbin/judge-exec is a link");
+    assert_eq!(link, Path::new("/usr/libexec/ojrunner/judge-exec"));
     for m in std::fs::read_dir(repo().join("man")).unwrap().flatten() {
         let name = m.file_name().to_string_lossy().into_owned();
         let section = name.rsplit('.').next().unwrap();
@@ -1024,20 +1042,44 @@ fn make_install_lays_out_binaries_pages_examples_and_service_files() {
     let share = root.join("share/ojrunner");
     assert!(share.join("examples/problems/1/meta.json").is_file(), "examples");
     for unit in ["runnerd.service", "hubd.service"] {
-        assert_eq!(
-            read(&root.join("lib/systemd/system").join(unit)),
-            read(&etc().join("systemd").join(unit)),
-            "{unit}"
-        );
+        let installed = read(&root.join("lib/systemd/system").join(unit));
+        assert_eq!(installed, installed_as(&read(&etc().join("systemd").join(unit))), "{unit}");
+        let program = unit.trim_end_matches(".service");
+        assert!(installed.contains(&format!("\nExecStart=/usr/sbin/{program}")), "{unit}: {installed}");
     }
-    // Every other file of etc/, as shipped, executable bits kept.
+    // Every other file of etc/, as shipped but for PREFIX's paths,
+    // executable bits kept.
     for f in files_below(&etc(), &etc()).into_iter().filter(|f| !f.starts_with("systemd/")) {
         let (src, dst) = (etc().join(&f), share.join(&f));
-        assert_eq!(read(&dst), read(&src), "{f} installed in share/ojrunner");
+        assert_eq!(read(&dst), installed_as(&read(&src)), "{f} installed in share/ojrunner");
         let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111).unwrap_or(9);
         assert_eq!(mode(&dst), mode(&src), "{f}: mode");
     }
-    // Installed runnerd finds its stages beside it.
-    let (code, out) = run(Command::new(root.join("bin/runnerd")).arg("--version"));
-    assert_eq!(code, 0, "{out}");
+
+    // Installed runnerd finds its stages in ../libexec/ojrunner, with no
+    // stage in PATH.
+    let hub = Hub::start(dir.path(), &[]);
+    let spool = dir.path().join("spool");
+    let mut cmd = Command::new(root.join("sbin/runnerd"));
+    cmd.envs(runner_env(&hub, &spool)).env("PATH", "/usr/bin:/bin").env_remove("OJ_LIBEXEC");
+    if quiet() {
+        cmd.stderr(Stdio::null());
+    }
+    let mut runner = Proc { child: cmd.spawn().expect("installed runnerd"), name: "runnerd".into() };
+    wait_for("every stage to listen", LIMIT, || stages_listen(&spool).ok());
+    let stages: Vec<PathBuf> = pids_of_children(runner.pid())
+        .iter()
+        .filter_map(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok())
+        .collect();
+    assert_eq!(stages.len(), 4, "{stages:?}");
+    assert!(stages.iter().all(|e| e.starts_with(root.join("libexec/ojrunner"))), "{stages:?}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(LIMIT), 0, "drained");
+
+    // Uninstall leaves no file behind.
+    let (code, out) = make("uninstall");
+    assert_eq!(code, 0, "make uninstall: {out}");
+    let left = files_below(&dest, &dest);
+    assert!(left.is_empty(), "left by make uninstall: {left:?}");
+    assert!(!share.exists() && !root.join("libexec/ojrunner").exists(), "ojrunner's own directories removed");
 }
