@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test soak lint bench bench-e2e install clean
+.PHONY: all build release deps demo test soak lint bench bench-e2e install uninstall clean
 
 all: build
 
@@ -94,28 +94,70 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items
 
+# Where things go. runnerd and hubd are section-8 daemons: sbin. The stages
+# only runnerd starts go to LIBEXECDIR, where runnerd looks for them (its
+# ../libexec/ojrunner; another LIBEXECDIR needs OJ_LIBEXEC). judge-exec is
+# also an admin's command (run, --probe), so sbin gets a link to it: one
+# file to upgrade, and any capabilities set on it hold for both names.
 # runit and s6 service directories are templates to copy (or link) into a
 # scan directory, so they go to DATADIR with the env file examples; the
 # systemd units go where systemd looks for PREFIX's units.
-DATADIR ?= $(PREFIX)/share/ojrunner
-UNITDIR ?= $(PREFIX)/lib/systemd/system
+SBINDIR    ?= $(PREFIX)/sbin
+LIBEXECDIR ?= $(PREFIX)/libexec/ojrunner
+MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share/ojrunner
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SBIN_BINS   = runnerd hubd
+STAGES      = claimd judge-exec reportd leased
+UNITS       = runnerd.service hubd.service
+ENV_EXAMPLES = etc/languages.json etc/ojrunner.env etc/hubd.env
+# Trees copied whole, as source:destination under DATADIR.
+TREES       = examples:examples etc/runit:runit etc/s6:s6
 
 # The binaries installed: release builds (the tests lay out debug ones
 # with BUILT=target/debug).
 BUILT ?= target/release
 
+# The scripts' fallback PATH and the units' ExecStart= name /usr/local's
+# programs; what is installed names PREFIX's.
+SCRIPT_PATH = ^PATH=\$$PATH:/usr/local/sbin:/usr/local/libexec/ojrunner$$
+
 install: release
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man5 \
-		$(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/runit $(DESTDIR)$(DATADIR)/s6 \
 		$(DESTDIR)$(UNITDIR)
-	for b in $(BINS); do install -m 755 $(BUILT)/$$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
-	for m in man/*.[578]; do install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$${m##*.}/ || exit 1; done
-	cp -R examples/. $(DESTDIR)$(DATADIR)/examples/
-	cp -R etc/runit/. $(DESTDIR)$(DATADIR)/runit/
-	cp -R etc/s6/. $(DESTDIR)$(DATADIR)/s6/
-	install -m 644 etc/languages.json etc/ojrunner.env etc/hubd.env $(DESTDIR)$(DATADIR)/
-	install -m 644 etc/systemd/runnerd.service etc/systemd/hubd.service $(DESTDIR)$(UNITDIR)/
+	for b in $(SBIN_BINS); do install -m 755 $(BUILT)/$$b $(DESTDIR)$(SBINDIR)/ || exit 1; done
+	for b in $(STAGES); do install -m 755 $(BUILT)/$$b $(DESTDIR)$(LIBEXECDIR)/ || exit 1; done
+	ln -sf $(LIBEXECDIR)/judge-exec $(DESTDIR)$(SBINDIR)/judge-exec
+	for m in man/*.[578]; do install -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/ || exit 1; done
+	for t in $(TREES); do cp -R $${t%%:*}/. $(DESTDIR)$(DATADIR)/$${t#*:}/ || exit 1; done
+	grep -rl '$(SCRIPT_PATH)' $(DESTDIR)$(DATADIR)/runit $(DESTDIR)$(DATADIR)/s6 | while read -r f; do \
+		sed 's|$(SCRIPT_PATH)|PATH=$$PATH:$(SBINDIR):$(LIBEXECDIR)|' "$$f" > "$$f.new" && \
+		cat "$$f.new" > "$$f" && rm -f "$$f.new" || exit 1; \
+	done
+	install -m 644 $(ENV_EXAMPLES) $(DESTDIR)$(DATADIR)/
+	for u in $(UNITS); do \
+		sed 's|^ExecStart=|ExecStart=$(SBINDIR)/|' etc/systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+
+# Removes what install installed, file by file (an operator's files left
+# in DATADIR stay, and so do their directories); then ojrunner's own
+# directories, if empty.
+uninstall:
+	for b in $(SBIN_BINS) judge-exec; do rm -f $(DESTDIR)$(SBINDIR)/$$b; done
+	for b in $(STAGES); do rm -f $(DESTDIR)$(LIBEXECDIR)/$$b; done
+	for m in man/*.[578]; do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m#man/}; done
+	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
+	for e in $(ENV_EXAMPLES); do rm -f $(DESTDIR)$(DATADIR)/$${e#etc/}; done
+	for t in $(TREES); do \
+		dst=$(DESTDIR)$(DATADIR)/$${t#*:}; \
+		(cd $${t%%:*} && find . ! -type d) | while read -r f; do rm -f "$$dst/$$f"; done; \
+		(cd $${t%%:*} && find . -mindepth 1 -depth -type d) | while read -r d; do rmdir "$$dst/$$d" 2>/dev/null || :; done; \
+		rmdir "$$dst" 2>/dev/null || :; \
+	done
+	rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DATADIR) 2>/dev/null || :
 
 clean:
 	$(CARGO) clean

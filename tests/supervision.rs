@@ -29,6 +29,7 @@ const EXERCISED: &[(&str, &str)] = &[
     ("etc/runit/runnerd/finish", "runit_runnerd_with_a_bad_configuration_is_kept_down_by_finish"),
     ("etc/runit/runnerd/log/run", "runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down"),
     ("etc/runit/runnerd/run", "runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down"),
+    ("etc/runit/shutdown", "runit_shutdown_hook_drains_runnerd_before_stage_3s_force_stop"),
     ("etc/runit/split/drain", "runit_split_layout_drains_in_order_with_its_drain_script"),
     ("etc/runit/split/ojrunner-claimd/finish", "runit_split_layout_drains_in_order_with_its_drain_script"),
     ("etc/runit/split/ojrunner-claimd/log/run", "runit_split_layout_drains_in_order_with_its_drain_script"),
@@ -50,6 +51,7 @@ const EXERCISED: &[(&str, &str)] = &[
     ),
     ("etc/s6/runnerd/run", "s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_d"),
     ("etc/s6/runnerd/timeout-kill", "stop_timeouts_are_longer_than_the_drain_timeout"),
+    ("etc/s6/shutdown", "s6_shutdown_hook_drains_runnerd_before_the_final_kill"),
     ("etc/s6/split/drain", "s6_split_layout_drains_in_order_with_its_drain_script"),
     ("etc/s6/split/ojrunner-claimd/finish", "s6_split_layout_drains_in_order_with_its_drain_script"),
     ("etc/s6/split/ojrunner-claimd/log/run", "s6_split_layout_drains_in_order_with_its_drain_script"),
@@ -492,6 +494,55 @@ fn runit_split_layout_drains_in_order_with_its_drain_script() {
     assert_eq!(spool_status(&spool)["draining"], false);
 }
 
+/// A reboot under runit: a job judging, then the shutdown hook as stage 3
+/// would run it first, then stage 3's own `sv force-stop` (7 s, then KILL).
+/// The hook drains: the job is judged and reported once, on one hand-out.
+#[test]
+fn runit_shutdown_hook_drains_runnerd_before_stage_3s_force_stop() {
+    let dir = TempDir::new("sup-runit-shutdown");
+    let (hub, ok) = hub_with_problem(dir.path());
+    let spool = dir.path().join("spool");
+    let (scan, svc) = runnerd_service("runit", &hub, &spool, dir.path());
+    let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
+    runit.wait_supervised("runnerd");
+    assert_eq!(runit.sv(&["-w", "60", "start", "runnerd"]).0, 0);
+    hub.wait_all_judged(LIMIT);
+    assert_judged_once(&hub, &ok);
+    let sub = job_outlasting_force_stop(&hub, dir.path(), &spool);
+
+    let took = run_shutdown_hook("runit", &scan);
+    assert_eq!(runit.state("runnerd"), ('d', false), "down once the hook returns");
+    let (code, out) = run(Command::new("sv").args(["-w", "7", "force-stop"]).arg(&svc));
+    assert_eq!((code, out.starts_with("ok: down:")), (0, true), "nothing left to kill: {out}");
+    wait_for("finish to log runnerd's exit", LIMIT, || log_of(&svc).contains("finish: runnerd exited").then_some(()));
+    let log = log_of(&svc);
+    assert!(log.contains("drained: every job held was finished and reported"), "{log}");
+    assert!(log.contains("finish: runnerd exited 0 (signal 0)"), "{log}");
+    assert_clean_ac(&hub.submission(&sub));
+    assert!(took > Duration::from_secs(7), "the hook waited {took:?}: force-stop alone would have cut the drain");
+}
+
+/// A job that judges longer than stage 3's 7 s (three cases of 2.5 s, one
+/// worker), once it is judging; its submission id.
+fn job_outlasting_force_stop(hub: &Hub, dir: &Path, spool: &Path) -> String {
+    let sub = hub.submit(1, "python3", &slow_ab(dir, 2.5));
+    judging_claim(spool);
+    sub
+}
+
+/// Runs `supervisor`'s shutdown hook on `scan`, as the init's shutdown
+/// would (its configuration in each service's env/); checks that it said
+/// what it drained; how long it took.
+fn run_shutdown_hook(supervisor: &str, scan: &Path) -> Duration {
+    let begun = std::time::Instant::now();
+    let mut hook = Command::new(etc().join(format!("{supervisor}/shutdown")));
+    hook.arg(scan).env("OJRUNNER_ENV_FILE", "/nonexistent");
+    let (code, out) = run(&mut hook);
+    assert_eq!(code, 0, "the shutdown hook: {out}");
+    assert!(out.contains(&format!("ojrunner: draining {}/runnerd (at most 60 s)", scan.display())), "{out}");
+    begun.elapsed()
+}
+
 /// The runnerd service of `supervisor` (`runit` or `s6`) laid out for a
 /// test in `dir`: copied from etc/ into a scan directory, its env/ made
 /// from the runner's settings; the scan directory and the service's.
@@ -636,6 +687,32 @@ fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_
     let (code, out) = sh("s6-svc", &["-T", "60000", "-wU", "-u", svc.to_str().unwrap()]);
     assert_eq!(code, 0, "s6-svc -wU -u: {out}");
     assert_all_judged_once(&hub);
+}
+
+/// A shutdown under s6-linux-init: a job judging, then the shutdown hook
+/// as the first line of rc.shutdown, then what follows rc.shutdown (TERM,
+/// and KILL after the grace time). The hook drains: the job is judged and
+/// reported once, on one hand-out.
+#[test]
+fn s6_shutdown_hook_drains_runnerd_before_the_final_kill() {
+    let dir = TempDir::new("sup-s6-shutdown");
+    let (hub, ok) = hub_with_problem(dir.path());
+    let spool = dir.path().join("spool");
+    let (scan, svc) = runnerd_service("s6", &hub, &spool, dir.path());
+    let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
+    s6.wait_supervised("runnerd");
+    let (code, out) = sh("s6-svwait", &["-U", "-t", "60000", svc.to_str().unwrap()]);
+    assert_eq!(code, 0, "s6-svwait -U: {out}");
+    hub.wait_all_judged(LIMIT);
+    assert_judged_once(&hub, &ok);
+    let sub = job_outlasting_force_stop(&hub, dir.path(), &spool);
+
+    let took = run_shutdown_hook("s6", &scan);
+    assert_eq!(s6.stat("runnerd", "up,wantedup,exitcode"), "false false 0", "drained and down");
+    let (code, out) = sh("s6-svc", &["-T", "2000", "-wD", "-k", "-d", svc.to_str().unwrap()]);
+    assert_eq!(code, 0, "nothing left to kill: {out}");
+    assert_clean_ac(&hub.submission(&sub));
+    assert!(took > Duration::from_secs(7), "the hook waited {took:?}: past the 2 s before the KILL below");
 }
 
 #[test]
@@ -993,8 +1070,19 @@ fn the_readmes_two_commands_install_what_a_fresh_machine_lacks_first() {
     assert!(!ci.contains("apt-get"), ".ci/run installs on its own: {ci}");
 }
 
+/// What `make install PREFIX=/usr` writes for a shipped file of etc/: the
+/// scripts' fallback PATH and the units' ExecStart= name PREFIX's programs.
+fn installed_as(shipped: &str) -> String {
+    shipped
+        .replace(
+            "PATH=$PATH:/usr/local/sbin:/usr/local/libexec/ojrunner\n",
+            "PATH=$PATH:/usr/sbin:/usr/libexec/ojrunner\n",
+        )
+        .replace("\nExecStart=", "\nExecStart=/usr/sbin/")
+}
+
 #[test]
-fn make_install_lays_out_binaries_pages_examples_and_service_files() {
+fn make_install_lays_out_programs_pages_examples_and_service_files_and_uninstall_removes_them() {
     // What it installs by default: release builds.
     let (code, plan) = run(Command::new("make").current_dir(repo()).args(["-n", "install", "DESTDIR=/nonexistent"]));
     assert_eq!(code, 0, "make -n install: {plan}");
@@ -1002,20 +1090,27 @@ fn make_install_lays_out_binaries_pages_examples_and_service_files() {
     let dir = TempDir::new("sup-install");
     let dest = dir.path().join("dest");
     // CARGO=true: the suite runs on built binaries and never builds.
-    let (code, out) = run(Command::new("make")
-        .current_dir(repo())
-        .args(["-s", "install", "PREFIX=/usr", "CARGO=true", "BUILT=target/debug"])
-        .arg(format!("DESTDIR={}", dest.display())));
+    let make = |target: &str| {
+        run(Command::new("make")
+            .current_dir(repo())
+            .args(["-s", target, "PREFIX=/usr", "CARGO=true", "BUILT=target/debug"])
+            .arg(format!("DESTDIR={}", dest.display())))
+    };
+    let (code, out) = make("install");
     assert_eq!(code, 0, "make install: {out}");
     let root = dest.join("usr");
-    for b in ["claimd", "judge-exec", "reportd", "leased", "runnerd", "hubd"] {
-        let p = root.join("bin").join(b);
-        assert!(
-            std::fs::metadata(&p).map(|m| m.permissions().mode() & 0o111 == 0o111).unwrap_or(false),
-            "{}",
-            p.display()
-        );
+    let executable = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 == 0o111).unwrap_or(false);
+    // The daemons in sbin; the stages runnerd starts in libexec/ojrunner.
+    for b in ["runnerd", "hubd"] {
+        assert!(executable(&root.join("sbin").join(b)), "sbin/{b}");
     }
+    for b in ["claimd", "judge-exec", "reportd", "leased"] {
+        assert!(executable(&root.join("libexec/ojrunner").join(b)), "libexec/ojrunner/{b}");
+    }
+    assert!(!root.join("bin").exists(), "nothing in bin");
+    // judge-exec is also run by hand: a link in sbin.
+    let link = std::fs::read_link(root.join("sbin/judge-exec")).expect("sbin/judge-exec is a link");
+    assert_eq!(link, Path::new("/usr/libexec/ojrunner/judge-exec"));
     for m in std::fs::read_dir(repo().join("man")).unwrap().flatten() {
         let name = m.file_name().to_string_lossy().into_owned();
         let section = name.rsplit('.').next().unwrap();
@@ -1024,20 +1119,44 @@ fn make_install_lays_out_binaries_pages_examples_and_service_files() {
     let share = root.join("share/ojrunner");
     assert!(share.join("examples/problems/1/meta.json").is_file(), "examples");
     for unit in ["runnerd.service", "hubd.service"] {
-        assert_eq!(
-            read(&root.join("lib/systemd/system").join(unit)),
-            read(&etc().join("systemd").join(unit)),
-            "{unit}"
-        );
+        let installed = read(&root.join("lib/systemd/system").join(unit));
+        assert_eq!(installed, installed_as(&read(&etc().join("systemd").join(unit))), "{unit}");
+        let program = unit.trim_end_matches(".service");
+        assert!(installed.contains(&format!("\nExecStart=/usr/sbin/{program}")), "{unit}: {installed}");
     }
-    // Every other file of etc/, as shipped, executable bits kept.
+    // Every other file of etc/, as shipped but for PREFIX's paths,
+    // executable bits kept.
     for f in files_below(&etc(), &etc()).into_iter().filter(|f| !f.starts_with("systemd/")) {
         let (src, dst) = (etc().join(&f), share.join(&f));
-        assert_eq!(read(&dst), read(&src), "{f} installed in share/ojrunner");
+        assert_eq!(read(&dst), installed_as(&read(&src)), "{f} installed in share/ojrunner");
         let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111).unwrap_or(9);
         assert_eq!(mode(&dst), mode(&src), "{f}: mode");
     }
-    // Installed runnerd finds its stages beside it.
-    let (code, out) = run(Command::new(root.join("bin/runnerd")).arg("--version"));
-    assert_eq!(code, 0, "{out}");
+
+    // Installed runnerd finds its stages in ../libexec/ojrunner, with no
+    // stage in PATH.
+    let hub = Hub::start(dir.path(), &[]);
+    let spool = dir.path().join("spool");
+    let mut cmd = Command::new(root.join("sbin/runnerd"));
+    cmd.envs(runner_env(&hub, &spool)).env("PATH", "/usr/bin:/bin").env_remove("OJ_LIBEXEC");
+    if quiet() {
+        cmd.stderr(Stdio::null());
+    }
+    let mut runner = Proc { child: cmd.spawn().expect("installed runnerd"), name: "runnerd".into() };
+    wait_for("every stage to listen", LIMIT, || stages_listen(&spool).ok());
+    let stages: Vec<PathBuf> = pids_of_children(runner.pid())
+        .iter()
+        .filter_map(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok())
+        .collect();
+    assert_eq!(stages.len(), 4, "{stages:?}");
+    assert!(stages.iter().all(|e| e.starts_with(root.join("libexec/ojrunner"))), "{stages:?}");
+    runner.signal(Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(LIMIT), 0, "drained");
+
+    // Uninstall leaves no file behind.
+    let (code, out) = make("uninstall");
+    assert_eq!(code, 0, "make uninstall: {out}");
+    let left = files_below(&dest, &dest);
+    assert!(left.is_empty(), "left by make uninstall: {left:?}");
+    assert!(!share.exists() && !root.join("libexec/ojrunner").exists(), "ojrunner's own directories removed");
 }

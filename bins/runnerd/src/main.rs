@@ -15,7 +15,8 @@ struct Cli {
     #[command(flatten)]
     common: Common,
 
-    /// Where the stage programs are (default: beside runnerd, else PATH).
+    /// Where the stage programs are (default: beside runnerd, else
+    /// ../libexec/ojrunner from it, else PATH).
     #[arg(long, env = "OJ_LIBEXEC", value_name = "DIR")]
     libexec: Option<PathBuf>,
 

@@ -43,10 +43,21 @@ pub const STAGES: [&str; 4] = ["leased", "reportd", "judge-exec", "claimd"];
 #[derive(Clone, Debug)]
 pub struct Config {
     pub common: Common,
-    /// Where the stage programs are (default: beside runnerd, else PATH).
+    /// Where the stage programs are (default: [`stages_beside`] runnerd,
+    /// else PATH).
     pub libexec: Option<PathBuf>,
     /// Where to serve `GET /metrics` (`HOST:PORT`), if anywhere.
     pub metrics_listen: Option<String>,
+}
+
+/// Where the stages are, given runnerd's own path `exe`: its directory (a
+/// build tree, or every program in one directory), else
+/// `../libexec/ojrunner` from it (where `make install` puts them, runnerd
+/// being in sbin); the first that holds `claimd`. None: look them up in PATH.
+pub fn stages_beside(exe: &Path) -> Option<PathBuf> {
+    let dir = exe.parent()?;
+    let installed = dir.parent().map(|p| p.join("libexec/ojrunner"));
+    std::iter::once(dir.to_path_buf()).chain(installed).find(|d| d.join("claimd").exists())
 }
 
 /// Runs the runner: starts the stages and supervises them until `shutdown`
@@ -122,12 +133,7 @@ impl Supervisor {
                 crate::scrape::serve(addr, &c.spool).map_err(|e| Failure(ExitCode::Temporary, e.to_string()))?;
             info!("metrics: serving http://{bound}/metrics");
         }
-        let libexec = cfg.libexec.clone().or_else(|| {
-            std::env::current_exe()
-                .ok()
-                .and_then(|e| e.parent().map(Path::to_path_buf))
-                .filter(|d| d.join("claimd").exists())
-        });
+        let libexec = cfg.libexec.clone().or_else(|| std::env::current_exe().ok().and_then(|e| stages_beside(&e)));
         let now = Instant::now();
         let stages = STAGES
             .iter()
@@ -617,5 +623,25 @@ pub fn check(spool_dir: &Path) -> ExitCode {
             ExitCode::Ok
         }
         _ => ExitCode::Failure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stages_beside;
+
+    #[test]
+    fn stages_are_found_beside_runnerd_then_in_the_installed_libexec() {
+        let root = std::env::temp_dir().join(format!("runnerd-stages-{}", std::process::id()));
+        let (sbin, libexec) = (root.join("sbin"), root.join("libexec/ojrunner"));
+        std::fs::create_dir_all(&sbin).unwrap();
+        std::fs::create_dir_all(&libexec).unwrap();
+        let exe = sbin.join("runnerd");
+        assert_eq!(stages_beside(&exe), None, "no claimd anywhere: PATH");
+        std::fs::write(libexec.join("claimd"), "").unwrap();
+        assert_eq!(stages_beside(&exe), Some(libexec.clone()), "as make install lays them out");
+        std::fs::write(sbin.join("claimd"), "").unwrap();
+        assert_eq!(stages_beside(&exe), Some(sbin.clone()), "beside runnerd comes first");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
