@@ -8,7 +8,9 @@
 //! process reads it, never goes back across restarts or pruning, and the
 //! metrics read the same while the runner runs and once it has stopped.
 //! Gauges (the outbox, the claims by state) are read from the spool's rows
-//! when the metrics are rendered.
+//! when the metrics are rendered. `ojrunner_build_info` is the rendering
+//! program's; the process metrics are added by the server alone
+//! ([`crate::scrape`]): `runnerd metrics`' own process is not the runner's.
 
 use crate::answer::{Answer, HttpReply, HubCall};
 use crate::counter::{labels, Counter};
@@ -100,6 +102,7 @@ pub fn render(spool: &Spool) -> spool::Result<String> {
     }
     render_histograms(&mut out, &counters);
     render_gauges(&mut out, spool)?;
+    out.push_str(&ojrunner_daemon::process::build_info("ojrunner", "the runner", env!("CARGO_PKG_VERSION")));
     Ok(out)
 }
 

@@ -1,5 +1,6 @@
-//! `runnerd --metrics-listen ADDR`: serves `GET /metrics` ([`crate::metrics`])
-//! over plain HTTP/1.x, one request per connection.
+//! `runnerd --metrics-listen ADDR`: serves `GET /metrics` ([`crate::metrics`],
+//! and the process metrics of runnerd, whose thread this is) over plain
+//! HTTP/1.x, one request per connection.
 //!
 //! Written by hand rather than with an HTTP server crate: the runner's
 //! programs carry no server code (`tests/layout.rs`), and one read-only
@@ -115,7 +116,8 @@ fn respond(head: &str, spool: &Path) -> (u16, String) {
     match (method, path) {
         (Some("GET"), "/metrics") => {
             match crate::spool::Spool::open_read_only(spool).and_then(|s| crate::metrics::render(&s)) {
-                Ok(text) => (200, text),
+                // The server runs in runnerd: its process is runnerd's.
+                Ok(text) => (200, text + &ojrunner_daemon::process::render("runnerd")),
                 Err(e) => {
                     log::warn!("metrics: {e}");
                     (500, format!("{e}\n"))
