@@ -202,6 +202,34 @@ fn the_runners_page_has_its_build_and_runnerds_process() {
     s.drain(runner);
 }
 
+/// Series known in advance are there at 0 before their first event, so
+/// that `rate()` has a first point to start from.
+#[test]
+fn a_fresh_runners_page_has_every_known_series_at_0() {
+    let s = scenario("metrics-zeros", &[]);
+    let runner = s.start(&[]);
+    wait_for("the runner to register", Duration::from_secs(60), || spool_runner_id(&s.spool));
+    let m = runnerd_metrics(&s.spool);
+    for series in [
+        "ojrunner_jobs_reported_total{outcome=\"abort\"}",
+        "ojrunner_jobs_aborted_total{reason=\"prep_failed\"}",
+        "ojrunner_jobs_discarded_total{reason=\"lease_lost\"}",
+        "ojrunner_case_verdicts_total{verdict=\"TLE\"}",
+        "ojrunner_hub_errors_total{call=\"heartbeat\",kind=\"http_5xx\"}",
+        "ojrunner_hub_errors_total{call=\"complete\",kind=\"not_held\"}",
+        "ojrunner_hub_errors_total{call=\"download\",kind=\"unusable\"}",
+        "ojrunner_phase_seconds_count{phase=\"testdata\",cache=\"miss\"}",
+        "ojrunner_phase_seconds_bucket{phase=\"case\",le=\"+Inf\"}",
+        "ojrunner_phase_seconds_bucket{phase=\"code\",le=\"0.0005\"}",
+        "ojrunner_phase_seconds_sum{phase=\"total\",outcome=\"complete\"}",
+    ] {
+        assert_eq!(m.get(series), Some(&0.0), "{series} at 0:\n{m:#?}");
+    }
+    // Only the pairs that can happen: a heartbeat is never held or not.
+    assert_eq!(m.get("ojrunner_hub_errors_total{call=\"heartbeat\",kind=\"not_held\"}"), None);
+    s.drain(runner);
+}
+
 #[test]
 fn the_hubs_page_has_its_build_and_hubds_process() {
     let dir = TempDir::new("metrics-hub");

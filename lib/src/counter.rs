@@ -2,7 +2,9 @@
 //! meaning, and how its labels are written. The spool bumps them in the
 //! transaction of the event each counts; [`crate::metrics`] renders them.
 
+use crate::outcome::OutcomeKind;
 use crate::phase::Phase;
+use ojrunner_protocol::{AbortReason, Verdict};
 use std::fmt::Write;
 
 /// The counters the spool keeps.
@@ -72,15 +74,54 @@ impl Counter {
         }
     }
 
-    /// Whether it has labels (an unlabelled counter is shown as 0 before
-    /// its first event).
-    pub fn labelled(self) -> bool {
-        !matches!(
-            self,
-            Counter::JobsClaimed | Counter::JobsJudged | Counter::LeaseRenewalsFailed | Counter::SandboxRunsLost
-        )
+    /// The label sets it is known to count under, each shown at 0 before
+    /// its first event so that `rate()` has a first point (the empty set
+    /// for an unlabelled counter). A set counted that is not here is shown
+    /// too, once counted.
+    pub fn known(self) -> Vec<String> {
+        let each = |name: &str, values: &[&str]| values.iter().map(|v| labels(&[(name, v)])).collect();
+        match self {
+            Counter::JobsReported => {
+                each("outcome", &[OutcomeKind::Complete.verb(), OutcomeKind::Abort(AbortReason::Drain).verb()])
+            }
+            Counter::JobsAborted => each(
+                "reason",
+                &[AbortReason::Drain, AbortReason::PrepFailed, AbortReason::Rejected].map(|r| r.as_str()),
+            ),
+            Counter::JobsDiscarded => each("reason", &DISCARD_REASONS),
+            Counter::CaseVerdicts => each("verdict", &VERDICTS.map(Verdict::as_str)),
+            Counter::HubErrors => HUB_ERRORS
+                .iter()
+                .flat_map(|(call, kinds)| kinds.iter().map(move |kind| labels(&[("call", call), ("kind", kind)])))
+                .collect(),
+            Counter::PhaseBucket | Counter::PhaseSumMicros => Vec::new(),
+            _ => vec![String::new()],
+        }
     }
 }
+
+/// Why a claim is ended unreported (`ojrunner_jobs_discarded_total`).
+pub const DISCARD_REASONS: [&str; 4] = ["superseded", "lease_lost", "identity", "undeliverable"];
+
+/// Every verdict a case can get.
+pub const VERDICTS: [Verdict; 8] =
+    [Verdict::AC, Verdict::WA, Verdict::TLE, Verdict::MLE, Verdict::RE, Verdict::OLE, Verdict::CE, Verdict::JE];
+
+/// The calls `ojrunner_hub_errors_total` counts, each with the kinds of
+/// error it can meet ([`crate::answer::Answer::of`]): every call those
+/// that are not the hub's word (`unreachable`, `http_*`), some the hub's
+/// own. `download` is code and testdata
+/// ([`crate::metrics::count_fetch_error`]).
+pub const HUB_ERRORS: [(&str, &[&str]); 8] = [
+    ("register", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "unauthorized", "garbled"]),
+    ("heartbeat", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "unauthorized"]),
+    ("next_job", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "unauthorized", "garbled"]),
+    ("cancel_poll", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_served"]),
+    ("complete", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused"]),
+    ("abort", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused", "garbled"]),
+    ("events", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused"]),
+    ("download", &["answered_no", "unreachable", "unauthorized", "unusable"]),
+];
 
 /// Labels as the spool keeps them and Prometheus reads them:
 /// `name="value",…`, values escaped.
