@@ -230,6 +230,31 @@ fn a_fresh_runners_page_has_every_known_series_at_0() {
     s.drain(runner);
 }
 
+/// Every stage at 0, then a stage killed is counted as its restart, and
+/// no other's.
+#[test]
+fn a_stage_killed_and_started_again_is_counted_as_its_restart() {
+    let s = scenario("metrics-restarts", &[]);
+    let runner = s.start(&[]);
+    wait_for("the runner to register", Duration::from_secs(60), || spool_runner_id(&s.spool));
+    let m = runnerd_metrics(&s.spool);
+    for stage in ["leased", "reportd", "judge-exec", "claimd"] {
+        let series = format!("ojrunner_stage_restarts_total{{stage=\"{stage}\"}}");
+        assert_eq!(m.get(&series), Some(&0.0), "{series} at 0:\n{m:#?}");
+    }
+    kill_stage(&runner, "leased");
+    let m = wait_for("the restart counted", Duration::from_secs(60), || {
+        let m = runnerd_metrics(&s.spool);
+        (value(&m, "ojrunner_stage_restarts_total{stage=\"leased\"}") == 1.0).then_some(m)
+    });
+    for stage in ["reportd", "judge-exec", "claimd"] {
+        assert_eq!(value(&m, &format!("ojrunner_stage_restarts_total{{stage=\"{stage}\"}}")), 0.0, "{m:#?}");
+    }
+    s.drain(runner);
+    let m = runnerd_metrics(&s.spool);
+    assert_eq!(value(&m, "ojrunner_stage_restarts_total{stage=\"leased\"}"), 1.0, "a drain restarts none");
+}
+
 #[test]
 fn the_hubs_page_has_its_build_and_hubds_process() {
     let dir = TempDir::new("metrics-hub");

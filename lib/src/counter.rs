@@ -19,6 +19,7 @@ pub enum Counter {
     HubErrors,
     LeaseRenewalsFailed,
     SandboxRunsLost,
+    StageRestarts,
     /// One bucket of a phase's histogram, not cumulative (rendered
     /// cumulative): its labels are the series' and `le`.
     PhaseBucket,
@@ -28,7 +29,7 @@ pub enum Counter {
 
 impl Counter {
     /// The counters rendered as Prometheus counters, in order.
-    pub const EXPORTED: [Counter; 9] = [
+    pub const EXPORTED: [Counter; 10] = [
         Counter::JobsClaimed,
         Counter::JobsJudged,
         Counter::JobsReported,
@@ -38,6 +39,7 @@ impl Counter {
         Counter::HubErrors,
         Counter::LeaseRenewalsFailed,
         Counter::SandboxRunsLost,
+        Counter::StageRestarts,
     ];
 
     /// Its name in the spool (the metric's, for an exported counter).
@@ -52,6 +54,7 @@ impl Counter {
             Counter::HubErrors => "ojrunner_hub_errors_total",
             Counter::LeaseRenewalsFailed => "ojrunner_lease_renewals_failed_total",
             Counter::SandboxRunsLost => "ojrunner_sandbox_runs_lost_total",
+            Counter::StageRestarts => "ojrunner_stage_restarts_total",
             Counter::PhaseBucket => "phase_bucket",
             Counter::PhaseSumMicros => "phase_sum_us",
         }
@@ -70,6 +73,7 @@ impl Counter {
             Counter::HubErrors => "Calls to the hub that did not get their success, by call and kind.",
             Counter::LeaseRenewalsFailed => "Heartbeats that did not get the hub's 204.",
             Counter::SandboxRunsLost => "Sandbox runs lost through the judge's fault (the helper died).",
+            Counter::StageRestarts => "Stages runnerd started again after they exited, by stage.",
             Counter::PhaseBucket | Counter::PhaseSumMicros => "",
         }
     }
@@ -90,6 +94,7 @@ impl Counter {
             ),
             Counter::JobsDiscarded => each("reason", &DISCARD_REASONS),
             Counter::CaseVerdicts => each("verdict", &VERDICTS.map(Verdict::as_str)),
+            Counter::StageRestarts => each("stage", &crate::stage::runnerd::STAGES),
             Counter::HubErrors => HUB_ERRORS
                 .iter()
                 .flat_map(|(call, kinds)| kinds.iter().map(move |kind| labels(&[("call", call), ("kind", kind)])))
