@@ -53,6 +53,24 @@ fn exchange(addr: &str, method: &str, path: &str) -> (String, String) {
     (head.to_string(), body.to_string())
 }
 
+/// A header's value in an answer's head (names are case-insensitive).
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// `HEAD /metrics` on `addr` is answered as `GET` is, without the body.
+fn assert_head_answered(addr: &str) {
+    let (head, rest) = exchange(addr, "HEAD", "/metrics");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(header(&head, "content-type").is_some_and(|t| t.starts_with("text/plain; version=0.0.4")), "{head}");
+    let length: usize = header(&head, "content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+    assert!(length > 0, "the GET body's length: {head}");
+    assert_eq!(rest, "", "no body");
+}
+
 /// The page says which process serves it, and that process is alive now:
 /// started in the last hour, holding memory and descriptors.
 fn assert_process_metrics(m: &BTreeMap<String, f64>, page: &str, whose: &str) {
@@ -183,7 +201,7 @@ fn a_metrics_address_that_is_not_host_port_is_bad_configuration() {
 }
 
 #[test]
-fn the_runners_page_has_its_build_and_runnerds_process() {
+fn the_runners_page_has_its_build_and_runnerds_process_and_head_is_answered() {
     let s = scenario("metrics-build", &[]);
     let listen = format!("{}:0", loopback());
     let runner = s.start_logged(&[("OJ_METRICS_LISTEN", &listen)]);
@@ -199,6 +217,7 @@ fn the_runners_page_has_its_build_and_runnerds_process() {
     let printed = String::from_utf8(out.stdout).unwrap();
     assert!(!printed.contains("process_"), "{printed}");
     assert!(printed.contains(&format!("ojrunner_build_info{{version=\"{version}\"}} 1\n")), "{printed}");
+    assert_head_answered(&addr);
     s.drain(runner);
 }
 
@@ -256,7 +275,7 @@ fn a_stage_killed_and_started_again_is_counted_as_its_restart() {
 }
 
 #[test]
-fn the_hubs_page_has_its_build_and_hubds_process() {
+fn the_hubs_page_has_its_build_and_hubds_process_and_head_is_answered() {
     let dir = TempDir::new("metrics-hub");
     let hub = Hub::start(dir.path(), &[]);
     let (status, page) = get(&hub.listen, "/metrics");
@@ -265,6 +284,8 @@ fn the_hubs_page_has_its_build_and_hubds_process() {
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(m.get(&format!("hubd_build_info{{version=\"{version}\"}}")), Some(&1.0), "{page}");
     assert_process_metrics(&m, &page, "hubd");
+    assert_head_answered(&hub.listen);
+    assert_eq!(hub.metric("hubd_requests_total"), 3.0, "HEAD is a request like another");
 }
 
 /// promtool's lint, on every page: the runner's served and printed after a
