@@ -2,7 +2,9 @@
 //! meaning, and how its labels are written. The spool bumps them in the
 //! transaction of the event each counts; [`crate::metrics`] renders them.
 
+use crate::outcome::OutcomeKind;
 use crate::phase::Phase;
+use ojrunner_protocol::{AbortReason, Verdict};
 use std::fmt::Write;
 
 /// The counters the spool keeps.
@@ -17,6 +19,7 @@ pub enum Counter {
     HubErrors,
     LeaseRenewalsFailed,
     SandboxRunsLost,
+    StageRestarts,
     /// One bucket of a phase's histogram, not cumulative (rendered
     /// cumulative): its labels are the series' and `le`.
     PhaseBucket,
@@ -26,7 +29,7 @@ pub enum Counter {
 
 impl Counter {
     /// The counters rendered as Prometheus counters, in order.
-    pub const EXPORTED: [Counter; 9] = [
+    pub const EXPORTED: [Counter; 10] = [
         Counter::JobsClaimed,
         Counter::JobsJudged,
         Counter::JobsReported,
@@ -36,6 +39,7 @@ impl Counter {
         Counter::HubErrors,
         Counter::LeaseRenewalsFailed,
         Counter::SandboxRunsLost,
+        Counter::StageRestarts,
     ];
 
     /// Its name in the spool (the metric's, for an exported counter).
@@ -50,6 +54,7 @@ impl Counter {
             Counter::HubErrors => "ojrunner_hub_errors_total",
             Counter::LeaseRenewalsFailed => "ojrunner_lease_renewals_failed_total",
             Counter::SandboxRunsLost => "ojrunner_sandbox_runs_lost_total",
+            Counter::StageRestarts => "ojrunner_stage_restarts_total",
             Counter::PhaseBucket => "phase_bucket",
             Counter::PhaseSumMicros => "phase_sum_us",
         }
@@ -68,19 +73,60 @@ impl Counter {
             Counter::HubErrors => "Calls to the hub that did not get their success, by call and kind.",
             Counter::LeaseRenewalsFailed => "Heartbeats that did not get the hub's 204.",
             Counter::SandboxRunsLost => "Sandbox runs lost through the judge's fault (the helper died).",
+            Counter::StageRestarts => "Stages runnerd started again after they exited, by stage.",
             Counter::PhaseBucket | Counter::PhaseSumMicros => "",
         }
     }
 
-    /// Whether it has labels (an unlabelled counter is shown as 0 before
-    /// its first event).
-    pub fn labelled(self) -> bool {
-        !matches!(
-            self,
-            Counter::JobsClaimed | Counter::JobsJudged | Counter::LeaseRenewalsFailed | Counter::SandboxRunsLost
-        )
+    /// The label sets it is known to count under, each shown at 0 before
+    /// its first event so that `rate()` has a first point (the empty set
+    /// for an unlabelled counter). A set counted that is not here is shown
+    /// too, once counted.
+    pub fn known(self) -> Vec<String> {
+        let each = |name: &str, values: &[&str]| values.iter().map(|v| labels(&[(name, v)])).collect();
+        match self {
+            Counter::JobsReported => {
+                each("outcome", &[OutcomeKind::Complete.verb(), OutcomeKind::Abort(AbortReason::Drain).verb()])
+            }
+            Counter::JobsAborted => each(
+                "reason",
+                &[AbortReason::Drain, AbortReason::PrepFailed, AbortReason::Rejected].map(|r| r.as_str()),
+            ),
+            Counter::JobsDiscarded => each("reason", &DISCARD_REASONS),
+            Counter::CaseVerdicts => each("verdict", &VERDICTS.map(Verdict::as_str)),
+            Counter::StageRestarts => each("stage", &crate::stage::runnerd::STAGES),
+            Counter::HubErrors => HUB_ERRORS
+                .iter()
+                .flat_map(|(call, kinds)| kinds.iter().map(move |kind| labels(&[("call", call), ("kind", kind)])))
+                .collect(),
+            Counter::PhaseBucket | Counter::PhaseSumMicros => Vec::new(),
+            _ => vec![String::new()],
+        }
     }
 }
+
+/// Why a claim is ended unreported (`ojrunner_jobs_discarded_total`).
+pub const DISCARD_REASONS: [&str; 4] = ["superseded", "lease_lost", "identity", "undeliverable"];
+
+/// Every verdict a case can get.
+pub const VERDICTS: [Verdict; 8] =
+    [Verdict::AC, Verdict::WA, Verdict::TLE, Verdict::MLE, Verdict::RE, Verdict::OLE, Verdict::CE, Verdict::JE];
+
+/// The calls `ojrunner_hub_errors_total` counts, each with the kinds of
+/// error it can meet ([`crate::answer::Answer::of`]): every call those
+/// that are not the hub's word (`unreachable`, `http_*`), some the hub's
+/// own. `download` is code and testdata
+/// ([`crate::metrics::count_fetch_error`]).
+pub const HUB_ERRORS: [(&str, &[&str]); 8] = [
+    ("register", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "unauthorized", "garbled"]),
+    ("heartbeat", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "unauthorized"]),
+    ("next_job", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "unauthorized", "garbled"]),
+    ("cancel_poll", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_served"]),
+    ("complete", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused"]),
+    ("abort", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused", "garbled"]),
+    ("events", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused"]),
+    ("download", &["answered_no", "unreachable", "unauthorized", "unusable"]),
+];
 
 /// Labels as the spool keeps them and Prometheus reads them:
 /// `name="value",…`, values escaped.

@@ -8,10 +8,12 @@
 //! process reads it, never goes back across restarts or pruning, and the
 //! metrics read the same while the runner runs and once it has stopped.
 //! Gauges (the outbox, the claims by state) are read from the spool's rows
-//! when the metrics are rendered.
+//! when the metrics are rendered. `ojrunner_build_info` is the rendering
+//! program's; the process metrics are added by the server alone
+//! ([`crate::scrape`]): `runnerd metrics`' own process is not the runner's.
 
 use crate::answer::{Answer, HttpReply, HubCall};
-use crate::counter::{labels, Counter};
+use crate::counter::{labels, phase_series, Counter};
 use crate::hub::{FetchError, Reach};
 use crate::phase::{self, Phase, BUCKETS_US};
 use crate::spool::{self, now_ms, Spool};
@@ -89,17 +91,18 @@ pub fn render(spool: &Spool) -> spool::Result<String> {
     for c in Counter::EXPORTED {
         let name = c.name();
         let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} counter", c.help());
-        let mut any = false;
+        // The known label sets, at 0 until counted, then any other counted.
+        let mut series: BTreeMap<String, i64> = c.known().into_iter().map(|l| (l, 0)).collect();
         for (_, l, v) in counters.iter().filter(|(n, _, _)| n == name) {
-            any = true;
-            let _ = writeln!(out, "{name}{} {v}", braced(l));
+            series.insert(l.clone(), *v);
         }
-        if !any && !c.labelled() {
-            let _ = writeln!(out, "{name} 0");
+        for (l, v) in series {
+            let _ = writeln!(out, "{name}{} {v}", braced(&l));
         }
     }
     render_histograms(&mut out, &counters);
     render_gauges(&mut out, spool)?;
+    out.push_str(&ojrunner_daemon::process::build_info("ojrunner", "the runner", env!("CARGO_PKG_VERSION")));
     Ok(out)
 }
 
@@ -121,6 +124,14 @@ fn render_histograms(out: &mut String, counters: &[(String, String, i64)]) {
     let mut series: BTreeMap<&str, (Vec<i64>, i64)> = BTreeMap::new();
     let empty = || (vec![0; BUCKETS_US.len() + 1], 0);
     let les: Vec<String> = (0..=BUCKETS_US.len()).map(phase::le).collect();
+    // Every phase and label value, at 0 until timed.
+    let known: Vec<String> = Phase::ALL
+        .iter()
+        .flat_map(|&p| p.label().map_or(&[""][..], |(_, values)| values).iter().map(move |v| phase_series(p, v)))
+        .collect();
+    for s in &known {
+        series.insert(s, empty());
+    }
     for (n, l, v) in counters {
         if n == Counter::PhaseBucket.name() {
             let Some((s, le)) = l.rsplit_once(",le=\"") else { continue };
@@ -209,7 +220,6 @@ pub fn recent_phases(spool: &Spool) -> spool::Result<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counter::phase_series;
 
     #[test]
     fn a_histogram_is_rendered_cumulative_with_its_sum_and_count() {
@@ -235,6 +245,60 @@ mod tests {
         assert_eq!(value("+Inf"), 4);
         assert!(out.contains("ojrunner_phase_seconds_sum{phase=\"compile\"} 1.5038\n"), "{out}");
         assert!(out.contains("ojrunner_phase_seconds_count{phase=\"compile\"} 4\n"), "{out}");
+    }
+
+    /// The pairs shown at 0 are every pair an answer can be counted as.
+    #[test]
+    fn every_error_an_answer_can_be_counted_as_is_known_in_advance() {
+        use crate::counter::HUB_ERRORS;
+        let calls = [
+            HubCall::Register,
+            HubCall::Heartbeat,
+            HubCall::NextJob,
+            HubCall::CancelPoll,
+            HubCall::Complete,
+            HubCall::Abort,
+            HubCall::Events,
+        ];
+        let mut met = std::collections::BTreeSet::new();
+        for call in calls {
+            let known = HUB_ERRORS.iter().find(|(c, _)| *c == call_name(call)).expect("a known call").1;
+            let mut replies = vec![HttpReply::Unreachable("refused".into())];
+            for code in 100..600 {
+                for body in ["", "{\"error\": \"x\"}", "<html>proxy</html>"] {
+                    replies.push(HttpReply::Status(code, body.into()));
+                }
+            }
+            for reply in replies {
+                if let Some(kind) = error_kind(&Answer::of(call, reply)) {
+                    assert!(known.contains(&kind), "{} can meet {kind}", call_name(call));
+                    met.insert((call_name(call), kind));
+                }
+            }
+            for kind in known {
+                assert!(met.contains(&(call_name(call), *kind)), "{} never meets {kind}", call_name(call));
+            }
+        }
+    }
+
+    #[test]
+    fn a_fresh_spool_shows_every_known_series_at_0() {
+        let spool = Spool::open(&ojrunner_daemon::test_dir("metrics-zeros")).unwrap();
+        let out = render(&spool).unwrap();
+        for line in [
+            "ojrunner_jobs_claimed_total 0\n",
+            "ojrunner_jobs_reported_total{outcome=\"complete\"} 0\n",
+            "ojrunner_jobs_aborted_total{reason=\"drain\"} 0\n",
+            "ojrunner_jobs_discarded_total{reason=\"undeliverable\"} 0\n",
+            "ojrunner_case_verdicts_total{verdict=\"OLE\"} 0\n",
+            "ojrunner_hub_errors_total{call=\"abort\",kind=\"garbled\"} 0\n",
+            "ojrunner_hub_errors_total{call=\"download\",kind=\"answered_no\"} 0\n",
+            "ojrunner_phase_seconds_bucket{phase=\"report\",outcome=\"abort\",le=\"+Inf\"} 0\n",
+            "ojrunner_phase_seconds_sum{phase=\"judge\"} 0\n",
+            "ojrunner_phase_seconds_count{phase=\"testdata\",cache=\"hit\"} 0\n",
+        ] {
+            assert!(out.contains(line), "no {line}in:\n{out}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `runnerd --metrics-listen ADDR`: serves `GET /metrics` ([`crate::metrics`])
-//! over plain HTTP/1.x, one request per connection.
+//! `runnerd --metrics-listen ADDR`: serves `GET /metrics` and its `HEAD`
+//! ([`crate::metrics`], and the process metrics of runnerd, whose thread
+//! this is) over plain HTTP/1.x, one request per connection.
 //!
 //! Written by hand rather than with an HTTP server crate: the runner's
 //! programs carry no server code (`tests/layout.rs`), and one read-only
@@ -66,9 +67,12 @@ fn accept(listener: TcpListener, spool: PathBuf) {
 /// Reads one request head and answers it.
 fn answer(mut conn: TcpStream, spool: &Path) {
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
-    let (status, body) = match read_head(&mut conn, READ_TIMEOUT) {
-        Some(head) => respond(&head, spool),
-        None => (400, "bad request\n".to_string()),
+    let (status, body, head_only) = match read_head(&mut conn, READ_TIMEOUT) {
+        Some(head) => {
+            let (status, body) = respond(&head, spool);
+            (status, body, head.starts_with("HEAD "))
+        }
+        None => (400, "bad request\n".to_string(), false),
     };
     let reason = match status {
         200 => "OK",
@@ -77,11 +81,14 @@ fn answer(mut conn: TcpStream, spool: &Path) {
         405 => "Method Not Allowed",
         _ => "Internal Server Error",
     };
+    let allow = if status == 405 { "Allow: GET, HEAD\r\n" } else { "" };
     let head = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         Content-Length: {}\r\n{allow}Connection: close\r\n\r\n",
         body.len()
     );
+    // HEAD: the head GET would get, the length of its body, no body.
+    let body = if head_only { "" } else { body.as_str() };
     let _ = conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(body.as_bytes()));
 }
 
@@ -113,17 +120,18 @@ fn respond(head: &str, spool: &Path) -> (u16, String) {
     }
     let path = target.unwrap_or("").split('?').next().unwrap_or("");
     match (method, path) {
-        (Some("GET"), "/metrics") => {
+        (Some("GET" | "HEAD"), "/metrics") => {
             match crate::spool::Spool::open_read_only(spool).and_then(|s| crate::metrics::render(&s)) {
-                Ok(text) => (200, text),
+                // The server runs in runnerd: its process is runnerd's.
+                Ok(text) => (200, text + &ojrunner_daemon::process::render("runnerd")),
                 Err(e) => {
                     log::warn!("metrics: {e}");
                     (500, format!("{e}\n"))
                 }
             }
         }
-        (Some("GET"), _) => (404, "not found: the metrics are at /metrics\n".into()),
-        _ => (405, "only GET\n".into()),
+        (Some("GET" | "HEAD"), _) => (404, "not found: the metrics are at /metrics\n".into()),
+        _ => (405, "only GET and HEAD\n".into()),
     }
 }
 
@@ -132,10 +140,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_get_of_the_metrics_is_served_and_a_bad_head_is_a_400() {
+    fn only_a_get_or_head_of_the_metrics_is_served_and_a_bad_head_is_a_400() {
         let none = Path::new("/nonexistent/spool");
         assert_eq!(respond("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", none).0, 500, "no spool: said, not served");
         assert_eq!(respond("GET / HTTP/1.1\r\n\r\n", none).0, 404);
+        assert_eq!(respond("HEAD /metrics HTTP/1.1\r\n\r\n", none).0, 500, "HEAD as GET");
+        assert_eq!(respond("HEAD / HTTP/1.1\r\n\r\n", none).0, 404);
         assert_eq!(respond("POST /metrics HTTP/1.1\r\n\r\n", none).0, 405);
         assert_eq!(respond("GET /metrics\r\n\r\n", none).0, 400, "HTTP/0.9 is not spoken");
         assert_eq!(respond("GET /metrics HTTP/1.1 extra\r\n\r\n", none).0, 400);

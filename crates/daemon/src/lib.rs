@@ -4,7 +4,8 @@
 //! [`signals`]), its [`control`] socket, the descriptors it keeps to
 //! itself ([`fds`]), and the small things both sides need the same way
 //! (a [`Failure`] and its exit code, [`token_file`]s, [`lock`] files, the
-//! [`clock`], a [`duration`] in seconds).
+//! [`clock`], a [`duration`] in seconds), and what a server says of itself
+//! on its metrics page ([`process`]).
 //!
 //! Nothing here knows the hub protocol, the spool or the sandbox, so the
 //! hub can link it without the runner, and the runner without the hub.
@@ -17,6 +18,7 @@ pub mod failure;
 pub mod fds;
 pub mod lock;
 pub mod logger;
+pub mod process;
 pub mod readiness;
 pub mod signals;
 pub mod token_file;

@@ -1,6 +1,6 @@
 //! What an operator watches, in the Prometheus text format (`GET
-//! /metrics`): the queue from the database at each scrape, and counters
-//! the server keeps since it started.
+//! /metrics`): the queue from the database at each scrape, counters the
+//! server keeps since it started, its build and its process.
 
 use rusqlite::Connection;
 use std::fmt::Write as _;
@@ -119,5 +119,7 @@ pub fn render(q: &Queue, c: &Counters, now: &Now) -> String {
         "# HELP hubd_handler_panics_total Requests whose handler panicked (answered 500).\n# TYPE hubd_handler_panics_total counter\nhubd_handler_panics_total {}",
         load(&c.panics)
     );
+    out.push_str(&ojrunner_daemon::process::build_info("hubd", "hubd", env!("CARGO_PKG_VERSION")));
+    out.push_str(&ojrunner_daemon::process::render("hubd"));
     out
 }

@@ -24,6 +24,7 @@
 
 use crate::config::{self, Common};
 use crate::control::{self, Event, Inbox};
+use crate::counter::{labels, Counter};
 use crate::drain::{self, Step};
 use crate::patience;
 use crate::signals::{self, Shutdown, Stops};
@@ -71,6 +72,9 @@ struct Stage {
     name: &'static str,
     child: Option<Child>,
     started: Instant,
+    /// Times started by this runnerd: every start after the first is a
+    /// restart (`ojrunner_stage_restarts_total`).
+    starts: u32,
     quick_failures: u32,
     next_start: Option<Instant>,
     /// Told to stop (TERM sent) in this drain step.
@@ -141,6 +145,7 @@ impl Supervisor {
                 name,
                 child: None,
                 started: now,
+                starts: 0,
                 quick_failures: 0,
                 next_start: Some(now),
                 told: false,
@@ -277,6 +282,11 @@ impl Supervisor {
                     s.started = now;
                     s.next_start = None;
                     s.told = false;
+                    s.starts += 1;
+                    if s.starts > 1 {
+                        let stage = labels(&[("stage", name)]);
+                        crate::metrics::count(&mut self.spool, Counter::StageRestarts, &stage);
+                    }
                 }
                 Err(e) => {
                     error!("{name}: cannot start {}: {e}", prog.display());
