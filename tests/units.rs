@@ -1,6 +1,8 @@
-//! ojrunner at home under systemd: the shipped units are hardened, as
-//! `systemd-analyze security` scores them, and the programs' log lines carry
-//! the journal's priority when their standard error is the journal.
+//! ojrunner at home on the hosts users run: under systemd, the shipped units
+//! are hardened, as `systemd-analyze security` scores them, and the
+//! programs' log lines carry the journal's priority when their standard
+//! error is the journal; where Normal-OJ's runner ran, its settings that
+//! ojrunner ignores are named.
 
 use std::path::Path;
 use std::process::Command;
@@ -89,4 +91,45 @@ fn log_lines_carry_their_priority_when_stderr_is_the_journal() {
         assert!(out.lines().any(|l| l.starts_with(no_hub)), "{journal:?}: {out}");
         assert!(!out.lines().any(|l| l.starts_with('<')), "{journal:?}: {out}");
     }
+}
+
+/// `program`'s log, its stderr in a file, until `want` is in it; then it
+/// is stopped (TERM) and the whole log returned.
+fn log_until(mut proc: Proc, log: &Path, want: &str) -> String {
+    let limit = std::time::Duration::from_secs(60);
+    wait_for(&format!("{want:?} in {}'s log", proc.name), limit, || {
+        std::fs::read_to_string(log).ok().filter(|l| l.contains(want)).map(|_| ())
+    });
+    proc.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(proc.wait_exit(limit), 0, "{} stops cleanly", proc.name);
+    std::fs::read_to_string(log).unwrap()
+}
+
+#[test]
+fn normal_ojs_settings_that_ojrunner_ignores_are_named_once_at_start() {
+    let dir = TempDir::new("units-normal-oj");
+    let hub = Hub::start(dir.path(), &[]);
+    let spool = dir.path().join("spool");
+    let set = [("TESTDATA_ROOT", "sandbox-testdata"), ("REDIS_URL", "redis://:secret@redis:6379/14")];
+    let testdata = format!(
+        "TESTDATA_ROOT is Normal-OJ's and ignored here; ojrunner uses the per-host testdata cache in {}/testdata",
+        spool.display()
+    );
+
+    // runnerd names each once, and starts its stages without them.
+    let log = dir.path().join("runnerd.log");
+    let runner = start_runner_logged(&hub, &spool, &set, &log);
+    let out = log_until(runner, &log, "runnerd: ready");
+    assert_eq!(out.matches("is Normal-OJ's and ignored").count(), 2, "once each:\n{out}");
+    assert!(out.contains(&format!("warn runnerd: {testdata}")), "{out}");
+    assert!(out.contains("warn runnerd: REDIS_URL is Normal-OJ's and ignored here; ojrunner uses no Redis"), "{out}");
+    assert!(!out.contains("secret"), "no value is shown: {out}");
+
+    // A stage started alone names them itself.
+    let log = dir.path().join("claimd.log");
+    let mut cmd = Command::new(bin("claimd"));
+    cmd.envs(runner_env(&hub, &spool)).envs(set).stderr(std::fs::File::create(&log).unwrap());
+    let claimd = Proc { child: cmd.spawn().unwrap(), name: "claimd".into() };
+    let out = log_until(claimd, &log, "REDIS_URL is Normal-OJ's");
+    assert!(out.contains(&format!("warn claimd: {testdata}")), "{out}");
 }
