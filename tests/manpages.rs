@@ -165,6 +165,20 @@ fn the_page_list_is_what_man_holds() {
     assert_eq!(on_disk, listed, "man/ and PAGES differ: add the page to this test");
 }
 
+/// `apropos ojrunner` finds every page: whatis(1) indexes the `.Nd` line.
+#[test]
+fn every_pages_one_line_description_names_ojrunner() {
+    let mut lacking = Vec::new();
+    for name in PAGES {
+        let text = page(name);
+        let nd = text.lines().find_map(|l| l.strip_prefix(".Nd ")).unwrap_or_else(|| panic!("{name}: no .Nd"));
+        if !nd.split(|c: char| !c.is_alphanumeric()).any(|w| w == "ojrunner") {
+            lacking.push(format!("{name}: .Nd {nd}"));
+        }
+    }
+    assert!(lacking.is_empty(), "pages whose .Nd lacks the word ojrunner:\n{}", lacking.join("\n"));
+}
+
 #[test]
 fn every_page_has_its_sections() {
     for name in PAGES {

@@ -55,6 +55,39 @@ pub struct Common {
     pub notify_fd: Option<i32>,
 }
 
+/// Normal-OJ's settings that ojrunner has no use for, and what it uses
+/// instead (`$OJ_SPOOL` stands for the spool). A stage that finds one set
+/// says so once, at start ([`name_normal_oj_leftovers`]); `runnerd` says it
+/// for its stages, which it starts without them.
+pub const NORMAL_OJ_IGNORED: &[(&str, &str)] = &[
+    ("TESTDATA_ROOT", "the per-host testdata cache in $OJ_SPOOL/testdata"),
+    ("SUBMISSION_DIR", "claims in the spool $OJ_SPOOL (their files in $OJ_SPOOL/claims)"),
+    ("SUBMISSION_BACKUP_DIR", "claims in the spool $OJ_SPOOL (results the hub refused in $OJ_SPOOL/evidence)"),
+    ("REDIS_URL", "no Redis: the queue is the hub's"),
+    ("DISPATCHER_CONFIG", "OJ_WORKERS (runs at once) and the hub's settings"),
+];
+
+/// One line per variable of [`NORMAL_OJ_IGNORED`] that `is_set` says is
+/// set (values are not shown: `REDIS_URL` may hold a password).
+pub fn normal_oj_leftovers(is_set: impl Fn(&str) -> bool, spool: &std::path::Path) -> Vec<String> {
+    NORMAL_OJ_IGNORED
+        .iter()
+        .filter(|(name, _)| is_set(name))
+        .map(|(name, instead)| {
+            let instead = instead.replace("$OJ_SPOOL", &spool.display().to_string());
+            format!("{name} is Normal-OJ's and ignored here; ojrunner uses {instead}")
+        })
+        .collect()
+}
+
+/// Logs, at warn, each of Normal-OJ's settings set in this process's
+/// environment that ojrunner ignores.
+pub fn name_normal_oj_leftovers(spool: &std::path::Path) {
+    for line in normal_oj_leftovers(|name| std::env::var_os(name).is_some(), spool) {
+        log::warn!("{line}");
+    }
+}
+
 /// A configuration error: the program exits
 /// [`ExitCode::Config`](ojrunner_daemon::ExitCode::Config).
 #[derive(Debug)]
@@ -141,6 +174,22 @@ fn secret(value: &Option<String>, file: &Option<PathBuf>, what: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normal_ojs_leftovers_are_named_with_what_is_used_instead() {
+        let spool = std::path::Path::new("/var/lib/ojrunner");
+        assert!(normal_oj_leftovers(|_| false, spool).is_empty());
+        let lines = normal_oj_leftovers(|n| n == "TESTDATA_ROOT" || n == "REDIS_URL", spool);
+        assert_eq!(
+            lines,
+            [
+                "TESTDATA_ROOT is Normal-OJ's and ignored here; ojrunner uses the per-host testdata cache in \
+                 /var/lib/ojrunner/testdata",
+                "REDIS_URL is Normal-OJ's and ignored here; ojrunner uses no Redis: the queue is the hub's",
+            ]
+        );
+        assert_eq!(normal_oj_leftovers(|_| true, spool).len(), NORMAL_OJ_IGNORED.len());
+    }
 
     #[test]
     fn durations_are_whole_or_decimal_seconds_and_nothing_else() {

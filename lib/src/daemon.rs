@@ -38,6 +38,7 @@ impl Daemon {
     /// Opens the spool in `dir` and listens as `stage`, into the inbox of
     /// `shutdown`.
     pub fn start(stage: &str, dir: &Path, shutdown: Shutdown) -> Result<Daemon, Failure> {
+        crate::config::name_normal_oj_leftovers(dir);
         let spool = Spool::open(dir)?;
         let Shutdown { inbox, stops } = shutdown;
         control::listen(dir, stage, inbox.tx.clone())

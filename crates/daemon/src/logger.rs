@@ -12,6 +12,12 @@
 //! that cannot be read (`ojrunner=loud`) is ignored as a whole, for the
 //! default, and the first line logged says so.
 //!
+//! When standard error is the journal (`JOURNAL_STREAM`, set by systemd,
+//! names its device and inode, as systemd.exec(5) says), each line starts
+//! with its priority as sd-daemon(3) writes it (`<3>` error, `<4>` warn,
+//! `<6>` info, `<7>` debug and trace), so that `journalctl -p err` finds
+//! the errors. Elsewhere a line has no such prefix.
+//!
 //! The parsing and matching are `env_filter`'s (the filter of env_logger,
 //! maintained with it): the same rules as every other Rust program, with
 //! none of env_logger's output, which would not be ours.
@@ -24,6 +30,45 @@ struct StderrLog {
     stage: String,
     filter: Filter,
     time: bool,
+    /// Standard error is the journal: lines start with their priority.
+    journal: bool,
+}
+
+/// sd-daemon(3)'s priority of a level (`SD_ERR` .. `SD_DEBUG`).
+fn priority(level: Level) -> u8 {
+    match level {
+        Level::Error => 3,
+        Level::Warn => 4,
+        Level::Info => 6,
+        Level::Debug | Level::Trace => 7,
+    }
+}
+
+/// One line as written: `[<N>][secs.millis ]level stage: message\n`.
+fn format_line(journal: bool, time: Option<std::time::Duration>, level: Level, stage: &str, msg: &str) -> String {
+    let name = level.as_str().to_lowercase();
+    let prio = if journal { format!("<{}>", priority(level)) } else { String::new() };
+    match time {
+        Some(t) => format!("{prio}{}.{:03} {name} {stage}: {msg}\n", t.as_secs(), t.subsec_millis()),
+        None => format!("{prio}{name} {stage}: {msg}\n"),
+    }
+}
+
+/// `JOURNAL_STREAM`'s `<dev>:<inode>`, both decimal.
+fn journal_stream(value: &str) -> Option<(u64, u64)> {
+    let (dev, ino) = value.split_once(':')?;
+    Some((dev.parse().ok()?, ino.parse().ok()?))
+}
+
+/// Whether standard error is the stream `JOURNAL_STREAM` names: its
+/// `st_dev` and `st_ino` match (a child given another stderr has the
+/// variable but not the stream).
+fn stderr_is_journal(value: Option<&str>) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Some(want) = value.and_then(journal_stream) else { return false };
+    let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() else { return false };
+    std::fs::File::from(fd).metadata().is_ok_and(|m| (m.dev(), m.ino()) == want)
 }
 
 impl Log for StderrLog {
@@ -35,20 +80,10 @@ impl Log for StderrLog {
         if !self.filter.matches(r) {
             return;
         }
-        let level = match r.level() {
-            Level::Error => "error",
-            Level::Warn => "warn",
-            Level::Info => "info",
-            Level::Debug => "debug",
-            Level::Trace => "trace",
-        };
+        let time =
+            self.time.then(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default());
         // One write per line so lines from threads never interleave.
-        let line = if self.time {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            format!("{}.{:03} {level} {}: {}\n", t.as_secs(), t.subsec_millis(), self.stage, r.args())
-        } else {
-            format!("{level} {}: {}\n", self.stage, r.args())
-        };
+        let line = format_line(self.journal, time, r.level(), &self.stage, &r.args().to_string());
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 
@@ -61,12 +96,12 @@ const DEFAULT: LevelFilter = LevelFilter::Info;
 impl StderrLog {
     /// A logger for the program `stage`, filtering by `spec` (`RUST_LOG`),
     /// and why `spec` was ignored, if it was.
-    fn new(stage: &str, spec: Option<&str>, time: bool) -> (StderrLog, Option<String>) {
+    fn new(stage: &str, spec: Option<&str>, time: bool, journal: bool) -> (StderrLog, Option<String>) {
         let mut filter = env_filter::Builder::new();
         filter.filter_level(DEFAULT);
         // try_parse leaves the builder as it was when the spec is refused.
         let refused = spec.and_then(|spec| filter.try_parse(spec).err().map(|e| format!("RUST_LOG={spec:?}: {e}")));
-        (StderrLog { stage: stage.to_string(), filter: filter.build(), time }, refused)
+        (StderrLog { stage: stage.to_string(), filter: filter.build(), time, journal }, refused)
     }
 }
 
@@ -74,7 +109,8 @@ impl StderrLog {
 /// (the second call changes nothing).
 pub fn init(stage: &str) {
     let time = std::env::var_os("OJ_LOG_TIME").is_some_and(|v| v != "0");
-    let (log, refused) = StderrLog::new(stage, std::env::var("RUST_LOG").ok().as_deref(), time);
+    let journal = stderr_is_journal(std::env::var("JOURNAL_STREAM").ok().as_deref());
+    let (log, refused) = StderrLog::new(stage, std::env::var("RUST_LOG").ok().as_deref(), time, journal);
     let level = log.filter.filter();
     if log::set_boxed_logger(Box::new(log)).is_ok() {
         log::set_max_level(level);
@@ -91,7 +127,7 @@ mod tests {
     /// Whether a logger made for `RUST_LOG=spec` writes a `level` record
     /// of `target`.
     fn writes(spec: &str, target: &str, level: Level) -> bool {
-        let (log, _) = super::StderrLog::new("test", Some(spec), false);
+        let (log, _) = super::StderrLog::new("test", Some(spec), false, false);
         log.enabled(&log::MetadataBuilder::new().target(target).level(level).build())
     }
 
@@ -126,14 +162,51 @@ mod tests {
     }
 
     #[test]
+    fn lines_start_with_the_journal_priority_only_for_the_journal() {
+        use std::time::Duration;
+        let line = |journal, level| super::format_line(journal, None, level, "claimd", "m");
+        assert_eq!(line(false, Level::Error), "error claimd: m\n");
+        assert_eq!(line(true, Level::Error), "<3>error claimd: m\n");
+        assert_eq!(line(true, Level::Warn), "<4>warn claimd: m\n");
+        assert_eq!(line(true, Level::Info), "<6>info claimd: m\n");
+        assert_eq!(line(true, Level::Debug), "<7>debug claimd: m\n");
+        assert_eq!(line(true, Level::Trace), "<7>trace claimd: m\n");
+        let t = Some(Duration::from_millis(1_700_000_000_042));
+        assert_eq!(super::format_line(false, t, Level::Warn, "x", "m"), "1700000000.042 warn x: m\n");
+        assert_eq!(super::format_line(true, t, Level::Warn, "x", "m"), "<4>1700000000.042 warn x: m\n");
+    }
+
+    #[test]
+    fn journal_stream_is_a_decimal_device_and_inode() {
+        assert_eq!(super::journal_stream("8:1234"), Some((8, 1234)));
+        assert_eq!(super::journal_stream("0:0"), Some((0, 0)));
+        for bad in ["", "8", "8:", ":1234", "8:12:34", "0x8:1234", "8:-1", " 8:1234"] {
+            assert_eq!(super::journal_stream(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stderr_is_the_journal_only_when_device_and_inode_match() {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::MetadataExt;
+        let fd = std::io::stderr().as_fd().try_clone_to_owned().unwrap();
+        let m = std::fs::File::from(fd).metadata().unwrap();
+        assert!(super::stderr_is_journal(Some(&format!("{}:{}", m.dev(), m.ino()))));
+        assert!(!super::stderr_is_journal(Some(&format!("{}:{}", m.dev(), m.ino() + 1))));
+        assert!(!super::stderr_is_journal(Some(&format!("{}:{}", m.dev() + 1, m.ino()))));
+        assert!(!super::stderr_is_journal(Some("garbage")));
+        assert!(!super::stderr_is_journal(None));
+    }
+
+    #[test]
     fn a_spec_that_cannot_be_read_is_ignored_for_the_default() {
         for garbage in ["ojrunner=loud", "a=b=c", "debug/x/y"] {
             assert!(writes(garbage, "ojrunner", Level::Info), "{garbage}");
             assert!(!writes(garbage, "ojrunner", Level::Debug), "{garbage}");
         }
-        assert!(super::StderrLog::new("test", Some("ojrunner=loud"), false).1.is_some(), "and said so");
+        assert!(super::StderrLog::new("test", Some("ojrunner=loud"), false, false).1.is_some(), "and said so");
         // Unset or empty: the default.
         assert!(writes("", "ojrunner", Level::Info) && !writes("", "ojrunner", Level::Debug));
-        assert!(super::StderrLog::new("test", None, false).1.is_none());
+        assert!(super::StderrLog::new("test", None, false, false).1.is_none());
     }
 }

@@ -104,6 +104,7 @@ struct Supervisor {
 impl Supervisor {
     fn new(cfg: &Config, shutdown: Shutdown) -> Result<Supervisor, Failure> {
         let c = &cfg.common;
+        config::name_normal_oj_leftovers(&c.spool);
         // Checked here so a bad configuration stops the runner once, not
         // each stage in a restart loop.
         c.backend_url().map_err(|e| Failure(ExitCode::Config, e.0))?;
@@ -265,6 +266,10 @@ impl Supervisor {
             cmd.stdin(std::process::Stdio::null()).envs(self.env.iter().map(|(k, v)| (k, v)));
             // Readiness is runnerd's to report, not each stage's.
             cmd.env_remove("NOTIFY_SOCKET");
+            // Named once, above, not again by every stage at every start.
+            for (name, _) in config::NORMAL_OJ_IGNORED {
+                cmd.env_remove(name);
+            }
             // Its own process group: a terminal's ^C reaches runnerd alone,
             // which then drains the stages in order.
             std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
