@@ -25,9 +25,11 @@ release:
 # What a fresh Debian or Ubuntu machine lacks for the demo and the tests:
 # compilers of the language table (Debian's rustc, not its cargo), mandoc
 # for the man page lint, runit and s6 for the supervision tests (without
-# recommends: runit-run would take over as init). Installed when missing,
+# recommends: runit-run would take over as init), prometheus for promtool's
+# lint of the metrics, systemd for systemd-analyze's check of the units
+# (neither is started). Installed when missing,
 # as root with apt-get; anywhere else, a message names them.
-DEB_PACKAGES = gcc g++ make python3 mandoc rustc runit s6
+DEB_PACKAGES = gcc g++ make python3 mandoc rustc runit s6 prometheus systemd
 
 deps:
 	@missing=""; \
