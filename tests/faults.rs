@@ -338,3 +338,45 @@ fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
     assert!(!text.contains("without a job_id"), "{text}");
     drain(runner);
 }
+
+// ---- issue 23: a hub that lies ----------------------------------------------
+
+/// A registration for a runner `hub` knows (its id and token are real), as
+/// the answer the hub's next `register` sends instead of its own, with
+/// `config` for the runner to obey.
+fn lie_in_the_next_registration(hub: &Hub, name: &str, config: serde_json::Value) -> HandRunner {
+    let me = HandRunner::register(&hub.url, name);
+    let body = serde_json::json!({"runner_id": me.id, "token": me.token, "config": config}).to_string();
+    hub.cli(&["fault", "--count", "1", "--path-contains", "/runners/register", "--status", "201", "--body", &body]);
+    me
+}
+
+#[test]
+fn i23_1_intervals_from_the_hub_past_any_sense_are_clamped_and_the_job_is_judged_once() {
+    // The hub's lease is as long as its flag allows: only the runner's own
+    // reading of the intervals can lose a job here.
+    let dir = TempDir::new("f-intervals");
+    let hub = Hub::start(dir.path(), &["--lease-ttl", "999999999999"]);
+    hub.add_problem(1, &examples().join("problems/1"));
+    let huge = i64::MAX;
+    for (n, config) in [
+        serde_json::json!({"heartbeat_interval_sec": huge, "poll_interval_sec": huge, "max_concurrent_jobs": huge}),
+        serde_json::json!({"heartbeat_interval_sec": 0, "poll_interval_sec": 0, "max_concurrent_jobs": 0}),
+        serde_json::json!({"heartbeat_interval_sec": -1, "poll_interval_sec": i64::MIN, "max_concurrent_jobs": -3}),
+        serde_json::json!({"heartbeat_interval_sec": 1e300, "poll_interval_sec": "18446744073709551616"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        lie_in_the_next_registration(&hub, &format!("liar-{n}"), config.clone());
+        let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+        let log = dir.path().join(format!("runner-{n}.log"));
+        let runner = start_runner_logged(&hub, &dir.path().join(format!("spool-{n}")), &[], &log);
+        hub.wait_all_judged(Duration::from_secs(120));
+        let s = hub.submission(&sub);
+        assert_judged_once(&hub, &sub, "AC");
+        let text = log_text(&log);
+        assert!(!text.contains("lease lost"), "{config}: {s}\n{text}");
+        drain(runner);
+    }
+}

@@ -145,7 +145,7 @@ impl HubClient {
         } else {
             format!("/runners/{runner_id}/next-job")
         };
-        let timeout = patience::request_timeout() + Duration::from_secs(wait_sec);
+        let timeout = patience::request_timeout().saturating_add(Duration::from_secs(wait_sec));
         self.send(HubCall::NextJob, "GET", &path, Some(token), None, Some(timeout))
     }
 

@@ -22,14 +22,21 @@ pub const LAST_BEAT_AT: &str = "last_beat_at";
 /// two intervals keeps the runner on the safe side of any hub that follows
 /// the protocol's ratio.
 pub fn assumed(heartbeat_interval_sec: i64) -> Duration {
-    Duration::from_secs(2 * heartbeat_interval_sec.max(1) as u64)
+    interval(heartbeat_interval_sec).saturating_mul(2)
+}
+
+/// The heartbeat interval of a `heartbeat_interval_sec`, in its range
+/// ([`crate::protocol::HEARTBEAT_INTERVAL_SEC`]) whatever was stored.
+pub fn interval(heartbeat_interval_sec: i64) -> Duration {
+    let range = crate::protocol::HEARTBEAT_INTERVAL_SEC;
+    Duration::from_secs(heartbeat_interval_sec.clamp(*range.start(), *range.end()).unsigned_abs())
 }
 
 /// The lease-loss rule: a claim made at `claimed_at_ms` is lost at `now_ms`
 /// when neither it nor the last beat attempted (`last_beat_ms`) is within
-/// `lease` of now. All times in ms since the epoch.
+/// `lease` of now. All times in ms since the epoch; the sum saturates.
 pub fn is_lost(claimed_at_ms: i64, last_beat_ms: i64, lease: Duration, now_ms: i64) -> bool {
-    claimed_at_ms.max(last_beat_ms) + (lease.as_millis() as i64) < now_ms
+    ojrunner_daemon::clock::after_ms(claimed_at_ms.max(last_beat_ms), lease) < now_ms
 }
 
 /// How long after a beat began the next is due: the interval, or sooner
@@ -51,6 +58,9 @@ mod tests {
         let lease = assumed(15);
         assert_eq!(lease, Duration::from_secs(30), "two heartbeats");
         assert_eq!(assumed(0), Duration::from_secs(2), "a hub's 0 is taken as 1 s");
+        assert_eq!(assumed(i64::MAX), Duration::from_secs(600), "and a huge one as 300 s");
+        assert_eq!(assumed(i64::MIN), Duration::from_secs(2));
+        assert!(!is_lost(i64::MAX - 5, 0, Duration::MAX, 0), "a sum past i64 saturates, never wraps");
         let (claimed, ms) = (1_000_000, 30_000);
         // Never beaten for: the claim's own time counts as a beat.
         assert!(!is_lost(claimed, 0, lease, claimed + ms), "at the lease's end exactly, still held");

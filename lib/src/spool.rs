@@ -462,7 +462,7 @@ impl Spool {
     pub fn last_beat(&self) -> Result<i64> {
         let path = self.dir.join(BEAT_FILE);
         let noted = match std::fs::metadata(&path).and_then(|m| m.modified()) {
-            Ok(t) => t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+            Ok(t) => t.duration_since(std::time::UNIX_EPOCH).map(ojrunner_daemon::clock::ms).unwrap_or(0),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(SpoolError(format!("spool: read the beat stamp {}: {e}", path.display()))),
         };

@@ -40,7 +40,7 @@ impl Stops {
 
     /// Sleeps `d`, or less if a stop arrives; true if it did.
     pub fn sleep(&self, d: std::time::Duration) -> bool {
-        let end = std::time::Instant::now() + d;
+        let end = crate::clock::deadline(d);
         let before = self.count();
         while std::time::Instant::now() < end {
             if self.count() != before || self.requested() {

@@ -135,7 +135,7 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
     };
     tx.execute(
         "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1, handouts = handouts + 1 WHERE id = ?1",
-        params![job_id, runner, now + policy.lease_ttl_ms],
+        params![job_id, runner, now.saturating_add(policy.lease_ttl_ms)],
     )?;
     scan.claim = Some(tx.query_row(
         "SELECT j.id, s.id, s.problem_id, s.language, j.attempts, COALESCE(p.meta, '{\"tasks\": []}'), j.raw_payload
@@ -188,7 +188,7 @@ pub fn heartbeat(tx: &Connection, runner: &str, job_ids: &[String], policy: &Pol
     for id in job_ids {
         renewed += tx.execute(
             "UPDATE jobs SET deadline = ?3 WHERE id = ?1 AND state = 'leased' AND leased_by = ?2",
-            params![id, runner, now + policy.lease_ttl_ms],
+            params![id, runner, now.saturating_add(policy.lease_ttl_ms)],
         )?;
     }
     Ok(renewed)
@@ -386,7 +386,7 @@ pub fn extend_leases(conn: &mut Connection, policy: &Policy) -> rusqlite::Result
     let tx = db::immediate(conn)?;
     let n = tx.execute(
         "UPDATE jobs SET deadline = MAX(COALESCE(deadline, 0), ?1) WHERE state = 'leased'",
-        [db::now_ms() + policy.lease_ttl_ms],
+        [db::now_ms().saturating_add(policy.lease_ttl_ms)],
     )?;
     tx.commit()?;
     Ok(n)

@@ -285,16 +285,32 @@ impl AbortReason {
     }
 }
 
-/// What `register` gives the runner to obey.
+/// What `register` gives the runner to obey. Each value is clamped to its
+/// range ([`HEARTBEAT_INTERVAL_SEC`], [`POLL_INTERVAL_SEC`],
+/// [`MAX_CONCURRENT_JOBS`]) as it is read, from the wire or the spool, so
+/// no hub, however wrong, hands the runner a value it cannot compute with:
+/// a number past the range is its nearest end, and one past `i64` is too.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnerConfig {
-    #[serde(default = "d15", deserialize_with = "int")]
+    #[serde(default = "d15", deserialize_with = "heartbeat_interval")]
     pub heartbeat_interval_sec: i64,
-    #[serde(default = "d3", deserialize_with = "int")]
+    #[serde(default = "d3", deserialize_with = "poll_interval")]
     pub poll_interval_sec: i64,
-    #[serde(default = "d8", deserialize_with = "int")]
+    #[serde(default = "d8", deserialize_with = "max_concurrent_jobs")]
     pub max_concurrent_jobs: i64,
 }
+
+/// The heartbeat interval a runner obeys, in seconds: at least 1 (a beat a
+/// second is the most a hub may ask), at most 300 (a lease the runner
+/// assumes is two intervals; past ten minutes a lost runner's jobs would
+/// wait that long for another).
+pub const HEARTBEAT_INTERVAL_SEC: std::ops::RangeInclusive<i64> = 1..=300;
+/// The idle poll interval a runner obeys, in seconds: 1 to 60 (past a
+/// minute an idle runner would seem gone).
+pub const POLL_INTERVAL_SEC: std::ops::RangeInclusive<i64> = 1..=60;
+/// The jobs a runner holds at once: 1 to 1024 (a count, not a time, but
+/// read the same way).
+pub const MAX_CONCURRENT_JOBS: std::ops::RangeInclusive<i64> = 1..=1024;
 
 impl Default for RunnerConfig {
     fn default() -> Self {
@@ -310,6 +326,34 @@ fn d3() -> i64 {
 }
 fn d8() -> i64 {
     8
+}
+
+fn heartbeat_interval<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    clamped(d, HEARTBEAT_INTERVAL_SEC)
+}
+fn poll_interval<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    clamped(d, POLL_INTERVAL_SEC)
+}
+fn max_concurrent_jobs<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    clamped(d, MAX_CONCURRENT_JOBS)
+}
+
+/// An integer (a number or a numeric string, of any size, fractions cut)
+/// clamped to `range`.
+fn clamped<'de, D: Deserializer<'de>>(d: D, range: std::ops::RangeInclusive<i64>) -> Result<i64, D::Error> {
+    use serde::de::Error;
+    let v = serde_json::Value::deserialize(d)?;
+    // Exact for every i64; past it, `as` saturates a float to i64's ends.
+    let i = match &v {
+        serde_json::Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        serde_json::Value::String(s) => {
+            let s = s.trim();
+            s.parse::<i64>().ok().or_else(|| s.parse::<f64>().ok().filter(|f| !f.is_nan()).map(|f| f as i64))
+        }
+        _ => None,
+    }
+    .ok_or_else(|| D::Error::custom(format!("{v} is not a number")))?;
+    Ok(i.clamp(*range.start(), *range.end()))
 }
 
 /// The `register` answer.
@@ -388,6 +432,22 @@ mod tests {
         assert_eq!(Job::id_of(&bad).as_deref(), Some("jb_1"));
         assert!(Job::parse("{not json").is_err());
         assert!(Job::parse(&JOB.replace("\"tasks\"", "\"tusks\"")).is_err());
+    }
+
+    #[test]
+    fn a_runner_config_is_clamped_to_its_ranges_as_it_is_read() {
+        let read = |json: &str| serde_json::from_str::<RunnerConfig>(json).unwrap();
+        let c = |h, p, m| RunnerConfig { heartbeat_interval_sec: h, poll_interval_sec: p, max_concurrent_jobs: m };
+        assert_eq!(read("{}"), RunnerConfig::default());
+        assert_eq!(read(r#"{"heartbeat_interval_sec": "20", "poll_interval_sec": 2.0}"#), c(20, 2, 8));
+        let huge = r#"{"heartbeat_interval_sec": 9223372036854775807, "poll_interval_sec": 1e300,
+                       "max_concurrent_jobs": "18446744073709551616"}"#;
+        assert_eq!(read(huge), c(300, 60, 1024));
+        let small = r#"{"heartbeat_interval_sec": 0, "poll_interval_sec": -9223372036854775808,
+                        "max_concurrent_jobs": "-1"}"#;
+        assert_eq!(read(small), c(1, 1, 1));
+        assert!(serde_json::from_str::<RunnerConfig>(r#"{"poll_interval_sec": "soon"}"#).is_err());
+        assert!(serde_json::from_str::<RunnerConfig>(r#"{"poll_interval_sec": null}"#).is_err());
     }
 
     #[test]

@@ -316,7 +316,7 @@ impl Claimd {
     /// drain latch moved) arrives: the caller looks again. True if a stop
     /// or SIGQUIT did (or had).
     fn pause(&mut self, d: Duration) -> bool {
-        let end = std::time::Instant::now() + d;
+        let end = ojrunner_daemon::clock::deadline(d);
         while !self.stops.requested() && !self.quit && !std::mem::take(&mut self.woken) {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
@@ -369,7 +369,7 @@ impl Claimd {
 
     fn poll_interval(&self) -> Duration {
         let secs = self.spool.identity().ok().flatten().map(|i| i.config.poll_interval_sec).unwrap_or(3);
-        Duration::from_secs(secs.clamp(1, 60) as u64)
+        Duration::from_secs(secs.clamp(1, 60).unsigned_abs())
     }
 
     fn claims(&self, states: &[ClaimState]) -> Vec<ClaimRow> {

@@ -73,7 +73,7 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
         }
         let mut wait = patience::spool_poll();
         if let Some(id) = id {
-            let interval = Duration::from_secs(id.config.heartbeat_interval_sec.max(1) as u64);
+            let interval = lease::interval(id.config.heartbeat_interval_sec);
             spool.drop_lost();
             let jobs = spool.held_jobs()?;
             if let Some(since) = l.stopping_since {

@@ -26,6 +26,7 @@ use crate::patience;
 use crate::signals::{Shutdown, Stops};
 use crate::spool::{now_ms, OutboxItem, Spool};
 use log::{error, info, warn};
+use ojrunner_daemon::clock;
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
@@ -173,7 +174,7 @@ impl Reporter {
 
     /// Forgets old ended claims and removes the directories of ended ones.
     fn sweep(&mut self) {
-        match self.spool.prune_ended(now_ms() - KEEP_ENDED.as_millis() as i64) {
+        match self.spool.prune_ended(now_ms().saturating_sub(clock::ms(KEEP_ENDED))) {
             Ok(n) if n > 0 => info!("forgot {n} claim(s) ended more than {} days ago", KEEP_ENDED.as_secs() / 86400),
             Ok(_) => {}
             Err(e) => warn!("{e}"),
@@ -290,7 +291,7 @@ impl Reporter {
         }
         let delay = patience::PATIENT.delay(item.tries as usize + 1).unwrap_or(Duration::from_secs(15));
         warn!("{tag}: not delivered ({why}); again in {delay:?}");
-        if let Err(e) = self.spool.outbox_later(item.claim_id, now_ms() + delay.as_millis() as i64, why) {
+        if let Err(e) = self.spool.outbox_later(item.claim_id, clock::after_ms(now_ms(), delay), why) {
             error!("{tag}: {e}");
         }
     }
@@ -377,7 +378,7 @@ impl Reporter {
                     let tries = self.event_retry.get(&claim_id).map(|t| t.0).unwrap_or(0) + 1;
                     let delay = patience::PATIENT.delay(tries).unwrap_or(Duration::from_secs(15));
                     warn!("job {job_id} claim {claim_id}: events: {}; kept for the next batch", answer.describe());
-                    self.event_retry.insert(claim_id, (tries, now_ms() + delay.as_millis() as i64));
+                    self.event_retry.insert(claim_id, (tries, clock::after_ms(now_ms(), delay)));
                     return;
                 }
             }
