@@ -380,3 +380,33 @@ fn i23_1_intervals_from_the_hub_past_any_sense_are_clamped_and_the_job_is_judged
         drain(runner);
     }
 }
+
+#[test]
+fn i23_3_a_job_id_holding_a_newline_forges_no_line_of_the_log() {
+    let (dir, hub) = hub_with_problems("f-forge");
+    let code = examples().join("submissions/ab_ok.c");
+    // A newline, a carriage return, an ANSI escape and a C1 line break.
+    let raw = r#"{"job_id": "{{job_id}}\nerror reportd: forged\r\u001b[2Jwarn claimd: forged\u0085", "submission_id": "{{submission_id}}",
+        "problem_id": 1, "language": 0, "code_url": "{{code_url}}",
+        "tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 3}]}"#;
+    hub.cli(&["submit", "--problem", "1", "--language", "c11", "--raw-job", raw, code.to_str().unwrap()]);
+    let spool = dir.path().join("spool");
+    let log = dir.path().join("runner.log");
+    let runner = start_runner_logged(&hub, &spool, &[], &log);
+    wait_for("the forged claim judged and its result sent", Duration::from_secs(90), || {
+        spool_claims(&spool).iter().any(|c| c.state == "reported" || c.state == "discarded").then_some(())
+    });
+    drain(runner);
+    let text = log_text(&log);
+    assert!(text.contains("forged"), "the job id was logged: {text}");
+    for line in text.lines() {
+        assert!(!line.contains("forged") || line.contains("\\nerror reportd: forged\\r"), "a forged line: {line:?}");
+        assert!(!line.contains(|c: char| c.is_control()), "a control character in {line:?}");
+        let prefix = line.split_once(": ").map(|(p, _)| p).unwrap_or(line);
+        let mut words = prefix.split(' ');
+        assert!(
+            matches!(words.next(), Some("error" | "warn" | "info" | "debug" | "trace")) && words.next().is_some(),
+            "every line is a record of its own (level stage: message): {line:?}"
+        );
+    }
+}

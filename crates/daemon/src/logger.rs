@@ -12,6 +12,13 @@
 //! that cannot be read (`ojrunner=loud`) is ignored as a whole, for the
 //! default, and the first line logged says so.
 //!
+//! One record is one line, whatever it carries: the whole message is
+//! escaped here, once, so no call site can forget a value from outside (a
+//! job id, a hub's error body, a name from a zip). A newline is written
+//! `\n`, a carriage return `\r`, a tab `\t`, and every other control
+//! character (C0, DEL, C1, so an ANSI escape's ESC too) and the Unicode
+//! line and paragraph separators as `\u{..}`; nothing else changes.
+//!
 //! When standard error is the journal (`JOURNAL_STREAM`, set by systemd,
 //! names its device and inode, as systemd.exec(5) says), each line starts
 //! with its priority as sd-daemon(3) writes it (`<3>` error, `<4>` warn,
@@ -44,8 +51,29 @@ fn priority(level: Level) -> u8 {
     }
 }
 
-/// One line as written: `[<N>][secs.millis ]level stage: message\n`.
+/// `msg` on one line, its control characters escaped (see the module doc).
+pub fn escape(msg: &str) -> std::borrow::Cow<'_, str> {
+    let odd = |c: char| c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+    if !msg.contains(odd) {
+        return std::borrow::Cow::Borrowed(msg);
+    }
+    let mut out = String::with_capacity(msg.len() + 16);
+    for c in msg.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if odd(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// One line as written: `[<N>][secs.millis ]level stage: message\n`, the
+/// stage and message escaped ([`escape`]).
 fn format_line(journal: bool, time: Option<std::time::Duration>, level: Level, stage: &str, msg: &str) -> String {
+    let (stage, msg) = (escape(stage), escape(msg));
     let name = level.as_str().to_lowercase();
     let prio = if journal { format!("<{}>", priority(level)) } else { String::new() };
     match time {
@@ -174,6 +202,20 @@ mod tests {
         let t = Some(Duration::from_millis(1_700_000_000_042));
         assert_eq!(super::format_line(false, t, Level::Warn, "x", "m"), "1700000000.042 warn x: m\n");
         assert_eq!(super::format_line(true, t, Level::Warn, "x", "m"), "<4>1700000000.042 warn x: m\n");
+    }
+
+    #[test]
+    fn a_record_is_one_line_whatever_its_message_holds() {
+        let forged = "jb_1\nerror reportd: forged\r\n\u{1b}[2J\u{1b}]0;t\u{7}\ttab\u{85}\u{2028}\u{7f}";
+        let line = super::format_line(false, None, Level::Info, "claimd", &format!("job {forged} claimed"));
+        assert_eq!(
+            line,
+            "info claimd: job jb_1\\nerror reportd: forged\\r\\n\\u{1b}[2J\\u{1b}]0;t\\u{7}\\ttab\\u{85}\\u{2028}\\u{7f} claimed\n"
+        );
+        assert_eq!(line.lines().count(), 1);
+        assert!(!line.trim_end_matches('\n').contains(|c: char| c.is_control()), "{line:?}");
+        let plain = "job jb_1 \"quoted\" \\ é 日本 claimed";
+        assert_eq!(super::escape(plain), plain, "printable text, backslashes and non-ASCII are kept");
     }
 
     #[test]
