@@ -410,3 +410,57 @@ fn i23_3_a_job_id_holding_a_newline_forges_no_line_of_the_log() {
         );
     }
 }
+
+/// Gives the job of submission `sub` the id `new` at the hub (before any
+/// runner sees it): a hub whose ids hold what URLs treat specially.
+fn rename_job(hub: &Hub, sub: &str, new: &str) {
+    let c = rusqlite::Connection::open(&hub.db).unwrap();
+    c.busy_timeout(Duration::from_secs(10)).unwrap();
+    let old: String = c.query_row("SELECT current_job FROM submissions WHERE id = ?1", [sub], |r| r.get(0)).unwrap();
+    c.execute("UPDATE jobs SET id = ?1 WHERE id = ?2", [new, &old]).unwrap();
+    c.execute("UPDATE submissions SET current_job = ?1 WHERE id = ?2", [new, sub]).unwrap();
+}
+
+#[test]
+fn i23_2_job_ids_holding_what_urls_treat_specially_land_once() {
+    let (dir, hub) = hub_with_problems("f-ids");
+    let mut subs = Vec::new();
+    for (n, tail) in ["#2", "/2", "?x=1", "%", "%2F..", " a b ", "日本\u{e9}", "/../../2", "\t\n"].iter().enumerate()
+    {
+        let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+        rename_job(&hub, &sub, &format!("jb_{n}{tail}"));
+        subs.push(sub);
+    }
+    let runner = start_runner(&hub, &dir.path().join("spool"), &[]);
+    hub.wait_all_judged(Duration::from_secs(180));
+    for sub in &subs {
+        assert_judged_once(&hub, sub, "AC");
+    }
+    drain(runner);
+}
+
+#[test]
+fn i23_2_a_job_id_that_cannot_be_taken_is_refused_and_said_so() {
+    let (dir, hub) = hub_with_problems("f-bad-ids");
+    let long = format!("jb_{}", "x".repeat(300));
+    let too_long = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    rename_job(&hub, &too_long, &long);
+    let dots = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    rename_job(&hub, &dots, "..");
+    let fine = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let log = dir.path().join("runner.log");
+    let runner = start_runner_logged(&hub, &dir.path().join("spool"), &[], &log);
+    hub.wait_all_judged(Duration::from_secs(120));
+    assert_judged_once(&hub, &fine, "AC");
+    // Carried, but refused: handed back at once as prep_failed, with why.
+    let s = hub.submission(&too_long);
+    assert_eq!(s["completes"], 0, "never judged: {s}");
+    assert!(s["aborts"].as_array().unwrap().iter().all(|a| a["reason"] == "prep_failed"), "{s}");
+    // No URL carries "..": not taken, and said so; the hub's lease ends it.
+    let s = hub.submission(&dots);
+    assert_eq!((s["completes"].as_i64(), s["aborts"].as_array().map(Vec::len)), (Some(0), Some(0)), "{s}");
+    let text = log_text(&log);
+    assert!(text.contains("longer than 256 bytes"), "{text}");
+    assert!(text.contains("job_id \"..\": a dot segment"), "{text}");
+    drain(runner);
+}

@@ -8,7 +8,7 @@
 
 use crate::answer::{Answer, HttpReply, HubCall};
 use crate::patience;
-use crate::protocol::{unwrap_envelope, Registration};
+use crate::protocol::{segment, unwrap_envelope, Registration};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
@@ -131,7 +131,7 @@ impl HubClient {
         self.send(
             HubCall::Heartbeat,
             "POST",
-            &format!("/runners/{runner_id}/heartbeat"),
+            &format!("/runners/{}/heartbeat", segment(runner_id)),
             Some(token),
             Some(&body),
             None,
@@ -141,9 +141,9 @@ impl HubClient {
     /// `GET /runners/{rn}/next-job?wait=S`.
     pub fn next_job(&self, runner_id: &str, token: &str, wait_sec: u64) -> Answer {
         let path = if wait_sec > 0 {
-            format!("/runners/{runner_id}/next-job?wait={wait_sec}")
+            format!("/runners/{}/next-job?wait={wait_sec}", segment(runner_id))
         } else {
-            format!("/runners/{runner_id}/next-job")
+            format!("/runners/{}/next-job", segment(runner_id))
         };
         let timeout = patience::request_timeout().saturating_add(Duration::from_secs(wait_sec));
         self.send(HubCall::NextJob, "GET", &path, Some(token), None, Some(timeout))
@@ -153,25 +153,25 @@ impl HubClient {
     /// runner's waiting poll, which then answers 204 having handed out no
     /// job (or its job, if one was already in its answer).
     pub fn cancel_next_job(&self, runner_id: &str, token: &str) -> Answer {
-        let path = format!("/runners/{runner_id}/next-job");
+        let path = format!("/runners/{}/next-job", segment(runner_id));
         self.send(HubCall::CancelPoll, "DELETE", &path, Some(token), None, None)
     }
 
     /// `PUT /runners/{rn}/jobs/{jb}/complete`, with a body already made.
     pub fn complete(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
-        let path = format!("/runners/{runner_id}/jobs/{job_id}/complete");
+        let path = jobs_path(runner_id, job_id, "complete");
         self.send(HubCall::Complete, "PUT", &path, Some(token), Some(body), None)
     }
 
     /// `PUT /runners/{rn}/jobs/{jb}/abort`, with a body already made.
     pub fn abort(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
-        let path = format!("/runners/{runner_id}/jobs/{job_id}/abort");
+        let path = jobs_path(runner_id, job_id, "abort");
         self.send(HubCall::Abort, "PUT", &path, Some(token), Some(body), None)
     }
 
     /// `POST /runners/{rn}/jobs/{jb}/events`.
     pub fn events(&self, runner_id: &str, token: &str, job_id: &str, body: &str) -> Answer {
-        let path = format!("/runners/{runner_id}/jobs/{job_id}/events");
+        let path = jobs_path(runner_id, job_id, "events");
         self.send(HubCall::Events, "POST", &path, Some(token), Some(body), None)
     }
 
@@ -262,6 +262,11 @@ impl HubClient {
     }
 }
 
+/// `/runners/{rn}/jobs/{jb}/{what}`, each id one percent-encoded segment.
+fn jobs_path(runner_id: &str, job_id: &str, what: &str) -> String {
+    format!("/runners/{}/jobs/{}/{what}", segment(runner_id), segment(job_id))
+}
+
 /// A 201 body that is not a registration; says why.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -270,7 +275,9 @@ pub struct BadRegistration(pub String);
 /// Reads a registration from a 201 body (bare or wrapped).
 pub fn parse_registration(body: &str) -> Result<Registration, BadRegistration> {
     let v: serde_json::Value = serde_json::from_str(body).map_err(|e| BadRegistration(format!("not JSON: {e}")))?;
-    serde_json::from_value(unwrap_envelope(v)).map_err(|e| BadRegistration(e.to_string()))
+    let reg: Registration = serde_json::from_value(unwrap_envelope(v)).map_err(|e| BadRegistration(e.to_string()))?;
+    crate::protocol::check_id("runner_id", &reg.runner_id).map_err(|e| BadRegistration(e.to_string()))?;
+    Ok(reg)
 }
 
 /// The start of a body, for a log line.

@@ -161,7 +161,7 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
 /// stored, with `{{job_id}}`, `{{submission_id}}` and `{{code_url}}`
 /// replaced (a test cannot know the job id when it submits).
 pub fn payload(claim: &Claim, base_url: &str) -> String {
-    let code_url = format!("{base_url}/code/{}.zip", claim.job_id);
+    let code_url = format!("{base_url}/code/{}.zip", ojrunner_protocol::segment(&claim.job_id));
     if let Some(raw) = &claim.raw_payload {
         return raw
             .replace("{{job_id}}", &claim.job_id)

@@ -482,7 +482,12 @@ impl Endpoint {
 }
 
 fn endpoint(method: &Method, path: &str) -> Result<Endpoint, Reply> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // Each segment percent-decoded on its own, so an id may hold any
+    // character (a `/` too) as a runner encodes it.
+    let decoded: Option<Vec<String>> =
+        path.trim_start_matches('/').split('/').map(ojrunner_protocol::unsegment).collect();
+    let Some(decoded) = decoded else { return Err(Reply::error(404, "a path segment that is not UTF-8")) };
+    let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
     let s = |x: &&str| x.to_string();
     let (want, endpoint) = match segments.as_slice() {
         ["runners", "register"] => (Method::POST, Endpoint::Register),

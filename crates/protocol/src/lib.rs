@@ -126,6 +126,61 @@ pub struct Job {
     pub tasks: Vec<Task>,
 }
 
+/// The longest id (runner or job) a runner takes, in bytes: ids are
+/// opaque, but one past this is a mistake or an attack (Normal-OJ's are 24
+/// bytes, ULIDs 26), and each is logged, stored and sent on every call.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// An id the runner cannot take (see [`check_id`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {shown}: {why}")]
+pub struct BadId {
+    /// Which id (`job_id`, `runner_id`).
+    pub what: &'static str,
+    /// The id as a log shows it (quoted, cut to 80 characters).
+    pub shown: String,
+    /// Why it cannot be taken.
+    pub why: &'static str,
+    /// Whether it can still be carried in a URL path (so the hub can be
+    /// told, say by `abort(prep_failed)`).
+    pub carriable: bool,
+}
+
+/// The one rule for an id that goes into a URL path (`PROTOCOL.md`: ids
+/// are opaque strings): any string of 1 to [`MAX_ID_BYTES`] bytes but `.`
+/// and `..`, which no URL can carry as a segment (a client or proxy
+/// removes them, even percent-encoded). Every other character is carried,
+/// percent-encoded ([`segment`]).
+pub fn check_id(what: &'static str, id: &str) -> Result<(), BadId> {
+    let bad = |why, carriable| {
+        let shown: String = id.chars().take(80).collect();
+        Err(BadId { what, shown: format!("{shown:?}"), why, carriable })
+    };
+    match id {
+        "" => bad("empty", false),
+        "." | ".." => bad("a dot segment, which no URL path can carry", false),
+        _ if id.len() > MAX_ID_BYTES => bad("longer than 256 bytes", true),
+        _ => Ok(()),
+    }
+}
+
+/// What [`segment`] leaves as it is: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `id` as one URL path segment: every byte but the unreserved ones
+/// percent-encoded (so `/`, `?`, `#`, `%`, spaces, control characters and
+/// non-ASCII stay inside the segment). A hub decodes it ([`unsegment`]).
+pub fn segment(id: &str) -> String {
+    percent_encoding::utf8_percent_encode(id, SEGMENT).to_string()
+}
+
+/// A path segment decoded, as [`segment`] wrote it; `None` when its bytes
+/// are not UTF-8.
+pub fn unsegment(s: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|c| c.into_owned())
+}
+
 /// Why a job payload cannot be judged (the claim ends as `abort(prep_failed)`).
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("malformed job payload: {0}")]
@@ -191,9 +246,7 @@ impl Job {
     }
 
     pub fn validate(&self) -> Result<(), BadJob> {
-        if self.job_id.is_empty() {
-            return Err(BadJob("empty job_id".into()));
-        }
+        check_id("job_id", &self.job_id).map_err(|e| BadJob(e.to_string()))?;
         check_tasks(&self.tasks).map_err(|e| BadJob(e.0))
     }
 
@@ -448,6 +501,24 @@ mod tests {
         assert_eq!(read(small), c(1, 1, 1));
         assert!(serde_json::from_str::<RunnerConfig>(r#"{"poll_interval_sec": "soon"}"#).is_err());
         assert!(serde_json::from_str::<RunnerConfig>(r#"{"poll_interval_sec": null}"#).is_err());
+    }
+
+    #[test]
+    fn ids_are_carried_as_one_segment_or_refused() {
+        for id in ["jb_1#2", "jb_1/2", "jb_1?x", "jb_%", "jb 1", "jb_日本", "jb_\n", "jb_%2F", "jb_-._~"] {
+            let s = segment(id);
+            assert!(s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b)), "{id:?}: {s}");
+            assert_eq!(unsegment(&s).as_deref(), Some(id));
+            assert_eq!(check_id("job_id", id), Ok(()));
+        }
+        assert_eq!(segment("jb_1#2/3"), "jb_1%232%2F3");
+        for (id, carriable) in [("", false), (".", false), ("..", false), (&*"x".repeat(257), true)] {
+            let e = check_id("job_id", id).unwrap_err();
+            assert_eq!(e.carriable, carriable, "{e}");
+        }
+        assert_eq!(check_id("job_id", &"x".repeat(256)), Ok(()));
+        assert!(Job::parse(&JOB.replace("jb_1", "..")).unwrap_err().0.contains("dot segment"));
+        assert_eq!(unsegment("%FF"), None);
     }
 
     #[test]

@@ -474,6 +474,13 @@ impl Claimd {
             );
             return Ok(None);
         };
+        // An id no URL can carry cannot be handed back either (its abort
+        // would go elsewhere): it is not recorded. One that can be carried
+        // but is refused (too long) is recorded, and its prep fails.
+        if let Some(e) = crate::protocol::check_id("job_id", &job_id).err().filter(|e| !e.carriable) {
+            error!("next-job: the hub handed out a job this runner cannot take ({e}); cannot hand it back (its lease will expire)");
+            return Ok(None);
+        }
         let recorded = match self.spool.insert_claim(&id.runner_id, &job_id, body) {
             Err(e) if self.spool.release_reserve() => {
                 warn!("job {job_id}: recording the claim: {e}; recording it in the spool's reserve");
