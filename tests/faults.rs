@@ -464,3 +464,26 @@ fn i23_2_a_job_id_that_cannot_be_taken_is_refused_and_said_so() {
     assert!(text.contains("job_id \"..\": a dot segment"), "{text}");
     drain(runner);
 }
+
+#[test]
+fn i23_4_a_token_no_header_can_carry_is_a_refused_registration_and_never_logged() {
+    let (dir, hub) = hub_with_problems("f-token-header");
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    for (n, secret) in ["rk_x\r\nX-Injected: 1", "rk_secret\n", "rk_secret\u{1b}[31m", "rk_secr\u{e9}t", "rk_sec ret"]
+        .iter()
+        .enumerate()
+    {
+        let me = HandRunner::register(&hub.url, &format!("bad-token-{n}"));
+        let body = serde_json::json!({"runner_id": me.id, "token": secret}).to_string();
+        hub.cli(&["fault", "--count", "1", "--path-contains", "/runners/register", "--status", "201", "--body", &body]);
+        let log = dir.path().join(format!("runner-{n}.log"));
+        let mut runner = start_runner_logged(&hub, &dir.path().join(format!("spool-{n}")), &[], &log);
+        assert_eq!(runner.wait_exit(Duration::from_secs(30)), 1, "{secret:?}: a refused registration exits 1");
+        let text = log_text(&log);
+        assert!(text.contains("cannot be sent as a header") && text.contains("taken as refused"), "{text}");
+        assert!(!text.contains("rk_"), "{secret:?}: no token in the log: {text}");
+        assert!(!text.contains("unreachable"), "{secret:?}: {text}");
+    }
+    let s = hub.submission(&sub);
+    assert_eq!(s["handouts"], 0, "nothing claimed with an identity no call can use: {s}");
+}

@@ -103,6 +103,12 @@ impl HubClient {
     ) -> Answer {
         let mut req = self.agent.request(method, &format!("{}{path}", self.base));
         if let Some(t) = token {
+            // Never sent, and never logged: a token that cannot be a header
+            // (a registration checks it; this is for a spool written
+            // before that) is no answer of the hub's.
+            if let Err(e) = crate::protocol::check_token(t) {
+                return Answer::of(call, HttpReply::Unreachable(format!("not sent: {e}")));
+            }
             req = req.set("Authorization", &format!("Bearer {t}"));
         }
         if let Some(t) = timeout {
@@ -114,7 +120,7 @@ impl HubClient {
         };
         let reply = match r {
             Ok(resp) | Err(ureq::Error::Status(_, resp)) => reply_of(resp),
-            Err(ureq::Error::Transport(t)) => HttpReply::Unreachable(t.to_string()),
+            Err(ureq::Error::Transport(t)) => HttpReply::Unreachable(transport(&t)),
         };
         Answer::of(call, reply)
     }
@@ -267,17 +273,43 @@ fn jobs_path(runner_id: &str, job_id: &str, what: &str) -> String {
     format!("/runners/{}/jobs/{}/{what}", segment(runner_id), segment(job_id))
 }
 
-/// A 201 body that is not a registration; says why.
+/// A 201 body that is not a registration the runner can use; says why
+/// (never with the token).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BadRegistration(pub String);
+pub enum BadRegistration {
+    /// It could not be read (not JSON, a field missing): the hub is asked
+    /// again, as for any other failure.
+    #[error("{0}")]
+    Unreadable(String),
+    /// It was read, but its runner id or token cannot be carried (an id no
+    /// URL path holds, a token no header holds): the hub gave an identity
+    /// no call can use, the same as refusing the registration (final).
+    #[error("{0}")]
+    Unusable(String),
+}
 
-/// Reads a registration from a 201 body (bare or wrapped).
+/// Reads a registration from a 201 body (bare or wrapped), and checks its
+/// runner id ([`crate::protocol::check_id`]) and token
+/// ([`crate::protocol::check_token`]).
 pub fn parse_registration(body: &str) -> Result<Registration, BadRegistration> {
-    let v: serde_json::Value = serde_json::from_str(body).map_err(|e| BadRegistration(format!("not JSON: {e}")))?;
-    let reg: Registration = serde_json::from_value(unwrap_envelope(v)).map_err(|e| BadRegistration(e.to_string()))?;
-    crate::protocol::check_id("runner_id", &reg.runner_id).map_err(|e| BadRegistration(e.to_string()))?;
+    let unreadable = BadRegistration::Unreadable;
+    let v: serde_json::Value = serde_json::from_str(body).map_err(|e| unreadable(format!("not JSON: {e}")))?;
+    // serde's message may quote a value: the token is never in it, as no
+    // type error can be about a string field holding a string.
+    let reg: Registration = serde_json::from_value(unwrap_envelope(v)).map_err(|e| unreadable(e.to_string()))?;
+    crate::protocol::check_id("runner_id", &reg.runner_id).map_err(|e| BadRegistration::Unusable(e.to_string()))?;
+    crate::protocol::check_token(&reg.token).map_err(|e| BadRegistration::Unusable(e.to_string()))?;
     Ok(reg)
+}
+
+/// A transport error for a log line. ureq's own text for a header it
+/// refuses quotes the header line, value and all (a token): that kind is
+/// named, never quoted.
+fn transport(t: &ureq::Transport) -> String {
+    match t.kind() {
+        ureq::ErrorKind::BadHeader => "a header could not be sent (its value withheld)".into(),
+        _ => t.to_string(),
+    }
 }
 
 /// The start of a body, for a log line.
@@ -305,6 +337,19 @@ fn read_body(resp: ureq::Response) -> std::io::Result<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_token_no_header_can_carry_is_never_sent_nor_shown() {
+        let hub = super::HubClient::new("http://127.0.0.1:9", "http://127.0.0.1:9", "t");
+        let said = hub.heartbeat("rn_1", "rk_x\r\nX-Injected: 1", &[]).describe();
+        assert!(said.contains("not sent") && !said.contains("rk_x"), "{said}");
+        let reg = r#"{"runner_id": "rn_1", "token": "rk_x\r\n"}"#;
+        match super::parse_registration(reg) {
+            Err(super::BadRegistration::Unusable(why)) => assert!(!why.contains("rk_x"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(super::parse_registration("{"), Err(super::BadRegistration::Unreadable(_))));
+    }
+
     #[test]
     fn the_testdata_token_is_encoded_in_the_query() {
         let hub = super::HubClient::new("http://hub", "http://hub/api/", "a+b c&d=\u{e9}/~");

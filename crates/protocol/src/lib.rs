@@ -164,6 +164,33 @@ pub fn check_id(what: &'static str, id: &str) -> Result<(), BadId> {
     }
 }
 
+/// The longest runner token a runner sends, in bytes.
+pub const MAX_TOKEN_BYTES: usize = 1024;
+
+/// Why a runner token cannot be sent as `Authorization: Bearer <token>`;
+/// never holds the token, which must reach no log.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the runner token cannot be sent as a header: {0}")]
+pub struct BadToken(pub &'static str);
+
+/// The rule for a runner token: 1 to [`MAX_TOKEN_BYTES`] bytes of visible
+/// ASCII (`!` to `~`), what a bearer token and a header value can both
+/// carry. Anything else (CR, LF, other control characters, spaces,
+/// non-ASCII) could not be sent, or would be sent as something else.
+pub fn check_token(token: &str) -> Result<(), BadToken> {
+    if token.is_empty() {
+        Err(BadToken("it is empty"))
+    } else if token.len() > MAX_TOKEN_BYTES {
+        Err(BadToken("it is longer than 1024 bytes"))
+    } else if token.bytes().any(|b| b.is_ascii_control()) {
+        Err(BadToken("it holds a control character (CR, LF or another)"))
+    } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        Err(BadToken("it holds a space or a character that is not ASCII"))
+    } else {
+        Ok(())
+    }
+}
+
 /// What [`segment`] leaves as it is: RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet =
     &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -519,6 +546,18 @@ mod tests {
         assert_eq!(check_id("job_id", &"x".repeat(256)), Ok(()));
         assert!(Job::parse(&JOB.replace("jb_1", "..")).unwrap_err().0.contains("dot segment"));
         assert_eq!(unsegment("%FF"), None);
+    }
+
+    #[test]
+    fn a_token_is_visible_ascii_and_its_refusal_never_holds_it() {
+        assert_eq!(check_token("rk_0123abcDEF-._~+/="), Ok(()));
+        for bad in
+            ["", "rk_x\r\nX-Injected: 1", "rk_x\n", "rk_\u{7f}", "rk_\u{0}", "rk x", "rk_\u{e9}", &"x".repeat(1025)]
+        {
+            let e = check_token(bad).unwrap_err();
+            assert!(bad.is_empty() || !e.to_string().contains(bad), "{e}");
+            assert!(!e.to_string().contains("rk_"), "{e}");
+        }
     }
 
     #[test]

@@ -166,6 +166,13 @@ impl Claimd {
                         self.registered = true;
                         return self.spool.identity().map_err(Failure::from);
                     }
+                    Err(hub::BadRegistration::Unusable(why)) => {
+                        // PROTOCOL.md's rule for a refused registration: final.
+                        return Err(Failure(
+                            ExitCode::Failure,
+                            format!("the hub's registration cannot be used ({why}): taken as refused"),
+                        ));
+                    }
                     Err(e) => format!("unreadable registration ({e})"),
                 },
                 Answer::Unauthorized(_) => {
