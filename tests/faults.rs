@@ -338,3 +338,50 @@ fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
     assert!(!text.contains("without a job_id"), "{text}");
     drain(runner);
 }
+
+// ---- issue 23, 6. a next-job body no parser reads, handed back at once ------
+
+/// Three bodies that name a job and that no parser reads: a byte that is not
+/// UTF-8 in `submission_id`, 100,000-deep nesting after the `job_id`, and a
+/// 100 MB body (cut at the runner's 16 MiB). Each job is recorded and handed
+/// back once as `abort(prep_failed)`, not left to its lease.
+// See: issue 23, item 6.
+#[test]
+fn i23_6_a_next_job_body_no_parser_reads_is_handed_back_as_prep_failed_once() {
+    let dir = TempDir::new("f-unreadable");
+    let job = |id: &str, rest: &str| {
+        format!(r#"{{"job_id": "{id}", "problem_id": 1, "language": 0, "code_url": "http://127.0.0.1:9/c.zip"{rest}"#)
+    };
+    let mut not_utf8 = job("jb_notutf8", r#", "submission_id": "65f"#).into_bytes();
+    not_utf8.extend(b"\xff\"}");
+    let deep = job("jb_deep", &format!(r#", "x": {}{}}}"#, "[".repeat(100_000), "]".repeat(100_000))).into_bytes();
+    let mut huge = job("jb_huge", r#", "submission_id": "65f", "pad": ""#).into_bytes();
+    huge.resize(100_000_000, b' ');
+    huge.extend(b"\"}");
+    let hub = ScriptedHub::start(vec![not_utf8, deep, huge]);
+    let spool = dir.path().join("spool");
+    let mut cmd = Command::new(bin("runnerd"));
+    cmd.envs(runner_env_at(&hub.url, &spool));
+    let log = dir.path().join("runner.log");
+    cmd.stderr(std::fs::File::create(&log).unwrap());
+    let runner = Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() };
+    let ids = ["jb_notutf8", "jb_deep", "jb_huge"];
+    // Well inside a lease (30 s at a hub): handed back, not left to expire.
+    wait_for("each job handed back", Duration::from_secs(30), || {
+        ids.iter().all(|id| !hub.heard("PUT", &format!("/jobs/{id}/abort")).is_empty()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    for id in ids {
+        let aborts = hub.heard("PUT", &format!("/jobs/{id}/abort"));
+        assert_eq!(aborts.len(), 1, "{id}: handed back once: {aborts:?}");
+        let body: serde_json::Value = serde_json::from_slice(&aborts[0].body).unwrap();
+        assert_eq!(body["reason"], "prep_failed", "{id}: {body}");
+        assert!(hub.heard("PUT", &format!("/jobs/{id}/complete")).is_empty(), "{id}: never judged");
+    }
+    let text = log_text(&log);
+    for why in ["not UTF-8", "recursion limit", "over 16 MiB"] {
+        assert!(text.contains(why), "the log says why ({why}): {text}");
+    }
+    assert!(!text.contains("no job recorded"), "{text}");
+    drain(runner);
+}

@@ -45,7 +45,7 @@ pub fn error_kind(answer: &Answer) -> Option<&'static str> {
         Answer::NotServed(_) => "not_served",
         Answer::Garbled { .. } => "garbled",
         Answer::NoWord(HttpReply::Unreachable(_)) => "unreachable",
-        Answer::NoWord(HttpReply::Status(c, _)) => match c {
+        Answer::NoWord(HttpReply::Status(c, _) | HttpReply::Unreadable(c, ..)) => match c {
             300..=399 => "http_3xx",
             400..=499 => "http_4xx",
             500..=599 => "http_5xx",

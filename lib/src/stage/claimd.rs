@@ -440,16 +440,9 @@ impl Claimd {
                 warn!("next-job: 401 (the heartbeat decides whether the identity is gone)");
                 Ok(None)
             }
-            Answer::Garbled { body, .. } => {
-                // No job was handed out that this runner could see: if the
-                // hub did hand one, its lease expires.
-                let why = serde_json::from_str::<serde_json::Value>(&body).err().map(|e| e.to_string());
-                error!(
-                    "next-job: HTTP 200 whose body is not the hub's (not JSON: {}); no job recorded: {}",
-                    why.unwrap_or_default(),
-                    body.chars().take(200).collect::<String>()
-                );
-                Ok(None)
+            Answer::Garbled { body, why, .. } => {
+                self.last_contact = Some(crate::spool::now_ms());
+                self.hand_back_unreadable(&id, &body, &why)
             }
             a => {
                 // Never retried through a lost connection: we simply ask again later.
@@ -457,6 +450,41 @@ impl Claimd {
                 Ok(None)
             }
         }
+    }
+
+    /// A next-job 200 whose body no parser reads (not JSON, not UTF-8,
+    /// nested too deep, over the body limit, no `job_id` string where the
+    /// parser looks): the hub may still have handed out a job. If the body names one ([`Job::scan_id`], a bounded and
+    /// lenient scan), it is recorded and handed back at once as
+    /// `abort(prep_failed)` with the reason, never left to its lease.
+    fn hand_back_unreadable(
+        &mut self,
+        id: &RunnerIdentity,
+        body: &str,
+        why: &str,
+    ) -> Result<Option<ClaimRow>, Failure> {
+        let shown = body.chars().take(200).collect::<String>();
+        let Some(job_id) = Job::scan_id(body.as_bytes()) else {
+            error!(
+                "next-job: HTTP 200 whose body is unreadable ({why}) and names no job id; no job recorded \
+                 (if the hub handed one out, its lease expires): {shown}"
+            );
+            return Ok(None);
+        };
+        // The payload is kept as evidence, as far as the scan looked.
+        let mut end = body.len().min(crate::protocol::SCAN_BYTES);
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        let claim = self.record(id, &job_id, &body[..end])?;
+        let note = format!("the hub's job payload is unreadable ({why})");
+        error!("job {job_id}: {note}; handing it back as abort(prep_failed): {shown}");
+        if let Some(c) = claim {
+            if self.spool.abort(c.id, AbortReason::PrepFailed, &note)? {
+                control::poke(self.spool.dir(), "reportd");
+            }
+        }
+        Ok(None)
     }
 
     /// Records the job the hub just handed out, using the spool's reserve
@@ -467,17 +495,17 @@ impl Claimd {
                 Err(e) => e.to_string(),
                 Ok(_) => "no job_id".into(),
             };
-            error!(
-                "next-job: the hub handed out a job this runner cannot read ({why}); \
-                 cannot hand it back (its lease will expire): {}",
-                body.chars().take(200).collect::<String>()
-            );
-            return Ok(None);
+            return self.hand_back_unreadable(id, body, &why);
         };
-        let recorded = match self.spool.insert_claim(&id.runner_id, &job_id, body) {
+        self.record(id, &job_id, body)
+    }
+
+    /// Records a claim of `job_id` with `body` as its payload.
+    fn record(&mut self, id: &RunnerIdentity, job_id: &str, body: &str) -> Result<Option<ClaimRow>, Failure> {
+        let recorded = match self.spool.insert_claim(&id.runner_id, job_id, body) {
             Err(e) if self.spool.release_reserve() => {
                 warn!("job {job_id}: recording the claim: {e}; recording it in the spool's reserve");
-                self.spool.insert_claim(&id.runner_id, &job_id, body)
+                self.spool.insert_claim(&id.runner_id, job_id, body)
             }
             r => r,
         };
