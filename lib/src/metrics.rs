@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn a_fresh_spool_shows_every_known_series_at_0() {
-        let spool = Spool::open(&ojrunner_daemon::test_dir("metrics-zeros")).unwrap();
+        let spool = Spool::create(&ojrunner_daemon::test_dir("metrics-zeros")).unwrap();
         let out = render(&spool).unwrap();
         for line in [
             "ojrunner_jobs_claimed_total 0\n",

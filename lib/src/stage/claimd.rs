@@ -36,7 +36,7 @@ use crate::metrics;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Shutdown, Stops};
-use crate::spool::{ClaimRow, ClaimState, RunnerIdentity, Spool};
+use crate::spool::{ClaimRow, ClaimState, FileId, RunnerIdentity, Spool};
 use crate::testdata::Cache;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
@@ -184,6 +184,12 @@ impl Claimd {
     fn run(&mut self) -> Result<(), Failure> {
         let mut said_draining = false;
         loop {
+            // A spool deleted or replaced under the runner: claim nothing
+            // more (a claim could not be recorded); leased hands back what
+            // the runner holds.
+            if let Some(why) = self.spool.gone() {
+                return Err(daemon::spool_gone(why));
+            }
             // How long this round's claim request took: a long poll is its own wait.
             let mut asked_for = Duration::ZERO;
             self.preps.retain(|_, prep| !prep.is_finished());
@@ -304,7 +310,9 @@ impl Claimd {
             while let Some(ev) = self.inbox.next(Duration::ZERO) {
                 self.handle(ev);
             }
-            if let Some(poll) = cancellable.take_if(|_| self.quit || self.drain_begun()) {
+            // A spool gone is a stop too: a job handed out now could not be recorded.
+            if let Some(poll) = cancellable.take_if(|_| self.quit || self.drain_begun() || self.spool.gone().is_some())
+            {
                 self.cancel_poll(poll);
             }
             true
@@ -337,7 +345,7 @@ impl Claimd {
     /// end: a job already in it is recorded and handed back as
     /// `abort(drain)`. Sent from a thread of its own: the hub may be slow.
     fn cancel_poll(&self, id: RunnerIdentity) {
-        let (hub, dir) = (self.hub.clone(), self.spool.dir().to_path_buf());
+        let (hub, dir, spool_id) = (self.hub.clone(), self.spool.dir().to_path_buf(), self.spool.file_id());
         let sent = std::thread::Builder::new().name("cancel-poll".into()).spawn(move || {
             let answer = hub.cancel_next_job(&id.runner_id, &id.token);
             match &answer {
@@ -346,7 +354,7 @@ impl Claimd {
                 a => warn!("draining: asking the hub to end the poll: {}; waiting it out", a.describe()),
             }
             // Counted on a connection of its own, as a prep counts.
-            if let Ok(mut spool) = Spool::open(&dir) {
+            if let Ok(mut spool) = Spool::open_as(&dir, spool_id) {
                 metrics::count_hub_answer(&mut spool, HubCall::CancelPoll, &answer);
             }
         });
@@ -509,6 +517,16 @@ impl Claimd {
             }
             r => r,
         };
+        if let (Err(_), Some(why)) = (&recorded, self.spool.gone()) {
+            // Nowhere to record it: handed back from memory, at once.
+            let answer =
+                self.hub.abort(&id.runner_id, &id.token, job_id, &crate::outcome::abort_body(AbortReason::Drain));
+            match crate::outcome::classify(HubCall::Abort, &answer) {
+                crate::outcome::Meaning::Settled => warn!("job {job_id}: {why}; handed back as abort(drain)"),
+                _ => error!("job {job_id}: {why}; handing it back: {}; its lease expires", answer.describe()),
+            }
+            return Err(daemon::spool_gone(why));
+        }
         let (claim_id, old) = recorded.map_err(|e| Failure(ExitCode::Temporary, format!("job {job_id}: {e}")))?;
         if !old.is_empty() {
             info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
@@ -529,6 +547,7 @@ impl Claimd {
         }
         let prepper = Prepper {
             dir: self.spool.dir().to_path_buf(),
+            spool_id: self.spool.file_id(),
             hub: self.hub.clone(),
             cache: self.cache.clone(),
             languages: self.languages.clone(),
@@ -550,6 +569,8 @@ impl Claimd {
 /// rest.
 struct Prepper {
     dir: PathBuf,
+    /// The spool's file: a prep never opens another.
+    spool_id: FileId,
     hub: HubClient,
     cache: Cache,
     languages: Languages,
@@ -565,7 +586,7 @@ impl Prepper {
     /// at any point hands the claim back as `abort(drain)` instead.
     fn prep(&self, claim: &ClaimRow) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        let mut spool = match Spool::open(&self.dir) {
+        let mut spool = match Spool::open_as(&self.dir, self.spool_id) {
             Ok(s) => s,
             Err(e) => return error!("{tag}: prep: {e}; tried again on claimd's next pass"),
         };
