@@ -487,3 +487,133 @@ fn i23_4_a_token_no_header_can_carry_is_a_refused_registration_and_never_logged(
     let s = hub.submission(&sub);
     assert_eq!(s["handouts"], 0, "nothing claimed with an identity no call can use: {s}");
 }
+
+// ---- issue 23, 6. a next-job body no parser reads, handed back at once ------
+
+/// Three bodies that name a job and that no parser reads: a byte that is not
+/// UTF-8 in `submission_id`, 100,000-deep nesting after the `job_id`, and a
+/// 100 MB body (cut at the runner's 16 MiB). Each job is recorded and handed
+/// back once as `abort(prep_failed)`, not left to its lease.
+// See: issue 23, item 6.
+#[test]
+fn i23_6_a_next_job_body_no_parser_reads_is_handed_back_as_prep_failed_once() {
+    let dir = TempDir::new("f-unreadable");
+    let job = |id: &str, rest: &str| {
+        format!(r#"{{"job_id": "{id}", "problem_id": 1, "language": 0, "code_url": "http://127.0.0.1:9/c.zip"{rest}"#)
+    };
+    let mut not_utf8 = job("jb_notutf8", r#", "submission_id": "65f"#).into_bytes();
+    not_utf8.extend(b"\xff\"}");
+    let deep = job("jb_deep", &format!(r#", "x": {}{}}}"#, "[".repeat(100_000), "]".repeat(100_000))).into_bytes();
+    let mut huge = job("jb_huge", r#", "submission_id": "65f", "pad": ""#).into_bytes();
+    huge.resize(100_000_000, b' ');
+    huge.extend(b"\"}");
+    let hub = ScriptedHub::start(vec![not_utf8, deep, huge]);
+    let spool = dir.path().join("spool");
+    let mut cmd = Command::new(bin("runnerd"));
+    cmd.envs(runner_env_at(&hub.url, &spool));
+    let log = dir.path().join("runner.log");
+    cmd.stderr(std::fs::File::create(&log).unwrap());
+    let runner = Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() };
+    let ids = ["jb_notutf8", "jb_deep", "jb_huge"];
+    // Well inside a lease (30 s at a hub): handed back, not left to expire.
+    wait_for("each job handed back", Duration::from_secs(30), || {
+        ids.iter().all(|id| !hub.heard("PUT", &format!("/jobs/{id}/abort")).is_empty()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    for id in ids {
+        let aborts = hub.heard("PUT", &format!("/jobs/{id}/abort"));
+        assert_eq!(aborts.len(), 1, "{id}: handed back once: {aborts:?}");
+        let body: serde_json::Value = serde_json::from_slice(&aborts[0].body).unwrap();
+        assert_eq!(body["reason"], "prep_failed", "{id}: {body}");
+        assert!(hub.heard("PUT", &format!("/jobs/{id}/complete")).is_empty(), "{id}: never judged");
+    }
+    let text = log_text(&log);
+    for why in ["not UTF-8", "recursion limit", "over 16 MiB"] {
+        assert!(text.contains(why), "the log says why ({why}): {text}");
+    }
+    assert!(!text.contains("no job recorded"), "{text}");
+    drain(runner);
+}
+
+// ---- issue 23, 7. hostile files named by a user -----------------------------
+
+/// Runs `cmd` for at most 20 s in at most 1 GiB of address space (a read of
+/// `/dev/zero` to the end dies there); its exit code and stderr. A
+/// program still running then (blocked on a FIFO) is killed and fails the
+/// test, naming `what`.
+fn bounded(what: &str, mut cmd: Command) -> (i32, String) {
+    use std::os::unix::process::CommandExt;
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let gib = libc::rlimit { rlim_cur: 1 << 30, rlim_max: 1 << 30 };
+            if libc::setrlimit(libc::RLIMIT_AS, &gib) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut proc = Proc { child: cmd.spawn().unwrap(), name: what.into() };
+    let mut err = proc.child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let started = std::time::Instant::now();
+    while proc.running() {
+        assert!(started.elapsed() < Duration::from_secs(20), "{what}: still running after 20 s (hung)");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let code = proc.wait_exit(Duration::from_secs(1));
+    (code, reader.join().unwrap())
+}
+
+/// Every file a user names is refused at once when it is a FIFO (nobody
+/// writes it) or `/dev/zero`: the runner's token files and language table
+/// (exit 100, a configuration to fix), hubd's token file (100), `hubd
+/// submit` and `problem add` (1), `judge-exec run` (2).
+// See: issue 23, item 7.
+#[test]
+fn i23_7_fifos_and_dev_zero_as_user_files_are_refused_at_once() {
+    let dir = TempDir::new("f-userfiles");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let zero = std::path::PathBuf::from("/dev/zero");
+    for (n, hostile) in [&fifo, &zero].into_iter().enumerate() {
+        let (h, kind) = (hostile.to_str().unwrap(), if n == 0 { "a FIFO" } else { "a character device" });
+        for var in ["RUNNER_REGISTRATION_TOKEN_FILE", "SANDBOX_TOKEN_FILE", "OJ_LANGUAGES"] {
+            let spool = dir.path().join(format!("spool-{n}-{var}"));
+            let mut cmd = Command::new(bin("runnerd"));
+            cmd.envs(runner_env_at("http://127.0.0.1:9", &spool)).env(var, h);
+            let (code, err) = bounded(&format!("runnerd with {var}={h}"), cmd);
+            assert_eq!(code, 100, "runnerd with {var}={h}: {err}");
+            assert!(err.contains(h) && err.contains(kind), "runnerd with {var}={h} says why: {err}");
+        }
+        let db = dir.path().join(format!("hub-{n}.db"));
+        let hubd = |args: &[&str]| {
+            let mut cmd = Command::new(bin("hubd"));
+            cmd.arg("--db").arg(&db).args(args);
+            bounded(&format!("hubd {args:?}"), cmd)
+        };
+        let (code, err) = hubd(&["serve", "--listen", "127.0.0.1:0", "--registration-token-file", h]);
+        assert_eq!(code, 100, "hubd serve: {err}");
+        assert!(err.contains(kind), "hubd serve says why: {err}");
+        let problem = dir.path().join(format!("problem-{n}"));
+        std::fs::create_dir_all(&problem).unwrap();
+        std::os::unix::fs::symlink(hostile, problem.join("meta.json")).unwrap();
+        let (code, err) = hubd(&["problem", "add", "--id", "1", problem.to_str().unwrap()]);
+        assert_eq!(code, 1, "hubd problem add: {err}");
+        assert!(err.contains("meta.json") && err.contains(kind), "hubd problem add says why: {err}");
+        let (code, err) = hubd(&["submit", "--problem", "1", "--language", "c11", h]);
+        assert_eq!(code, 1, "hubd submit: {err}");
+        assert!(err.contains(h) && err.contains(kind), "hubd submit says why: {err}");
+        let mut cmd = Command::new(bin("judge-exec"));
+        let tests = examples().join("problems/1");
+        cmd.args(["run", "--lang", "c11", "--src", h, "--tests", tests.to_str().unwrap()]);
+        let (code, err) = bounded("judge-exec run", cmd);
+        assert_eq!(code, 2, "judge-exec run: {err}");
+        assert!(err.contains(h) && err.contains(kind), "judge-exec run says why: {err}");
+    }
+}

@@ -503,3 +503,44 @@ fn large_progress_goes_in_batches_the_hub_takes() {
     assert_eq!(notes, 300, "every line reached the hub");
     sc.drain(runner);
 }
+
+/// The spool's files deleted mid-job (`spool.db`, `-wal`, `-shm`): no stage
+/// makes a new empty spool; each sees its spool gone and stops, leased
+/// first handing back every job held as `abort(drain)`; runnerd exits 100
+/// naming the spool, and `runnerd status` fails. A fresh runner judges
+/// both jobs: none lost, none charged.
+// See: issue 23, item 5.
+#[test]
+fn i23_5_a_spool_deleted_mid_job_stops_the_runner_and_hands_its_jobs_back() {
+    let sc = scenario("r-spool-gone", &[]);
+    let subs = [sc.submit_slow_ab(1.0), sc.submit_slow_ab(1.0)];
+    // One worker: one claim judging, the other prepped and waiting.
+    let mut runner = sc.start_logged(&[("OJ_WORKERS", "1")]);
+    sc.wait_cases(1);
+    wait_for("both jobs claimed", Duration::from_secs(60), || (spool_claims(&sc.spool).len() == 2).then_some(()));
+    for f in ["spool.db", "spool.db-wal", "spool.db-shm"] {
+        let _ = std::fs::remove_file(sc.spool.join(f));
+    }
+    assert_eq!(runner.wait_exit(Duration::from_secs(40)), 100, "a spool gone is fatal: {}", sc.log());
+    let log = sc.log();
+    assert!(log.contains(&format!("spool {}/spool.db was deleted", sc.spool.display())), "{log}");
+    assert!(!sc.spool.join("spool.db").exists(), "no stage made a new spool: {log}");
+    for sub in &subs {
+        let s = sc.hub.submission(sub);
+        assert_ne!(s["state"], "done", "{s}");
+        assert!(s["aborts"].as_array().unwrap().iter().any(|a| a["reason"] == "drain"), "handed back: {s}");
+    }
+    let status = std::process::Command::new(bin("runnerd"))
+        .arg("status")
+        .envs(runner_env(&sc.hub, &sc.spool))
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(status.status.code(), Some(0), "runnerd status on a spool that is gone fails");
+    let fresh = start_runner(&sc.hub, &sc.dir.path().join("spool-2"), &[]);
+    for s in sc.hub.wait_all_judged(Duration::from_secs(90)) {
+        assert_eq!((s["verdict"].as_str(), s["completes"].as_i64()), (Some("AC"), Some(1)), "{s}");
+        assert_eq!(s["attempts"], 1, "the handback cost no attempt: {s}");
+    }
+    drain(fresh);
+}

@@ -29,11 +29,19 @@ pub enum HubCall {
     Code,
 }
 
+/// The most of a body a runner reads: hub bodies of interest are small; a
+/// larger one is cut, never buffered whole, and read as no body of the hub's.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
 /// What came back from the wire, before it is read as the hub's word.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpReply {
     /// An answer with this status and body.
     Status(u16, String),
+    /// An answer with this status whose body no parser reads (not UTF-8,
+    /// or over [`MAX_BODY_BYTES`]): why, and its first bytes made text
+    /// (each bad byte a U+FFFD), for a lenient scan and the logs.
+    Unreadable(u16, String, String),
     /// No answer: refused connection, timeout, broken response.
     Unreachable(String),
 }
@@ -45,6 +53,10 @@ impl HttpReply {
             HttpReply::Status(c, b) => {
                 let b: String = b.chars().take(200).collect();
                 format!("HTTP {c}{}{b}", if b.is_empty() { "" } else { ": " })
+            }
+            HttpReply::Unreadable(c, why, b) => {
+                let b: String = b.chars().take(200).collect();
+                format!("HTTP {c}, a body {why}: {b}")
             }
             HttpReply::Unreachable(e) => format!("unreachable: {e}"),
         }
@@ -75,8 +87,9 @@ pub enum Answer {
     /// cancel-poll 404 or 405 (anyone's): the hub has no such extension.
     NotServed(HttpReply),
     /// The call's success status with a body that is not the hub's (a
-    /// proxy's page where a job or a registration was due).
-    Garbled { status: u16, body: String },
+    /// proxy's page where a job or a registration was due, a body no parser
+    /// reads): why, and the body as far as it was read.
+    Garbled { status: u16, body: String, why: String },
     /// Not the hub's word: no answer, 3xx, 5xx, 401 where it is not the
     /// token's last word, 408, 429, another 2xx, a proxy's page.
     NoWord(HttpReply),
@@ -89,10 +102,18 @@ impl Answer {
         let (code, hubs) = match &reply {
             HttpReply::Unreachable(_) => return Answer::NoWord(reply),
             HttpReply::Status(code, body) => (*code, is_hub_body(body)),
+            HttpReply::Unreadable(code, ..) => (*code, false),
         };
         let done = |reply: HttpReply, garbled: bool| match reply {
-            HttpReply::Status(status, body) if garbled => Answer::Garbled { status, body },
+            HttpReply::Status(status, body) if garbled => {
+                let why = match serde_json::from_str::<serde::de::IgnoredAny>(body.trim()) {
+                    Err(e) => format!("not JSON: {e}"),
+                    Ok(_) => "not the hub's".into(),
+                };
+                Answer::Garbled { status, body, why }
+            }
             HttpReply::Status(status, body) => Answer::Done { status, body },
+            HttpReply::Unreadable(status, why, body) => Answer::Garbled { status, body, why },
             r => Answer::NoWord(r),
         };
         match (call, code) {
@@ -116,8 +137,9 @@ impl Answer {
     /// For logs: what came back (see [`HttpReply::describe`]).
     pub fn describe(&self) -> String {
         match self {
-            Answer::Done { status, body } | Answer::Garbled { status, body } => {
-                HttpReply::Status(*status, body.clone()).describe()
+            Answer::Done { status, body } => HttpReply::Status(*status, body.clone()).describe(),
+            Answer::Garbled { status, body, why } => {
+                HttpReply::Unreadable(*status, why.clone(), body.clone()).describe()
             }
             Answer::NoWork => "no work (HTTP 204)".into(),
             Answer::Unauthorized(r)

@@ -6,7 +6,7 @@
 use crate::config::ConfigError;
 use crate::control::{self, Inbox};
 use crate::signals::{Shutdown, Stops};
-use crate::spool::Spool;
+use crate::spool::{FileId, Spool};
 use ojrunner_daemon::ExitCode;
 use std::path::Path;
 use std::sync::mpsc::RecvTimeoutError;
@@ -27,6 +27,16 @@ impl From<crate::spool::SpoolError> for Failure {
     }
 }
 
+/// The variable in which `runnerd` tells its stages which file the spool
+/// it made is ([`FileId`], `dev:ino`).
+pub const SPOOL_ID_ENV: &str = "OJ_SPOOL_ID";
+
+/// What a stage whose spool is gone returns: exit 100, not restarted (a
+/// restart would find no spool, or another one).
+pub fn spool_gone(why: String) -> Failure {
+    Failure(ExitCode::Config, format!("{why}: stopping; the runner must be started again on a spool"))
+}
+
 /// A running stage's plumbing.
 pub struct Daemon {
     pub spool: Spool,
@@ -36,10 +46,20 @@ pub struct Daemon {
 
 impl Daemon {
     /// Opens the spool in `dir` and listens as `stage`, into the inbox of
-    /// `shutdown`.
+    /// `shutdown`. Under `runnerd` (`OJ_SPOOL_ID` set) the spool must be
+    /// the very file runnerd made, else this exits 100: a stage never makes
+    /// a new spool under a running runner. A stage started alone makes it
+    /// if it is not there.
     pub fn start(stage: &str, dir: &Path, shutdown: Shutdown) -> Result<Daemon, Failure> {
         crate::config::name_normal_oj_leftovers(dir);
-        let spool = Spool::open(dir)?;
+        let spool = match std::env::var(SPOOL_ID_ENV) {
+            Ok(id) => {
+                let id = FileId::parse(&id)
+                    .ok_or_else(|| Failure(ExitCode::Config, format!("{SPOOL_ID_ENV}={id:?} is not dev:ino")))?;
+                Spool::open_as(dir, id).map_err(|e| Failure(ExitCode::Config, e.0))?
+            }
+            Err(_) => Spool::create(dir)?,
+        };
         let Shutdown { inbox, stops } = shutdown;
         control::listen(dir, stage, inbox.tx.clone())
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;

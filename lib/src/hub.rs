@@ -6,7 +6,7 @@
 //! followed: a redirect would turn a `PUT` into a `GET` without its body or
 //! token, and its answer would be taken for the hub's.
 
-use crate::answer::{Answer, HttpReply, HubCall};
+use crate::answer::{Answer, HttpReply, HubCall, MAX_BODY_BYTES};
 use crate::patience;
 use crate::protocol::{segment, unwrap_envelope, Registration};
 use std::io::{Read, Write};
@@ -205,7 +205,11 @@ impl HubClient {
         let url = self.problem_url(pid, what);
         let shown = format!("problem {pid} {what}");
         let resp = self.get(&self.agent, &url, &shown, HubCall::Testdata)?;
-        let body = read_body(resp).map_err(|e| FetchError(format!("{shown}: reading the body: {e}"), Reach::Away))?;
+        let body = read_body(resp)
+            .map_err(|e| FetchError(format!("{shown}: reading the body: {e}"), Reach::Away))?
+            .map_err(|(why, body)| {
+                FetchError(format!("{shown}: the answer is not the hub's ({why}): {}", start(&body)), Reach::Away)
+            })?;
         // Not JSON: a page from something in between, not the hub's answer.
         let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
             FetchError(format!("{shown}: the answer is not the hub's (not JSON: {e}): {}", start(&body)), Reach::Away)
@@ -318,21 +322,30 @@ fn start(body: &str) -> String {
 }
 
 /// A response as a [`HttpReply`]: a body cut or stalled midway is no answer
-/// (the hub is away).
+/// (the hub is away); a body read whole that no parser reads is
+/// [`HttpReply::Unreadable`].
 fn reply_of(resp: ureq::Response) -> HttpReply {
     let code = resp.status();
     match read_body(resp) {
-        Ok(body) => HttpReply::Status(code, body),
+        Ok(Ok(body)) => HttpReply::Status(code, body),
+        Ok(Err((why, body))) => HttpReply::Unreadable(code, why, body),
         Err(e) => HttpReply::Unreachable(format!("HTTP {code}, then reading the body: {e}")),
     }
 }
 
-/// Reads a whole answer. Hub bodies of interest are small; a large one is
-/// cut, not buffered whole.
-fn read_body(resp: ureq::Response) -> std::io::Result<String> {
-    let mut s = String::new();
-    resp.into_reader().take(16 * 1024 * 1024).read_to_string(&mut s)?;
-    Ok(s)
+/// Reads an answer, at most [`MAX_BODY_BYTES`] of it: the text, or why it
+/// is none and its start made text.
+fn read_body(resp: ureq::Response) -> std::io::Result<Result<String, (String, String)>> {
+    let mut raw = Vec::new();
+    resp.into_reader().take(MAX_BODY_BYTES as u64 + 1).read_to_end(&mut raw)?;
+    if raw.len() > MAX_BODY_BYTES {
+        raw.truncate(MAX_BODY_BYTES);
+        return Ok(Err((format!("over {} MiB, cut", MAX_BODY_BYTES >> 20), String::from_utf8_lossy(&raw).into())));
+    }
+    Ok(String::from_utf8(raw).map_err(|e| {
+        let why = format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to());
+        (why, String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }))
 }
 
 #[cfg(test)]

@@ -139,7 +139,9 @@ const BUILTIN: &str = include_str!("../../etc/languages.json");
 impl Languages {
     /// Reads and checks a table in the format above.
     pub fn load(path: &Path) -> Result<Languages, TableError> {
-        let text = std::fs::read_to_string(path).map_err(TableError::Read)?;
+        let text =
+            ojrunner_daemon::user_file::read_user_text(path, ojrunner_daemon::user_file::CONFIG_MAX, "language table")
+                .map_err(TableError::Read)?;
         Languages::parse(&text)
     }
 

@@ -45,7 +45,7 @@ pub fn error_kind(answer: &Answer) -> Option<&'static str> {
         Answer::NotServed(_) => "not_served",
         Answer::Garbled { .. } => "garbled",
         Answer::NoWord(HttpReply::Unreachable(_)) => "unreachable",
-        Answer::NoWord(HttpReply::Status(c, _)) => match c {
+        Answer::NoWord(HttpReply::Status(c, _) | HttpReply::Unreadable(c, ..)) => match c {
             300..=399 => "http_3xx",
             400..=499 => "http_4xx",
             500..=599 => "http_5xx",
@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn a_fresh_spool_shows_every_known_series_at_0() {
-        let spool = Spool::open(&ojrunner_daemon::test_dir("metrics-zeros")).unwrap();
+        let spool = Spool::create(&ojrunner_daemon::test_dir("metrics-zeros")).unwrap();
         let out = render(&spool).unwrap();
         for line in [
             "ojrunner_jobs_claimed_total 0\n",

@@ -27,6 +27,7 @@
 use crate::config;
 use crate::drain::{self, Done};
 use crate::spool::{ClaimState, Spool};
+use ojrunner_daemon::user_file::CONFIG_MAX;
 use ojrunner_daemon::ExitCode;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -237,7 +238,7 @@ impl std::fmt::Display for SpoolView {
 fn load_configuration(services: &Path) -> std::io::Result<()> {
     let file = std::env::var_os("OJRUNNER_ENV_FILE").map_or_else(|| PathBuf::from(ENV_FILE), PathBuf::from);
     // An env file that cannot be read is skipped, as the run scripts skip it.
-    if let Ok(text) = std::fs::read_to_string(&file) {
+    if let Ok(text) = ojrunner_daemon::user_file::read_user_text(&file, CONFIG_MAX, "env file") {
         for (k, v) in env_file(&text) {
             std::env::set_var(k, v);
         }
@@ -280,7 +281,8 @@ fn read_envdir(dir: &Path) -> std::io::Result<Vec<(String, Option<String>)>> {
         if name.starts_with('.') || name.contains('=') || !e.file_type()?.is_file() {
             continue;
         }
-        let bytes = std::fs::read(e.path())?;
+        let bytes = ojrunner_daemon::user_file::read_user_file(&e.path(), CONFIG_MAX, "file of an envdir")
+            .map_err(|err| std::io::Error::new(err.kind(), format!("{}: {err}", e.path().display())))?;
         let value = (!bytes.is_empty()).then(|| {
             let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
             let line: Vec<u8> = line.iter().map(|b| if *b == 0 { b'\n' } else { *b }).collect();

@@ -190,7 +190,44 @@ pub struct EventRow {
 
 pub use ojrunner_daemon::clock::now_ms;
 
+/// Which file a spool's database is: its device and inode. A spool whose
+/// `spool.db` no longer is the file a stage opened was deleted or replaced
+/// under it ([`Spool::gone`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    fn of(m: &std::fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId { dev: m.dev(), ino: m.ino() }
+    }
+
+    /// As [`FileId`]'s `Display` writes it (`dev:ino`, runnerd's
+    /// `OJ_SPOOL_ID` for its stages).
+    pub fn parse(s: &str) -> Option<FileId> {
+        let (dev, ino) = s.split_once(':')?;
+        Some(FileId { dev: dev.parse().ok()?, ino: ino.parse().ok()? })
+    }
+}
+
+impl fmt::Display for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.dev, self.ino)
+    }
+}
+
 /// A connection to the spool of one runner.
+///
+/// A spool is made once, when the runner starts ([`Spool::create`]:
+/// `runnerd`, or a stage started alone); every other connection opens the
+/// database that exists ([`Spool::open`], [`Spool::open_as`]) and never
+/// makes a new one: a new, empty spool under a running runner would forget
+/// the jobs it holds while their leases are kept. Each connection knows
+/// which file it opened, and every write first checks that `spool.db` is
+/// still that file ([`Spool::gone`]: one `stat`).
 pub struct Spool {
     conn: Connection,
     dir: PathBuf,
@@ -198,14 +235,16 @@ pub struct Spool {
     /// spool of an older runner opened read-only (not migrated), whose
     /// newer tables read as empty.
     version: i64,
+    /// The file this connection opened.
+    id: FileId,
 }
 
 impl Spool {
-    /// Opens (creating if needed) the spool in `dir`, migrating its schema.
-    /// The directory is 0711 (sandboxed programs traverse it to reach their
-    /// work directories, never list it) and the database 0600: it holds the
-    /// runner's token.
-    pub fn open(dir: &Path) -> Result<Spool> {
+    /// Makes the spool in `dir` if it is not there, and opens it, migrating
+    /// its schema: only at a runner's start. The directory is 0711
+    /// (sandboxed programs traverse it to reach their work directories,
+    /// never list it) and the database 0600: it holds the runner's token.
+    pub fn create(dir: &Path) -> Result<Spool> {
         std::fs::create_dir_all(dir).ctx(&format!("create {}", dir.display()))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
             .ctx(&format!("chmod {}", dir.display()))?;
@@ -213,15 +252,87 @@ impl Spool {
         let conn = Connection::open(&db).ctx(&format!("open {}", db.display()))?;
         std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600))
             .ctx(&format!("chmod {}", db.display()))?;
+        Spool::ready(conn, dir, true)
+    }
+
+    /// Opens the spool that exists in `dir`, migrating an older schema;
+    /// never makes one. A database missing, or empty (schema version 0),
+    /// is an error.
+    pub fn open(dir: &Path) -> Result<Spool> {
+        let db = dir.join(DB_FILE);
+        if !db.exists() {
+            return Err(SpoolError(format!(
+                "spool: no database at {} (only a runner's start makes one; it is not made again)",
+                db.display()
+            )));
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&db, flags).ctx(&format!("open {}", db.display()))?;
+        Spool::ready(conn, dir, false)
+    }
+
+    /// [`Spool::open`], refusing a database that is not the file `id`: a
+    /// stage's own threads, and the stages `runnerd` starts
+    /// (`OJ_SPOOL_ID`), open the very spool the runner started with.
+    pub fn open_as(dir: &Path, id: FileId) -> Result<Spool> {
+        let s = Spool::open(dir)?;
+        if s.id != id {
+            return Err(SpoolError(format!(
+                "spool: {} is not the database this runner started with (file {}, not {id}): it was replaced",
+                dir.join(DB_FILE).display(),
+                s.id
+            )));
+        }
+        Ok(s)
+    }
+
+    fn ready(conn: Connection, dir: &Path, create: bool) -> Result<Spool> {
+        let db = dir.join(DB_FILE);
+        let id = FileId::of(&std::fs::metadata(&db).ctx(&format!("stat {}", db.display()))?);
         conn.busy_timeout(Duration::from_secs(30)).ctx("busy_timeout")?;
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)).ctx("journal_mode")?;
         // Rows here acknowledge the hub (a claim taken, a result owed): a
         // power cut must not forget them.
         conn.pragma_update(None, "synchronous", "FULL").ctx("synchronous")?;
         conn.pragma_update(None, "foreign_keys", "ON").ctx("foreign_keys")?;
-        let mut s = Spool { conn, dir: dir.to_path_buf(), version: SCHEMA_VERSION };
+        if !create {
+            let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
+            if v < 1 {
+                return Err(SpoolError(format!(
+                    "spool: {} holds no spool (schema version {v}): only a runner's start makes one",
+                    db.display()
+                )));
+            }
+        }
+        let mut s = Spool { conn, dir: dir.to_path_buf(), version: SCHEMA_VERSION, id };
         s.migrate()?;
         Ok(s)
+    }
+
+    /// The file this connection opened.
+    pub fn file_id(&self) -> FileId {
+        self.id
+    }
+
+    /// Why this spool is gone, if it is: its `spool.db` was deleted, or is
+    /// another file now (replaced), under a running runner. One `stat`:
+    /// cheap enough for every write and every loop of a stage. Nothing
+    /// written now would be read by anyone; the stage stops (exit 100).
+    pub fn gone(&self) -> Option<String> {
+        let db = self.dir.join(DB_FILE);
+        match std::fs::metadata(&db) {
+            Ok(m) if FileId::of(&m) == self.id => None,
+            Ok(m) => Some(format!(
+                "spool {} was replaced while the runner ran (file {}, not {})",
+                db.display(),
+                FileId::of(&m),
+                self.id
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(format!("spool {} was deleted while the runner ran", db.display()))
+            }
+            Err(_) => None,
+        }
     }
 
     /// Opens the spool in `dir` to read it only: nothing is created or
@@ -243,7 +354,8 @@ impl Spool {
                 db.display()
             )));
         }
-        Ok(Spool { conn, dir: dir.to_path_buf(), version: v })
+        let id = FileId::of(&std::fs::metadata(&db).ctx(&format!("stat {}", db.display()))?);
+        Ok(Spool { conn, dir: dir.to_path_buf(), version: v, id })
     }
 
     pub fn dir(&self) -> &Path {
@@ -356,6 +468,9 @@ impl Spool {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken
     /// up front, so a read-then-write never fails half way with BUSY.
     fn write<T>(&mut self, what: &str, f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>) -> Result<T> {
+        if let Some(why) = self.gone() {
+            return Err(SpoolError(format!("spool: {what}: {why}")));
+        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(what)?;
         let v = f(&tx).ctx(what)?;
         tx.commit().ctx(what)?;
@@ -1179,7 +1294,7 @@ mod tests {
     #[test]
     fn a_claim_walks_its_states_and_its_outcome_is_written_once() {
         let d = tmp("walk");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (id, old) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         assert!(old.is_empty());
         assert_eq!(s.held_count().unwrap(), 1);
@@ -1204,7 +1319,7 @@ mod tests {
     #[test]
     fn a_claim_row_carries_its_job_parsed_or_why_it_cannot_be() {
         let d = tmp("parsed");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (good, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         let (bad, _) = s.insert_claim("rn_1", "jb_2", r#"{"job_id":"jb_2","tasks":[]}"#).unwrap();
         let row = s.claim(good).unwrap().unwrap();
@@ -1218,7 +1333,7 @@ mod tests {
     #[test]
     fn the_latch_stops_starts_and_the_scan_aborts_unstarted_claims_as_drain() {
         let d = tmp("latch");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (a, _) = s.insert_claim("rn_1", "jb_a", PAYLOAD).unwrap();
         let (b, _) = s.insert_claim("rn_1", "jb_b", PAYLOAD).unwrap();
         let (c, _) = s.insert_claim("rn_1", "jb_c", PAYLOAD).unwrap();
@@ -1241,7 +1356,7 @@ mod tests {
     #[test]
     fn a_job_claimed_again_supersedes_the_old_claim_and_its_late_work() {
         let d = tmp("gen");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (g1, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         s.mark_prepped(g1, Path::new("/td"), &[]).unwrap();
         s.start(g1).unwrap();
@@ -1259,7 +1374,7 @@ mod tests {
     #[test]
     fn events_are_bounded_per_claim_and_count_what_was_lost() {
         let d = tmp("events");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         let (other, _) = s.insert_claim("rn_1", "jb_2", PAYLOAD).unwrap();
         s.add_event(other, "{\"other\":true}").unwrap();
@@ -1282,7 +1397,7 @@ mod tests {
     #[test]
     fn a_claims_life_is_counted_and_timed_once_and_pruning_never_takes_a_count_back() {
         let d = tmp("metrics");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         let prep = [Timing::new(Phase::Code, 1_200), Timing::labelled(Phase::Testdata, "miss", 30_000)];
         assert!(s.mark_prepped(id, Path::new("/td"), &prep).unwrap());
@@ -1331,7 +1446,7 @@ mod tests {
     #[test]
     fn a_rejected_result_is_counted_as_an_abort_once() {
         let d = tmp("rejected");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         s.mark_prepped(id, Path::new("/td"), &[]).unwrap();
         s.start(id).unwrap();
@@ -1348,7 +1463,7 @@ mod tests {
     #[test]
     fn a_spool_of_schema_1_is_migrated_keeping_its_claims_and_read_as_it_is_before() {
         let d = tmp("v1");
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
         drop(s);
         // What a runner of schema 1 left.
@@ -1360,7 +1475,7 @@ mod tests {
         assert!(old.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
         assert!(crate::metrics::render(&old).unwrap().contains("ojrunner_claims{state=\"claimed\"} 1\n"));
         drop(old);
-        let mut s = Spool::open(&d).unwrap();
+        let mut s = Spool::create(&d).unwrap();
         let v: i64 = s.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(v, SCHEMA_VERSION);
         assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Claimed, "its claims kept");
@@ -1370,13 +1485,36 @@ mod tests {
     }
 
     #[test]
+    fn only_create_makes_a_spool_and_a_spool_deleted_or_replaced_is_gone() {
+        let d = tmp("gone");
+        assert!(Spool::open(&d).err().expect("no spool").0.contains("no database"));
+        assert!(!d.join(DB_FILE).exists(), "open made nothing");
+        let mut s = Spool::create(&d).unwrap();
+        let again = Spool::open_as(&d, s.file_id()).unwrap();
+        assert_eq!(s.gone(), None);
+        s.set_control("k", Some("v")).unwrap();
+        for f in ["spool.db", "spool.db-wal", "spool.db-shm"] {
+            let _ = std::fs::remove_file(d.join(f));
+        }
+        assert!(s.gone().unwrap().contains("was deleted"), "{:?}", s.gone());
+        assert!(s.set_control("k", None).unwrap_err().0.contains("was deleted"), "a write refused");
+        assert!(Spool::open(&d).is_err() && !d.join(DB_FILE).exists(), "never made again by open");
+        drop(Spool::create(&d).unwrap());
+        assert!(again.gone().unwrap().contains("was replaced"), "{:?}", again.gone());
+        assert!(Spool::open_as(&d, s.file_id()).err().expect("another file").0.contains("replaced"));
+        std::fs::write(d.join(DB_FILE), b"").unwrap();
+        assert!(Spool::open(&d).err().expect("empty").0.contains("holds no spool"));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
     fn a_newer_schema_is_refused() {
         let d = tmp("schema");
-        drop(Spool::open(&d).unwrap());
+        drop(Spool::create(&d).unwrap());
         let c = Connection::open(d.join(DB_FILE)).unwrap();
         c.pragma_update(None, "user_version", 99).unwrap();
         drop(c);
-        let e = Spool::open(&d).err().expect("refused");
+        let e = Spool::create(&d).err().expect("refused");
         assert!(e.0.contains("newer"), "{e}");
         let _ = std::fs::remove_dir_all(d);
     }

@@ -34,6 +34,15 @@ pub fn run(
         error!("unknown language {lang:?}");
         return ExitCode::Usage;
     };
+    // What a runner takes of a job's code: the code zip's bound.
+    let code = match ojrunner_daemon::user_file::read_user_file(src, crate::protocol::archive::CODE.max_bytes, "source")
+    {
+        Ok(code) => code,
+        Err(e) => {
+            error!("{}: {e}", src.display());
+            return ExitCode::Usage;
+        }
+    };
     if let Err(e) = crate::sandbox::place_cgroups() {
         error!("{e}");
         return ExitCode::Config;
@@ -50,12 +59,20 @@ pub fn run(
         error!("{}: no TTCC.in cases", tests.display());
         return ExitCode::Usage;
     }
+    // A case that is a FIFO or a device would hang the judge or never end.
+    for name in &names {
+        for file in [tests.join(format!("{name}.in")), tests.join(format!("{name}.out"))] {
+            if std::fs::metadata(&file).is_ok_and(|m| !m.is_file()) {
+                error!("{}: not a regular file", file.display());
+                return ExitCode::Usage;
+            }
+        }
+    }
     let work = std::env::temp_dir().join(format!("judge-exec-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     let srcdir = work.join("src");
-    if let Err(e) =
-        std::fs::create_dir_all(&srcdir).and_then(|_| std::fs::copy(src, srcdir.join(&lang.source)).map(drop))
-    {
+    let copied = std::fs::create_dir_all(&srcdir).and_then(|_| std::fs::write(srcdir.join(&lang.source), &code));
+    if let Err(e) = copied {
         error!("{}: {e}", src.display());
         let _ = std::fs::remove_dir_all(&work);
         return ExitCode::Usage;

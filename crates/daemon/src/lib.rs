@@ -3,7 +3,7 @@
 //! codes, its [`logger`] lines, its [`readiness`], how it takes
 //! [`signals`]), its [`control`] socket, the descriptors it keeps to
 //! itself ([`fds`]), and the small things both sides need the same way
-//! (a [`Failure`] and its exit code, [`token_file`]s, [`lock`] files, the
+//! (a [`Failure`] and its exit code, [`token_file`]s, every [`user_file`] read with a bound, [`lock`] files, the
 //! [`clock`], a [`duration`] in seconds), and what a server says of itself
 //! on its metrics page ([`process`]).
 //!
@@ -22,6 +22,7 @@ pub mod process;
 pub mod readiness;
 pub mod signals;
 pub mod token_file;
+pub mod user_file;
 
 pub use exit::ExitCode;
 pub use failure::{exit_code, Context, Failure};

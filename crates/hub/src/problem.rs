@@ -8,6 +8,14 @@ use super::{db, Context, Failure};
 use md5::{Digest, Md5};
 use ojrunner_protocol::testdata::check_cases;
 use ojrunner_protocol::{archive, check_tasks, Task};
+
+/// The most a problem's `meta.json` holds: what a runner reads of the
+/// hub's answer to `meta` (16 MiB).
+pub const META_MAX: u64 = 16 << 20;
+
+/// The most one file of a problem holds: what a runner unpacks of a whole
+/// testdata zip ([`archive::TESTDATA`]).
+pub const FILE_MAX: u64 = archive::TESTDATA.max_bytes;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -41,7 +49,8 @@ struct MetaFile {
 pub fn load_dir(id: i64, dir: &Path) -> Result<Problem, Failure> {
     let bad = |m: String| Failure::runtime(format!("problem {id} ({}): {m}", dir.display()));
     let meta_path = dir.join("meta.json");
-    let text = std::fs::read_to_string(&meta_path).context(|| format!("reading {}", meta_path.display()))?;
+    let text = ojrunner_daemon::user_file::read_user_text(&meta_path, META_MAX, "meta.json")
+        .context(|| format!("reading {}", meta_path.display()))?;
     let typed: MetaFile = serde_json::from_str(&text).map_err(|e| bad(format!("meta.json: {e}")))?;
     let ordered: Ordered = serde_json::from_str(&text).map_err(|e| bad(format!("meta.json: {e}")))?;
     let tasks_value = ordered.get("tasks").cloned().unwrap_or(Ordered::Array(vec![]));
@@ -108,7 +117,8 @@ fn zip_dir(dir: &Path) -> Result<Vec<u8>, String> {
                 stack.push(path);
             } else if kind.is_file() {
                 if name != "meta.json" {
-                    let bytes = std::fs::read(entry.path()).map_err(|e| io(&path, &e))?;
+                    let bytes = ojrunner_daemon::user_file::read_user_file(&entry.path(), FILE_MAX, "testdata file")
+                        .map_err(|e| io(&path, &e))?;
                     zip.start_file(name, options)
                         .and_then(|_| Ok(zip.write_all(&bytes)?))
                         .map_err(|e| io(&path, &e))?;

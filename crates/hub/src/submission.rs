@@ -33,11 +33,16 @@ pub fn parse_language(s: &str) -> Result<i64, UnknownLanguage> {
     })
 }
 
+/// The most a source (or a code zip) given to `submit` holds: the hub's
+/// largest request body ([`crate::limits::LARGE_BODY`]).
+pub const SOURCE_MAX: u64 = crate::limits::LARGE_BODY as u64;
+
 /// The code zip of `file`: a `.zip` is taken as given (tests send hostile
 /// ones); anything else becomes the single entry `main.<ext>`, the extension
 /// from the language table, or from `file` itself for an id it lacks.
 pub fn code_zip(file: &Path, language: i64) -> Result<Vec<u8>, Failure> {
-    let bytes = std::fs::read(file).context(|| format!("reading {}", file.display()))?;
+    let bytes = ojrunner_daemon::user_file::read_user_file(file, SOURCE_MAX, "source")
+        .context(|| format!("reading {}", file.display()))?;
     let own_ext = file.extension().and_then(|e| e.to_str()).unwrap_or("txt");
     if own_ext.eq_ignore_ascii_case("zip") {
         return Ok(bytes);

@@ -226,6 +226,19 @@ pub struct BadProblem(pub String);
 /// The one rule for a problem's tasks, the runner's and the hub's: what
 /// Normal-OJ's `Meta` checks (at least one task, scores summing to 100)
 /// and limits a sandbox can honour.
+/// How far into a body [`Job::scan_id`] looks for a job id.
+pub const SCAN_BYTES: usize = 64 * 1024;
+
+/// The longest id a runner carries (ids are short: `jb_` and a ULID).
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Whether `id` can be an id of PROTOCOL.md's (opaque, but printable):
+/// 1 to [`MAX_ID_BYTES`] bytes of printable ASCII, no white space, no
+/// quote or backslash (a JSON escape is not read by a lenient scan).
+pub fn plausible_id(id: &str) -> bool {
+    (1..=MAX_ID_BYTES).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+}
+
 pub fn check_tasks(tasks: &[Task]) -> Result<(), BadProblem> {
     let bad = |m: String| Err(BadProblem(m));
     if tasks.is_empty() {
@@ -270,6 +283,27 @@ impl Job {
     pub fn id_of(body: &str) -> Option<String> {
         let v: serde_json::Value = serde_json::from_str(body).ok()?;
         unwrap_envelope(v).get("job_id")?.as_str().filter(|s| !s.is_empty()).map(String::from)
+    }
+
+    /// The job id named in the first [`SCAN_BYTES`] of a body no parser
+    /// reads (not UTF-8, nested past any limit, cut at the body limit): the
+    /// first `"job_id"`, a colon, and a string that [`plausible_id`]
+    /// accepts, white space allowed between them. Lenient and bounded, so
+    /// that a job the hub handed out is handed back rather than left to
+    /// its lease; a body naming no such id is no claim.
+    pub fn scan_id(raw: &[u8]) -> Option<String> {
+        let raw = &raw[..raw.len().min(SCAN_BYTES)];
+        let key = b"\"job_id\"";
+        let at = raw.windows(key.len()).position(|w| w == key)?;
+        let ws = |b: &u8| b" \t\r\n".contains(b);
+        let mut rest = &raw[at + key.len()..];
+        rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
+        rest = rest.strip_prefix(b":")?;
+        rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
+        rest = rest.strip_prefix(b"\"")?;
+        let end = rest.iter().take(MAX_ID_BYTES + 1).position(|b| *b == b'"')?;
+        let id = std::str::from_utf8(&rest[..end]).ok()?;
+        plausible_id(id).then(|| id.to_string())
     }
 
     pub fn validate(&self) -> Result<(), BadJob> {
@@ -487,6 +521,27 @@ fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_job_id_is_found_in_a_body_no_parser_reads() {
+        use super::Job;
+        let mut bad_utf8 = br#"{"job_id": "jb_1", "submission_id": "6"#.to_vec();
+        bad_utf8.extend([0xff, b'"', b'}']);
+        assert_eq!(Job::scan_id(&bad_utf8).as_deref(), Some("jb_1"));
+        let deep = format!(r#"{{"data": {{"job_id" :"jb_2", "x": {}}}}}"#, "[".repeat(100_000));
+        assert_eq!(Job::scan_id(deep.as_bytes()).as_deref(), Some("jb_2"));
+        let cut = format!(r#"{{"job_id":"jb_3","tasks":[{}"#, "0,".repeat(1 << 20));
+        assert_eq!(Job::scan_id(&cut.as_bytes()[..cut.len().min(16 << 20)]).as_deref(), Some("jb_3"));
+        for none in
+            [&b"{}"[..], br#"{"job_id": 7}"#, br#"{"job_id": ""}"#, br#"{"job_id": "a b"}"#, br#"{"job_id": "a\"b"}"#]
+        {
+            assert_eq!(Job::scan_id(none), None, "{}", String::from_utf8_lossy(none));
+        }
+        let far = format!(r#"{{"pad": "{}", "job_id": "jb_4"}}"#, " ".repeat(super::SCAN_BYTES));
+        assert_eq!(Job::scan_id(far.as_bytes()), None, "looked past SCAN_BYTES");
+        let long = format!(r#"{{"job_id": "{}"}}"#, "x".repeat(super::MAX_ID_BYTES + 1));
+        assert_eq!(Job::scan_id(long.as_bytes()), None);
+    }
+
     use super::*;
 
     const JOB: &str = r#"{"job_id": "jb_1", "submission_id": "65f", "problem_id": "42", "language": 0,

@@ -36,7 +36,7 @@ use crate::metrics;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Shutdown, Stops};
-use crate::spool::{ClaimRow, ClaimState, RunnerIdentity, Spool};
+use crate::spool::{ClaimRow, ClaimState, FileId, RunnerIdentity, Spool};
 use crate::testdata::Cache;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
@@ -191,6 +191,12 @@ impl Claimd {
     fn run(&mut self) -> Result<(), Failure> {
         let mut said_draining = false;
         loop {
+            // A spool deleted or replaced under the runner: claim nothing
+            // more (a claim could not be recorded); leased hands back what
+            // the runner holds.
+            if let Some(why) = self.spool.gone() {
+                return Err(daemon::spool_gone(why));
+            }
             // How long this round's claim request took: a long poll is its own wait.
             let mut asked_for = Duration::ZERO;
             self.preps.retain(|_, prep| !prep.is_finished());
@@ -311,7 +317,9 @@ impl Claimd {
             while let Some(ev) = self.inbox.next(Duration::ZERO) {
                 self.handle(ev);
             }
-            if let Some(poll) = cancellable.take_if(|_| self.quit || self.drain_begun()) {
+            // A spool gone is a stop too: a job handed out now could not be recorded.
+            if let Some(poll) = cancellable.take_if(|_| self.quit || self.drain_begun() || self.spool.gone().is_some())
+            {
                 self.cancel_poll(poll);
             }
             true
@@ -344,7 +352,7 @@ impl Claimd {
     /// end: a job already in it is recorded and handed back as
     /// `abort(drain)`. Sent from a thread of its own: the hub may be slow.
     fn cancel_poll(&self, id: RunnerIdentity) {
-        let (hub, dir) = (self.hub.clone(), self.spool.dir().to_path_buf());
+        let (hub, dir, spool_id) = (self.hub.clone(), self.spool.dir().to_path_buf(), self.spool.file_id());
         let sent = std::thread::Builder::new().name("cancel-poll".into()).spawn(move || {
             let answer = hub.cancel_next_job(&id.runner_id, &id.token);
             match &answer {
@@ -353,7 +361,7 @@ impl Claimd {
                 a => warn!("draining: asking the hub to end the poll: {}; waiting it out", a.describe()),
             }
             // Counted on a connection of its own, as a prep counts.
-            if let Ok(mut spool) = Spool::open(&dir) {
+            if let Ok(mut spool) = Spool::open_as(&dir, spool_id) {
                 metrics::count_hub_answer(&mut spool, HubCall::CancelPoll, &answer);
             }
         });
@@ -447,16 +455,9 @@ impl Claimd {
                 warn!("next-job: 401 (the heartbeat decides whether the identity is gone)");
                 Ok(None)
             }
-            Answer::Garbled { body, .. } => {
-                // No job was handed out that this runner could see: if the
-                // hub did hand one, its lease expires.
-                let why = serde_json::from_str::<serde_json::Value>(&body).err().map(|e| e.to_string());
-                error!(
-                    "next-job: HTTP 200 whose body is not the hub's (not JSON: {}); no job recorded: {}",
-                    why.unwrap_or_default(),
-                    body.chars().take(200).collect::<String>()
-                );
-                Ok(None)
+            Answer::Garbled { body, why, .. } => {
+                self.last_contact = Some(crate::spool::now_ms());
+                self.hand_back_unreadable(&id, &body, &why)
             }
             a => {
                 // Never retried through a lost connection: we simply ask again later.
@@ -464,6 +465,41 @@ impl Claimd {
                 Ok(None)
             }
         }
+    }
+
+    /// A next-job 200 whose body no parser reads (not JSON, not UTF-8,
+    /// nested too deep, over the body limit, no `job_id` string where the
+    /// parser looks): the hub may still have handed out a job. If the body names one ([`Job::scan_id`], a bounded and
+    /// lenient scan), it is recorded and handed back at once as
+    /// `abort(prep_failed)` with the reason, never left to its lease.
+    fn hand_back_unreadable(
+        &mut self,
+        id: &RunnerIdentity,
+        body: &str,
+        why: &str,
+    ) -> Result<Option<ClaimRow>, Failure> {
+        let shown = body.chars().take(200).collect::<String>();
+        let Some(job_id) = Job::scan_id(body.as_bytes()) else {
+            error!(
+                "next-job: HTTP 200 whose body is unreadable ({why}) and names no job id; no job recorded \
+                 (if the hub handed one out, its lease expires): {shown}"
+            );
+            return Ok(None);
+        };
+        // The payload is kept as evidence, as far as the scan looked.
+        let mut end = body.len().min(crate::protocol::SCAN_BYTES);
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        let claim = self.record(id, &job_id, &body[..end])?;
+        let note = format!("the hub's job payload is unreadable ({why})");
+        error!("job {job_id}: {note}; handing it back as abort(prep_failed): {shown}");
+        if let Some(c) = claim {
+            if self.spool.abort(c.id, AbortReason::PrepFailed, &note)? {
+                control::poke(self.spool.dir(), "reportd");
+            }
+        }
+        Ok(None)
     }
 
     /// Records the job the hub just handed out, using the spool's reserve
@@ -474,12 +510,7 @@ impl Claimd {
                 Err(e) => e.to_string(),
                 Ok(_) => "no job_id".into(),
             };
-            error!(
-                "next-job: the hub handed out a job this runner cannot read ({why}); \
-                 cannot hand it back (its lease will expire): {}",
-                body.chars().take(200).collect::<String>()
-            );
-            return Ok(None);
+            return self.hand_back_unreadable(id, body, &why);
         };
         // An id no URL can carry cannot be handed back either (its abort
         // would go elsewhere): it is not recorded. One that can be carried
@@ -488,13 +519,28 @@ impl Claimd {
             error!("next-job: the hub handed out a job this runner cannot take ({e}); cannot hand it back (its lease will expire)");
             return Ok(None);
         }
-        let recorded = match self.spool.insert_claim(&id.runner_id, &job_id, body) {
+        self.record(id, &job_id, body)
+    }
+
+    /// Records a claim of `job_id` with `body` as its payload.
+    fn record(&mut self, id: &RunnerIdentity, job_id: &str, body: &str) -> Result<Option<ClaimRow>, Failure> {
+        let recorded = match self.spool.insert_claim(&id.runner_id, job_id, body) {
             Err(e) if self.spool.release_reserve() => {
                 warn!("job {job_id}: recording the claim: {e}; recording it in the spool's reserve");
-                self.spool.insert_claim(&id.runner_id, &job_id, body)
+                self.spool.insert_claim(&id.runner_id, job_id, body)
             }
             r => r,
         };
+        if let (Err(_), Some(why)) = (&recorded, self.spool.gone()) {
+            // Nowhere to record it: handed back from memory, at once.
+            let answer =
+                self.hub.abort(&id.runner_id, &id.token, job_id, &crate::outcome::abort_body(AbortReason::Drain));
+            match crate::outcome::classify(HubCall::Abort, &answer) {
+                crate::outcome::Meaning::Settled => warn!("job {job_id}: {why}; handed back as abort(drain)"),
+                _ => error!("job {job_id}: {why}; handing it back: {}; its lease expires", answer.describe()),
+            }
+            return Err(daemon::spool_gone(why));
+        }
         let (claim_id, old) = recorded.map_err(|e| Failure(ExitCode::Temporary, format!("job {job_id}: {e}")))?;
         if !old.is_empty() {
             info!("job {job_id}: claimed again as claim {claim_id}; earlier claim(s) {old:?} superseded");
@@ -515,6 +561,7 @@ impl Claimd {
         }
         let prepper = Prepper {
             dir: self.spool.dir().to_path_buf(),
+            spool_id: self.spool.file_id(),
             hub: self.hub.clone(),
             cache: self.cache.clone(),
             languages: self.languages.clone(),
@@ -536,6 +583,8 @@ impl Claimd {
 /// rest.
 struct Prepper {
     dir: PathBuf,
+    /// The spool's file: a prep never opens another.
+    spool_id: FileId,
     hub: HubClient,
     cache: Cache,
     languages: Languages,
@@ -551,7 +600,7 @@ impl Prepper {
     /// at any point hands the claim back as `abort(drain)` instead.
     fn prep(&self, claim: &ClaimRow) {
         let tag = format!("job {} claim {}", claim.job_id, claim.id);
-        let mut spool = match Spool::open(&self.dir) {
+        let mut spool = match Spool::open_as(&self.dir, self.spool_id) {
             Ok(s) => s,
             Err(e) => return error!("{tag}: prep: {e}; tried again on claimd's next pass"),
         };

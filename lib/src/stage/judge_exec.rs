@@ -65,6 +65,7 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
         let worker = Worker {
             i,
             spool_dir: c.spool.clone(),
+            spool_id: spool.file_id(),
             judge: judge.clone(),
             languages: Arc::clone(&languages),
             pool: Arc::clone(&pool),
@@ -86,6 +87,11 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
     // Sandbox runs lost so far that the spool has counted.
     let mut lost_counted = 0;
     loop {
+        // Nothing judged now could be recorded: stop (a run in flight ends
+        // with the process); leased hands the jobs back.
+        if let Some(why) = spool.gone() {
+            return Err(crate::daemon::spool_gone(why));
+        }
         let lost = crate::sandbox::helper::RUNS_LOST.load(std::sync::atomic::Ordering::Relaxed);
         if lost > lost_counted && spool.bump(Counter::SandboxRunsLost, "", (lost - lost_counted) as i64).is_ok() {
             lost_counted = lost;
@@ -163,6 +169,8 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
 struct Worker {
     i: usize,
     spool_dir: PathBuf,
+    /// The spool's file: a worker never opens another.
+    spool_id: crate::spool::FileId,
     judge: Judge,
     /// The table as SIGHUP last loaded it.
     languages: Arc<RwLock<Languages>>,
@@ -174,7 +182,7 @@ struct Worker {
 
 impl Worker {
     fn run(self, rx: mpsc::Receiver<ClaimRow>) {
-        let mut spool = match Spool::open(&self.spool_dir) {
+        let mut spool = match Spool::open_as(&self.spool_dir, self.spool_id) {
             Ok(s) => s,
             Err(e) => return error!("worker {}: {e}", self.i),
         };

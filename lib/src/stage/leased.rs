@@ -31,8 +31,9 @@ use crate::lease;
 use crate::metrics;
 use crate::outcome::{self, Meaning};
 use crate::patience;
+use crate::protocol::AbortReason;
 use crate::signals::{Shutdown, Stops};
-use crate::spool::Spool;
+use crate::spool::{RunnerIdentity, Spool};
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
@@ -57,7 +58,17 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
         beats: 0,
         note_failed: false,
     };
+    // What the runner holds, as last read: kept here, so that a spool
+    // deleted under the runner can still be handed back.
+    let mut holding: Option<(RunnerIdentity, Vec<String>)> = None;
     loop {
+        if let Some(why) = spool.gone() {
+            error!("{why}");
+            if let Some((id, jobs)) = &holding {
+                hand_back(&hub, id, jobs);
+            }
+            return Err(daemon::spool_gone(why));
+        }
         if l.stops.count() >= 2 {
             info!("stopped at once");
             return Ok(ExitCode::Ok);
@@ -76,6 +87,7 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
             let interval = lease::interval(id.config.heartbeat_interval_sec);
             spool.drop_lost();
             let jobs = spool.held_jobs()?;
+            holding = Some((id.clone(), jobs.clone()));
             if let Some(since) = l.stopping_since {
                 if jobs.is_empty() || since.elapsed() > drain_deadline {
                     info!("stopped ({} job(s) still held)", jobs.len());
@@ -144,6 +156,22 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
         }
         if !l.serve(wait) {
             return Ok(ExitCode::Ok);
+        }
+    }
+}
+
+/// Hands every job in `jobs` back to the hub as `abort(drain)`, once each,
+/// straight from memory: the spool that would have kept the outcomes is
+/// gone. `drain` costs no attempt: the runner's trouble is not the job's.
+/// A job whose result already landed answers 409 or 404, and stays judged;
+/// one the hub does not hear about is judged again when its lease expires.
+fn hand_back(hub: &HubClient, id: &RunnerIdentity, jobs: &[String]) {
+    let body = outcome::abort_body(AbortReason::Drain);
+    for job in jobs {
+        let answer = hub.abort(&id.runner_id, &id.token, job, &body);
+        match outcome::classify(HubCall::Abort, &answer) {
+            Meaning::Settled => info!("job {job}: handed back as abort(drain)"),
+            _ => warn!("job {job}: handing it back: {}; its lease expires instead", answer.describe()),
         }
     }
 }

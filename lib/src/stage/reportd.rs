@@ -60,6 +60,11 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let mut said = false;
     let mut swept: Option<std::time::Instant> = None;
     loop {
+        // What is owed now lives in a spool nobody reads: leased hands the
+        // jobs back, or their leases expire; either way they are judged again.
+        if let Some(why) = r.spool.gone() {
+            return Err(daemon::spool_gone(why));
+        }
         if swept.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
             r.sweep();
             swept = Some(std::time::Instant::now());

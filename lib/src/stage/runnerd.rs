@@ -101,6 +101,11 @@ struct Supervisor {
     extended: Option<Instant>,
 }
 
+/// How long the stages of a runner whose spool is gone have to stop on
+/// their own (leased hands back what the runner holds) before they are
+/// killed.
+const GONE_GRACE: Duration = Duration::from_secs(15);
+
 impl Supervisor {
     fn new(cfg: &Config, shutdown: Shutdown) -> Result<Supervisor, Failure> {
         let c = &cfg.common;
@@ -127,7 +132,9 @@ impl Supervisor {
         let Shutdown { inbox, stops } = shutdown;
         control::listen(&c.spool, "runnerd", inbox.tx.clone())
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
-        let mut spool = Spool::open(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
+        // The one place a running runner makes its spool: its stages open
+        // this very file (OJ_SPOOL_ID), never a new one.
+        let mut spool = Spool::create(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
         spool.set_draining(false).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
         if let Some(addr) = &cfg.metrics_listen {
@@ -153,8 +160,10 @@ impl Supervisor {
                 last_exit: None,
             })
             .collect();
+        let mut env = stage_env(c);
+        env.push((crate::daemon::SPOOL_ID_ENV, spool.file_id().to_string()));
         Ok(Supervisor {
-            env: stage_env(c),
+            env,
             spool,
             libexec,
             stages,
@@ -173,6 +182,9 @@ impl Supervisor {
     fn run(&mut self) -> ExitCode {
         info!("starting {}", STAGES.join(", "));
         loop {
+            if let Some(why) = self.spool.gone() {
+                return self.spool_gone(&why);
+            }
             if let Some(code) = self.reap() {
                 return code;
             }
@@ -474,6 +486,31 @@ impl Supervisor {
                 let _ = c.wait();
             }
         }
+    }
+
+    /// The spool was deleted or replaced under the runner: no stage is
+    /// started again (it would find no spool, or another one), each is
+    /// given [`GONE_GRACE`] to stop on its own (leased first hands back the
+    /// jobs it keeps the leases of), and the runner exits 100.
+    fn spool_gone(&mut self, why: &str) -> ExitCode {
+        error!("{why}: stopping every stage, restarting none; exiting 100");
+        config::sd_notify("STOPPING=1");
+        for s in &mut self.stages {
+            s.next_start = None;
+        }
+        let end = Instant::now() + GONE_GRACE;
+        while Instant::now() < end && self.stages.iter().any(|s| s.child.is_some()) {
+            for s in &mut self.stages {
+                if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                    info!("{}: exited {}", s.name, st.code().unwrap_or(-1));
+                    s.child = None;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill_all();
+        error!("{why}: the runner stopped; start it again on a spool (a new one is made at start)");
+        ExitCode::Config
     }
 
     fn stop_now(&mut self, why: &str) -> ExitCode {
