@@ -99,10 +99,11 @@ lint:
 # Fuzzing (issue #23): each target of fuzz/ (cargo-fuzz, libFuzzer) for
 # FUZZ_SECS seconds, one after another, one process at a time. A target is
 # one line calling its function in crates/fuzzing, which `make test`
-# replays on every file of fuzz/corpus/<target>/ and fuzz/regressions/<target>/.
-# New inputs grow the corpus (`cargo fuzz cmin` keeps it small); a crasher
-# lands in fuzz/artifacts/<target>/: fix it, with a test, and keep it in
-# fuzz/regressions/<target>/.
+# replays on every file of fuzz/corpus/<target>/ and fuzz/regressions/<target>/
+# (kept small: the seeds, fuzz/seeds/make-seeds.py, and a few dozen inputs
+# of a run minimised by `cargo fuzz cmin`). New inputs go to
+# fuzz/work/<target>/ (not kept); a crasher lands in fuzz/artifacts/<target>/:
+# fix it, with a test, and keep it in fuzz/regressions/<target>/.
 #
 # On stable Rust (1.95 here; no nightly can be fetched) cargo-fuzz's
 # default build fails: AddressSanitizer needs -Zsanitizer, a nightly flag.
@@ -120,8 +121,8 @@ fuzz:
 	cd fuzz && $(CARGO) fuzz build $(FUZZ_FLAGS)
 	@cd fuzz && for t in $(FUZZ_TARGETS); do \
 		echo "make fuzz: $$t for $(FUZZ_SECS) s"; \
-		mkdir -p corpus/$$t regressions/$$t; \
-		TMPDIR=$${TMPDIR:-/dev/shm} $(CARGO) fuzz run $(FUZZ_FLAGS) $$t corpus/$$t regressions/$$t -- \
+		mkdir -p work/$$t corpus/$$t regressions/$$t; \
+		TMPDIR=$${TMPDIR:-/dev/shm} $(CARGO) fuzz run $(FUZZ_FLAGS) $$t work/$$t corpus/$$t regressions/$$t -- \
 			-max_total_time=$(FUZZ_SECS) -timeout=10 -jobs=1 -workers=1 -print_final_stats=1 || exit 1; \
 	done
 
