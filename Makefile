@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test soak lint bench bench-e2e install uninstall clean
+.PHONY: all build release deps demo test soak fuzz lint bench bench-e2e install uninstall clean
 
 all: build
 
@@ -95,6 +95,36 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items
+
+# Fuzzing (issue #23): each target of fuzz/ (cargo-fuzz, libFuzzer) for
+# FUZZ_SECS seconds, one after another, one process at a time. A target is
+# one line calling its function in crates/fuzzing, which `make test`
+# replays on every file of fuzz/corpus/<target>/ and fuzz/regressions/<target>/
+# (kept small: the seeds, fuzz/seeds/make-seeds.py, and a few dozen inputs
+# of a run minimised by `cargo fuzz cmin`). New inputs go to
+# fuzz/work/<target>/ (not kept); a crasher lands in fuzz/artifacts/<target>/:
+# fix it, with a test, and keep it in fuzz/regressions/<target>/.
+#
+# On stable Rust (1.95 here; no nightly can be fetched) cargo-fuzz's
+# default build fails: AddressSanitizer needs -Zsanitizer, a nightly flag.
+# `--sanitizer none` builds on stable as it is (libFuzzer's coverage,
+# debug assertions and overflow checks all on); ASan would find little
+# more in a crate without unsafe code of its own. -timeout: an input that
+# takes 10 s is a hang, reported as a crash; TMPDIR: the targets that
+# unpack or write files do it on tmpfs.
+FUZZ_SECS    ?= 60
+FUZZ_TARGETS ?= hub_register hub_next_job hub_answer testdata_zip checker duration hubd_request problem_add spool_rows
+FUZZ_FLAGS    = --sanitizer none
+
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz
+	cd fuzz && $(CARGO) fuzz build $(FUZZ_FLAGS)
+	@cd fuzz && for t in $(FUZZ_TARGETS); do \
+		echo "make fuzz: $$t for $(FUZZ_SECS) s"; \
+		mkdir -p work/$$t corpus/$$t regressions/$$t; \
+		TMPDIR=$${TMPDIR:-/dev/shm} $(CARGO) fuzz run $(FUZZ_FLAGS) $$t work/$$t corpus/$$t regressions/$$t -- \
+			-max_total_time=$(FUZZ_SECS) -timeout=10 -jobs=1 -workers=1 -print_final_stats=1 || exit 1; \
+	done
 
 # Where things go. runnerd and hubd are section-8 daemons: sbin. The stages
 # only runnerd starts go to LIBEXECDIR, where runnerd looks for them (its

@@ -574,11 +574,74 @@ async fn body_of(hub: &Hub, req: Request<Incoming>, large: bool) -> Result<Bytes
 
 /// The body as a JSON object, or the reply refusing it.
 async fn json_of(hub: &Hub, req: Request<Incoming>) -> Result<Value, Reply> {
-    let bytes = body_of(hub, req, false).await?;
-    match serde_json::from_slice::<Value>(&bytes) {
+    json_body(&body_of(hub, req, false).await?)
+}
+
+// ---- reading bodies ------------------------------------------------------------
+
+fn json_body(bytes: &[u8]) -> Result<Value, Reply> {
+    match serde_json::from_slice::<Value>(bytes) {
         Ok(v) if v.is_object() => Ok(v),
         _ => Err(Reply::error(400, "the body is not a JSON object")),
     }
+}
+
+/// A registration's token and name (at most 100 characters).
+fn registration_of(body: &Value) -> (&str, String) {
+    let given = body.get("registration_token").and_then(Value::as_str).unwrap_or("");
+    (given, body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(100).collect())
+}
+
+fn active_jobs_of(body: &Value) -> Result<Vec<String>, Reply> {
+    serde_json::from_value::<Vec<String>>(body.get("active_job_ids").cloned().unwrap_or(Value::Null))
+        .map_err(|_| Reply::error(400, "active_job_ids must be a list of job ids"))
+}
+
+fn reason_of(body: &Value) -> Result<AbortReason, Reply> {
+    body.get("reason")
+        .and_then(Value::as_str)
+        .and_then(AbortReason::parse)
+        .ok_or_else(|| Reply::error(400, "reason must be drain, prep_failed or rejected"))
+}
+
+fn events_of(mut body: Value) -> Result<Vec<Value>, Reply> {
+    let events = match body.get_mut("events").map(Value::take) {
+        Some(Value::Array(events)) => events,
+        _ => return Err(Reply::error(400, "events must be a list")),
+    };
+    if events.len() > MAX_EVENTS {
+        return Err(Reply::error(400, &format!("{} events in one batch (at most {MAX_EVENTS})", events.len())));
+    }
+    Ok(events)
+}
+
+fn text_of(body: &[u8]) -> Result<String, Reply> {
+    String::from_utf8(body.to_vec()).map_err(|_| Reply::error(400, "the body is not UTF-8"))
+}
+
+/// Reads a request as the server does before it asks its database anything:
+/// the endpoint `method` and `path` name, the `wait` and `token` of `query`,
+/// and `body` as that endpoint reads it (a `complete` body's content is
+/// [`crate::result::judge`]'s). `Err` is the status the server refuses it
+/// with. Public for the fuzz targets (`crates/fuzzing`), so that any
+/// request reaches the very functions [`serve`] uses, with no socket and
+/// no database.
+pub fn read_request(method: &str, path: &str, query: &str, body: &[u8]) -> Result<(), u16> {
+    let method = Method::from_bytes(method.as_bytes()).map_err(|_| 400u16)?;
+    let _ = query_param(query, "token");
+    let read = match endpoint(&method, path) {
+        Err(reply) => Err(reply),
+        Ok(Endpoint::Register) => json_body(body).map(|v| {
+            let _ = registration_of(&v);
+        }),
+        Ok(Endpoint::Heartbeat(_)) => json_body(body).and_then(|v| active_jobs_of(&v)).map(|_| ()),
+        Ok(Endpoint::NextJob(_)) => wait_of(query).map(|_| ()),
+        Ok(Endpoint::Complete(..)) => text_of(body).map(|_| ()),
+        Ok(Endpoint::Abort(..)) => json_body(body).and_then(|v| reason_of(&v)).map(|_| ()),
+        Ok(Endpoint::Events(..)) => json_body(body).and_then(events_of).map(|_| ()),
+        Ok(_) => Ok(()),
+    };
+    read.map_err(|r| r.code)
 }
 
 async fn register(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
@@ -586,10 +649,9 @@ async fn register(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
         Ok(v) => v,
         Err(reply) => return reply,
     };
-    let given = body.get("registration_token").and_then(Value::as_str).unwrap_or("");
+    let (given, name) = registration_of(&body);
     // Fail closed: no configured token means nobody may register.
     let ok = hub.cfg.registration_token.as_deref().is_some_and(|t| runners::same(t.as_bytes(), given.as_bytes()));
-    let name: String = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(100).collect();
     if !ok {
         log::warn!("registration of {name:?} refused: bad registration token");
         return Reply::error(401, "invalid registration token");
@@ -606,11 +668,10 @@ async fn register(hub: &Arc<Hub>, req: Request<Incoming>) -> Reply {
 }
 
 async fn heartbeat(hub: &Arc<Hub>, req: Request<Incoming>, rn: String) -> Reply {
-    let ids = match json_of(hub, req).await {
-        Ok(v) => serde_json::from_value::<Vec<String>>(v.get("active_job_ids").cloned().unwrap_or(Value::Null)),
+    let ids = match json_of(hub, req).await.and_then(|v| active_jobs_of(&v)) {
+        Ok(ids) => ids,
         Err(reply) => return reply,
     };
-    let Ok(ids) = ids else { return Reply::error(400, "active_job_ids must be a list of job ids") };
     let policy = hub.cfg.policy;
     let listed = ids.len();
     let r = rn.clone();
@@ -767,7 +828,10 @@ async fn complete(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String
         Ok(b) => b,
         Err(reply) => return reply,
     };
-    let Ok(body) = String::from_utf8(body.to_vec()) else { return Reply::error(400, "the body is not UTF-8") };
+    let body = match text_of(&body) {
+        Ok(body) => body,
+        Err(reply) => return reply,
+    };
     match hub.store.write(Lane::Urgent, move |tx| queue::complete(tx, &rn, &jb, &body).map(Write::Keep)).await {
         Ok(queue::Landing::Rejected(why)) => Reply::error(400, &why),
         Ok(landing) => {
@@ -781,12 +845,9 @@ async fn complete(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String
 }
 
 async fn abort(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String) -> Reply {
-    let reason = match json_of(hub, req).await {
-        Ok(v) => v.get("reason").and_then(Value::as_str).and_then(AbortReason::parse),
+    let reason = match json_of(hub, req).await.and_then(|v| reason_of(&v)) {
+        Ok(reason) => reason,
         Err(reply) => return reply,
-    };
-    let Some(reason) = reason else {
-        return Reply::error(400, "reason must be drain, prep_failed or rejected");
     };
     let policy = hub.cfg.policy;
     match hub.store.write(Lane::Urgent, move |tx| queue::abort(tx, &rn, &jb, reason, &policy).map(Write::Keep)).await {
@@ -803,16 +864,10 @@ async fn abort(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String) -
 }
 
 async fn events(hub: &Arc<Hub>, req: Request<Incoming>, rn: String, jb: String) -> Reply {
-    let events = match json_of(hub, req).await {
-        Ok(mut v) => match v.get_mut("events").map(Value::take) {
-            Some(Value::Array(events)) => events,
-            _ => return Reply::error(400, "events must be a list"),
-        },
+    let events = match json_of(hub, req).await.and_then(events_of) {
+        Ok(events) => events,
         Err(reply) => return reply,
     };
-    if events.len() > MAX_EVENTS {
-        return Reply::error(400, &format!("{} events in one batch (at most {MAX_EVENTS})", events.len()));
-    }
     match hub.store.write(Lane::Urgent, move |tx| queue::add_events(tx, &rn, &jb, &events).map(Write::Keep)).await {
         Ok(true) => Reply::empty(204),
         Ok(false) => Reply::error(404, "no such job held by this runner"),

@@ -247,7 +247,8 @@ pub fn check_tasks(tasks: &[Task]) -> Result<(), BadProblem> {
     if tasks.len() > MAX_TASKS {
         return bad(format!("{} tasks (at most {MAX_TASKS})", tasks.len()));
     }
-    let sum: i64 = tasks.iter().map(|t| t.task_score).sum();
+    // Summed wide: at most MAX_TASKS scores of any i64 cannot overflow it.
+    let sum: i128 = tasks.iter().map(|t| i128::from(t.task_score)).sum();
     if sum != 100 {
         return bad(format!("task scores sum to {sum}, not 100"));
     }
@@ -567,6 +568,15 @@ mod tests {
         assert_eq!(Job::id_of(&bad).as_deref(), Some("jb_1"));
         assert!(Job::parse("{not json").is_err());
         assert!(Job::parse(&JOB.replace("\"tasks\"", "\"tusks\"")).is_err());
+    }
+
+    // See: issue 23, fuzz/regressions/hub_next_job (scores past i64 once
+    // overflowed their sum, a panic in a debug build).
+    #[test]
+    fn scores_whose_sum_overflows_an_i64_are_refused() {
+        let bad = JOB.replace("\"60\"", &i64::MAX.to_string());
+        let e = Job::parse(&bad).unwrap_err();
+        assert!(e.0.contains(&format!("sum to {}", i128::from(i64::MAX) + 40)), "{e}");
     }
 
     #[test]
