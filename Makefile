@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test soak fuzz lint bench bench-e2e install uninstall clean
+.PHONY: all build release deps demo test test-cgroup2 soak fuzz lint bench bench-e2e install uninstall clean
 
 all: build
 
@@ -71,6 +71,17 @@ test: deps build
 	CARGO="$(CARGO)" tests/run-suites 2>&1 | tee target/test.log; rc=$$?; \
 	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
 	exit $$rc
+
+# tests/cgroup2.rs in a qemu guest that boots Debian's kernel on cgroup v2
+# (tests/cgroup2/run-in-guest installs qemu, the kernel and virtme-ng when
+# missing): the runner in a cgroup shaped as systemd delegates a service's.
+# At most OJ_GUEST_TIMEOUT seconds (1200), the guest's boot included.
+test-cgroup2: deps build
+	@set -o pipefail; \
+	exe=$$($(CARGO) test --test cgroup2 --no-run 2>&1 | grep -o 'target/debug/deps/cgroup2-[0-9a-f]*' | head -1); \
+	[ -n "$$exe" ] || { echo "make test-cgroup2: no test binary for tests/cgroup2.rs" >&2; exit 1; }; \
+	OJ_SLOT_LOCK_DIR=/run/ojrunner-test-locks tests/cgroup2/run-in-guest -- "$$exe" --test-threads=1 2>&1 | \
+		tee target/test-cgroup2.log
 
 # A longer chaos run than make test's minute: SOAK_SECS of blows.
 SOAK_SECS ?= 600

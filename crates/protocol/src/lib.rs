@@ -223,22 +223,20 @@ const MAX_TASKS: usize = 100;
 #[error("{0}")]
 pub struct BadProblem(pub String);
 
-/// The one rule for a problem's tasks, the runner's and the hub's: what
-/// Normal-OJ's `Meta` checks (at least one task, scores summing to 100)
-/// and limits a sandbox can honour.
 /// How far into a body [`Job::scan_id`] looks for a job id.
 pub const SCAN_BYTES: usize = 64 * 1024;
 
-/// The longest id a runner carries (ids are short: `jb_` and a ULID).
-pub const MAX_ID_BYTES: usize = 256;
-
-/// Whether `id` can be an id of PROTOCOL.md's (opaque, but printable):
-/// 1 to [`MAX_ID_BYTES`] bytes of printable ASCII, no white space, no
-/// quote or backslash (a JSON escape is not read by a lenient scan).
+/// Whether `id` can be an id of PROTOCOL.md's as a lenient scan reads it
+/// (opaque, but printable): 1 to [`MAX_ID_BYTES`] bytes of printable ASCII,
+/// no white space, no quote or backslash (a JSON escape is not read by a
+/// lenient scan).
 pub fn plausible_id(id: &str) -> bool {
     (1..=MAX_ID_BYTES).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
 }
 
+/// The one rule for a problem's tasks, the runner's and the hub's: what
+/// Normal-OJ's `Meta` checks (at least one task, scores summing to 100)
+/// and limits a sandbox can honour.
 pub fn check_tasks(tasks: &[Task]) -> Result<(), BadProblem> {
     let bad = |m: String| Err(BadProblem(m));
     if tasks.is_empty() {
