@@ -310,7 +310,7 @@ pub fn spool_rows(data: &[u8]) {
     static SPOOL: OnceLock<Mutex<(Spool, rusqlite::Connection)>> = OnceLock::new();
     let spool = SPOOL.get_or_init(|| {
         let dir = scratch();
-        let spool = Spool::open(&dir).expect("a spool");
+        let spool = Spool::create(&dir).expect("a spool");
         let raw = rusqlite::Connection::open(dir.join("spool.db")).expect("the spool's database");
         raw.busy_timeout(std::time::Duration::from_secs(10)).expect("busy_timeout");
         Mutex::new((spool, raw))
