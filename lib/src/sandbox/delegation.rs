@@ -85,7 +85,10 @@ pub enum Refused {
          them (Delegate=yes in a systemd unit; a container: enable them in its cgroup's parent)"
     )]
     Controllers { cgroup: String, offered: String },
-    #[error("cgroup v2: {what} {path}: {why}")]
+    #[error(
+        "cgroup v2: {what} {path}: {why} (the runner needs the cgroup it was started in to be its own: \
+         Delegate=yes in a systemd unit; in a container, a cgroup namespace with /sys/fs/cgroup writable)"
+    )]
     Io { what: &'static str, path: PathBuf, why: String },
 }
 
@@ -245,6 +248,9 @@ mod tests {
         fs::write(own.join("cgroup.controllers"), "cpu io\n").unwrap();
         let e = prepare(&dir, &delegated("/mine")).unwrap_err();
         assert!(matches!(e, Refused::Controllers { .. }) && e.to_string().contains("memory, pids and cpu"), "{e}");
+        // One it cannot read or write: the setting named too.
+        let e = prepare(&dir, &delegated("/gone")).unwrap_err();
+        assert!(matches!(e, Refused::Io { .. }) && e.to_string().contains("Delegate=yes"), "{e}");
         let _ = fs::remove_dir_all(&dir);
     }
 }
