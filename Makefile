@@ -78,7 +78,7 @@ test: deps build
 # At most OJ_GUEST_TIMEOUT seconds (1200), the guest's boot included.
 test-cgroup2: deps build
 	@set -o pipefail; \
-	exe=$$($(CARGO) test --test cgroup2 --no-run 2>&1 | grep -o 'target/debug/deps/cgroup2-[0-9a-f]*' | head -1); \
+	exe=$$($(CARGO) test --test cgroup2 --no-run 2>&1 | sed -n 's/.*(\(.*cgroup2-[0-9a-f]*\)).*/\1/p' | head -1); \
 	[ -n "$$exe" ] || { echo "make test-cgroup2: no test binary for tests/cgroup2.rs" >&2; exit 1; }; \
 	OJ_SLOT_LOCK_DIR=/run/ojrunner-test-locks tests/cgroup2/run-in-guest -- "$$exe" --test-threads=1 2>&1 | \
 		tee target/test-cgroup2.log

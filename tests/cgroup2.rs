@@ -94,6 +94,16 @@ fn in_cgroup(unit: &Path, program: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// `runnerd` (one worker) against `hub`, started in the cgroup `unit`.
+fn runnerd_in(unit: &Path, hub: &Hub, spool: &Path) -> Proc {
+    let mut cmd = in_cgroup(unit, &bin("runnerd"), &[]);
+    cmd.envs(runner_env(hub, spool)).env("OJ_WORKERS", "1");
+    if quiet() {
+        cmd.stderr(Stdio::null());
+    }
+    Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() }
+}
+
 /// The cgroup a process is in (the `0::` line).
 fn cgroup_of(pid: u32) -> String {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
@@ -203,12 +213,7 @@ fn a_runner_in_a_delegated_service_judges_and_drains_inside_it() {
     let unit = service_cgroup("ojrunner-test-runnerd.service", true);
     let before = cgroups_outside(&[&unit, &Path::new(CG).join("ojrunner")]);
     let spool = dir.path().join("spool");
-    let mut cmd = in_cgroup(&unit, &bin("runnerd"), &[]);
-    cmd.envs(runner_env(&hub, &spool)).env("OJ_WORKERS", "1");
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    let mut runner = Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() };
+    let mut runner = runnerd_in(&unit, &hub, &spool);
     let done = wait_for("the submission to be judged", PATIENCE, || {
         hub.status().into_iter().find(|s| s["submission_id"] == sub.as_str() && s["state"] == "done")
     });
@@ -231,12 +236,7 @@ fn a_runner_in_a_delegated_service_judges_and_drains_inside_it() {
     let slow = write_file(dir.path(), "slow.c", "#include <unistd.h>\nint main(void) { sleep(4); return 0; }\n");
     let sub = hub.submit(2, "c11", &slow);
     let unit = service_cgroup("ojrunner-test-runnerd.service", true);
-    let mut cmd = in_cgroup(&unit, &bin("runnerd"), &[]);
-    cmd.envs(runner_env(&hub, &spool)).env("OJ_WORKERS", "1");
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    let mut runner = Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() };
+    let mut runner = runnerd_in(&unit, &hub, &spool);
     wait_for("the slow program to run in a group of the unit's", PATIENCE, || {
         std::fs::read_dir(&unit).ok()?.flatten().find(|e| {
             e.file_name().to_string_lossy().starts_with("helper-")
@@ -253,12 +253,7 @@ fn a_runner_in_a_delegated_service_judges_and_drains_inside_it() {
         all.trim().is_empty().then_some(())
     });
     let unit = service_cgroup("ojrunner-test-runnerd.service", true);
-    let mut cmd = in_cgroup(&unit, &bin("runnerd"), &[]);
-    cmd.envs(runner_env(&hub, &spool)).env("OJ_WORKERS", "1");
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    let mut runner = Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() };
+    let mut runner = runnerd_in(&unit, &hub, &spool);
     let done = wait_for("the killed job to be judged", PATIENCE, || {
         hub.status().into_iter().find(|s| s["submission_id"] == sub.as_str() && s["state"] == "done")
     });
