@@ -225,6 +225,81 @@ fn heartbeats_keep_listed_leases_alive() {
     assert_eq!(a.complete(&kept, &result(["AC", "AC"])), 204);
 }
 
+/// Beats as `a` listing `listed` (and as `b` listing nothing) every 300 ms
+/// while `b` asks for work; the job `b` gets once a lease lapses.
+fn beat_until_b_reclaims(a: &HandRunner, listed: &[&str], b: &HandRunner) -> Value {
+    wait_for("a lapsed lease to be reclaimed", LIMIT, || {
+        assert_eq!(a.heartbeat(listed), 204);
+        assert_eq!(b.heartbeat(&[]), 204);
+        let got = b.next_job(0).1;
+        if got.is_none() {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        got
+    })
+}
+
+#[test]
+fn a_handout_its_live_runner_never_listed_was_lost_and_costs_no_attempt() {
+    // A holder alive and beating, whose lists never named the job half a
+    // lease after it was handed out, never got it: its lapse is refunded.
+    let (_dir, hub, subs) = hub_with_submissions("hubd-lost", 1);
+    let (a, b) = (runner(&hub), runner(&hub));
+    let jb = id(&a.claim(LIMIT)).to_string(); // "lost": A acts as if it never came
+    assert_eq!(id(&beat_until_b_reclaims(&a, &[], &b)), jb);
+    let s = hub.submission(&subs[0]);
+    assert_eq!(
+        (s["attempts"].as_i64(), s["handouts"].as_i64(), s["lost"].as_i64()),
+        (Some(1), Some(2), Some(1)),
+        "{s}"
+    );
+    assert_eq!(a.complete(&jb, &result(["AC", "AC"])), 409, "a lost handout's holder no longer holds it");
+
+    // A job its holder owned (listed once), then dropped, lapses as ever.
+    assert_eq!(b.heartbeat(&[&jb]), 204);
+    assert_eq!(id(&beat_until_b_reclaims(&b, &[], &runner(&hub))), jb);
+    let s = hub.submission(&subs[0]);
+    assert_eq!((s["attempts"].as_i64(), s["lost"].as_i64()), (Some(2), Some(1)), "{s}");
+}
+
+#[test]
+fn a_dead_holders_lapse_counts_and_lost_handouts_are_refunded_only_up_to_the_attempt_limit() {
+    // A payload that kills every claimd before it records would be "lost"
+    // for ever: after max_attempts refunds (here 1), lapses count again.
+    let dir = TempDir::new("hubd-lost-cap");
+    let hub = Hub::start(dir.path(), &["--max-attempts", "1"]);
+    hub.add_problem(1, &problem_dir(dir.path(), "a"));
+    let src = write_file(dir.path(), "main.py", "print(input())\n");
+    let sub = hub.submit(1, "python3", &src);
+    let (a, b) = (runner(&hub), runner(&hub));
+    let jb = id(&a.claim(LIMIT)).to_string();
+    assert_eq!(id(&beat_until_b_reclaims(&a, &[], &b)), jb, "the first loss is refunded");
+    let s = hub.submission(&sub);
+    assert_eq!((s["attempts"].as_i64(), s["lost"].as_i64(), s["state"].as_str()), (Some(1), Some(1), Some("leased")));
+    // B "loses" it too, while beating: no refund left, the job ends as JE.
+    let s = wait_for("the job to end as JE", LIMIT, || {
+        assert_eq!(b.heartbeat(&[]), 204);
+        assert_eq!(a.next_job(0).0, 204);
+        let s = hub.submission(&sub);
+        (s["state"] == "done").then_some(s)
+    });
+    assert_eq!((s["verdict"].as_str(), s["attempts"].as_i64(), s["lost"].as_i64()), (Some("JE"), Some(1), Some(1)));
+
+    // A holder that never beats proves nothing: its lapse is an attempt.
+    let sub = hub.submit(1, "python3", &src);
+    let jb = id(&a.claim(LIMIT)).to_string();
+    let s = wait_for("the silent holder's job to end as JE", LIMIT, || {
+        assert_eq!(b.heartbeat(&[]), 204);
+        assert_eq!(b.next_job(0).0, 204);
+        let s = hub.submission(&sub);
+        (s["state"] == "done").then_some(s)
+    });
+    assert_eq!(
+        (s["job_id"].as_str(), s["verdict"].as_str(), s["lost"].as_i64()),
+        (Some(jb.as_str()), Some("JE"), Some(0))
+    );
+}
+
 #[test]
 fn abort_drain_refunds_the_attempt_and_counted_aborts_reach_je() {
     let (_dir, hub, subs) = hub_with_submissions("hubd-abort", 1);

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The steps from one schema version to the next: `MIGRATIONS[v]` takes
 /// version `v` to `v + 1`.
@@ -102,6 +102,14 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE faults ADD COLUMN content_type TEXT;
      ALTER TABLE faults ADD COLUMN cut_after INTEGER;
      ALTER TABLE faults ADD COLUMN hang_ms INTEGER;",
+    // v5: lost handouts. When a job was last handed out, whether its holder
+    // has owned it since (listed it in a heartbeat, sent its events), how
+    // many of its handouts never reached a runner; when each runner last
+    // sent its list of held jobs.
+    "ALTER TABLE jobs ADD COLUMN leased_at INTEGER;
+     ALTER TABLE jobs ADD COLUMN owned INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE runners ADD COLUMN last_beat INTEGER;",
 ];
 
 /// Opens (creating if need be) and migrates the database at `path`. Any

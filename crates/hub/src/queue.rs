@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Every claim or reclaim adds an attempt; `abort(drain)` refunds it, the
-//! other reasons keep it; at the limit the job ends as JE. Expiry is the only
+//! other reasons keep it; at the limit the job ends as JE. A handout that
+//! never reached its runner (see [`LOST`]) is refunded when its lease lapses.
+//! Expiry is the only
 //! orphan test, and it is made when someone asks for work (there is no
 //! background sweeper to die). A job that is no longer its submission's
 //! current job (a rejudge superseded it) is never handed out again, and its
@@ -97,26 +99,39 @@ pub struct Scan {
 /// the oldest reclaimable orphan, or else the oldest pending current job.
 pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result<Scan> {
     let now = db::now_ms();
-    let orphans: Vec<(String, i64, bool)> = tx
-        .prepare_cached(
-            "SELECT j.id, j.attempts, s.current_job IS j.id FROM jobs j JOIN submissions s ON s.id = j.submission_id
-             WHERE j.state = 'leased' AND j.deadline < ?1 ORDER BY j.deadline",
-        )?
-        .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+    let orphans: Vec<(String, i64, bool, bool)> = tx
+        .prepare_cached(&format!(
+            "SELECT j.id, j.attempts, s.current_job IS j.id, {LOST}
+             FROM jobs j JOIN submissions s ON s.id = j.submission_id LEFT JOIN runners r ON r.id = j.leased_by
+             WHERE j.state = 'leased' AND j.deadline < ?1 ORDER BY j.deadline"
+        ))?
+        .query_map(params![now, policy.lease_ttl_ms / 2, policy.max_attempts], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
         .collect::<Result<_, _>>()?;
     let mut scan = Scan::default();
     let mut pick = None;
     // Each lapse dealt with here counts; the rest wait for the next asks.
-    for (id, attempts, current) in orphans {
+    for (id, attempts, current, lost) in orphans {
+        if lost {
+            // The handout that lapsed never reached its runner: not an attempt.
+            tx.execute("UPDATE jobs SET attempts = attempts - 1, lost = lost + 1 WHERE id = ?1", [&id])?;
+        }
+        let attempts = attempts - i64::from(lost);
         if !current {
             tx.execute("UPDATE jobs SET state = 'superseded', leased_by = NULL WHERE id = ?1", [&id])?;
         } else if attempts >= policy.max_attempts {
             finalise_je(tx, &id, attempts)?;
             scan.finalised += 1;
         } else if pick.is_none() {
-            log::info!("job {id}: lease expired, reclaimed by {runner}");
+            let how = if lost { "its handout never reached the runner, attempt refunded" } else { "lease expired" };
+            log::info!("job {id}: {how}, reclaimed by {runner}");
             pick = Some(id);
         } else {
+            if lost {
+                // Refunded once: the lapse is this handout's, whoever reclaims it.
+                tx.execute("UPDATE jobs SET owned = 1 WHERE id = ?1", [&id])?;
+            }
             continue;
         }
         scan.lapsed += 1;
@@ -134,8 +149,9 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
         return Ok(scan);
     };
     tx.execute(
-        "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1, handouts = handouts + 1 WHERE id = ?1",
-        params![job_id, runner, now.saturating_add(policy.lease_ttl_ms)],
+        "UPDATE jobs SET state = 'leased', leased_by = ?2, deadline = ?3, attempts = attempts + 1,
+                         handouts = handouts + 1, leased_at = ?4, owned = 0 WHERE id = ?1",
+        params![job_id, runner, now.saturating_add(policy.lease_ttl_ms), now],
     )?;
     scan.claim = Some(tx.query_row(
         "SELECT j.id, s.id, s.problem_id, s.language, j.attempts, COALESCE(p.meta, '{\"tasks\": []}'), j.raw_payload
@@ -179,15 +195,34 @@ pub fn payload(claim: &Claim, base_url: &str) -> String {
     .to_string()
 }
 
+/// Whether a lapsed lease was a lost handout, as SQL over `jobs j` and the
+/// holder `runners r` (?2: the grace, half a lease; ?3: the cap).
+///
+/// A runner's heartbeat lists every job it holds, from the moment it
+/// records the claim until its outcome lands. So when the holder, alive
+/// and beating, sent its list at least half a lease after the handout and
+/// never once named the job (nor sent its events), the answer that carried
+/// the job was lost on the way: a cut connection, a partition during a long
+/// poll, a claimd killed mid-read. Such a lapse is the network's, not the
+/// job's, and is not an attempt. A holder that stopped beating (a runner
+/// that died, perhaps of this job) gives no such proof: its lapse counts.
+/// At most `max_attempts` handouts of a job are refunded so, so that a
+/// payload that kills every claimd before it records still ends as JE.
+/// The grace is where a mistake is cheap: a job taken for lost is only
+/// judged again, and the first holder's late result is refused (409).
+const LOST: &str = "j.owned = 0 AND j.lost < ?3 AND j.leased_at IS NOT NULL
+                    AND r.last_beat IS NOT NULL AND r.last_beat > j.leased_at + ?2";
+
 /// `heartbeat`: renews each listed job this runner holds (an unlisted job
-/// is left to expire: its worker is gone). Returns how many were renewed.
+/// is left to expire: its worker is gone, or it never came) and marks it
+/// owned. Returns how many were renewed.
 pub fn heartbeat(tx: &Connection, runner: &str, job_ids: &[String], policy: &Policy) -> rusqlite::Result<usize> {
     let now = db::now_ms();
-    tx.execute("UPDATE runners SET last_seen = ?2 WHERE id = ?1", params![runner, now])?;
+    tx.execute("UPDATE runners SET last_seen = ?2, last_beat = ?2 WHERE id = ?1", params![runner, now])?;
     let mut renewed = 0;
     for id in job_ids {
         renewed += tx.execute(
-            "UPDATE jobs SET deadline = ?3 WHERE id = ?1 AND state = 'leased' AND leased_by = ?2",
+            "UPDATE jobs SET deadline = ?3, owned = 1 WHERE id = ?1 AND state = 'leased' AND leased_by = ?2",
             params![id, runner, now.saturating_add(policy.lease_ttl_ms)],
         )?;
     }
@@ -371,6 +406,7 @@ pub fn add_events(tx: &Connection, runner: &str, job_id: &str, events: &[serde_j
     let held = matches!(holder(tx, job_id)?, Some(h) if h.state == "leased" && h.leased_by.as_deref() == Some(runner));
     if held {
         let now = db::now_ms();
+        tx.execute("UPDATE jobs SET owned = 1 WHERE id = ?1", [job_id])?;
         let mut insert = tx.prepare_cached("INSERT INTO events (job_id, body, at) VALUES (?1, ?2, ?3)")?;
         for e in events {
             insert.execute(params![job_id, e.to_string(), now])?;

@@ -15,7 +15,7 @@ pub fn submissions(conn: &Connection) -> rusqlite::Result<Vec<Value>> {
         .prepare(
             "SELECT s.id, s.problem_id, s.language, s.current_job, j.state, j.attempts, j.verdict, j.score,
                     j.result, CASE j.state WHEN 'leased' THEN j.leased_by END, j.handouts,
-                    CASE j.state WHEN 'leased' THEN j.deadline END
+                    CASE j.state WHEN 'leased' THEN j.deadline END, j.lost
              FROM submissions s LEFT JOIN jobs j ON j.id = s.current_job ORDER BY s.seq",
         )?
         .query_map([], |r| {
@@ -32,6 +32,7 @@ pub fn submissions(conn: &Connection) -> rusqlite::Result<Vec<Value>> {
                 "leased_by": r.get::<_, Option<String>>(9)?,
                 "handouts": r.get::<_, Option<i64>>(10)?.unwrap_or(0),
                 "lease_left_ms": r.get::<_, Option<i64>>(11)?.map(|d| d - super::db::now_ms()),
+                "lost": r.get::<_, Option<i64>>(12)?.unwrap_or(0),
             }))
         })?
         .collect::<Result<_, _>>()?;
