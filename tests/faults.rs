@@ -488,6 +488,31 @@ fn i23_4_a_token_no_header_can_carry_is_a_refused_registration_and_never_logged(
     assert_eq!(s["handouts"], 0, "nothing claimed with an identity no call can use: {s}");
 }
 
+#[test]
+fn i23_4_a_spool_whose_stored_token_no_header_can_carry_registers_again() {
+    // A spool written before registrations were checked may hold such a
+    // token: no call could carry it, so the runner forgets it and registers.
+    let (dir, hub) = hub_with_problems("f-token-stored");
+    let spool = dir.path().join("spool");
+    let runner = start_runner(&hub, &spool, &[]);
+    hub.wait_for_a_poll();
+    drain(runner);
+    let old = spool_runner_id(&spool).expect("registered");
+    let db = rusqlite::Connection::open(spool.join("spool.db")).unwrap();
+    db.execute("UPDATE identity SET token = 'rk_old\r\nX-Injected: 1'", []).unwrap();
+    drop(db);
+    let log = dir.path().join("runner.log");
+    let runner = start_runner_logged(&hub, &spool, &[], &log);
+    let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
+    let s = hub.wait_all_judged(Duration::from_secs(60));
+    assert_eq!(s.iter().find(|s| s["submission_id"] == sub.as_str()).unwrap()["verdict"], "AC");
+    assert_ne!(spool_runner_id(&spool).as_deref(), Some(old.as_str()), "a new identity");
+    let text = log_text(&log);
+    assert!(text.contains(&format!("the spool's identity {old} is unusable")), "{text}");
+    assert!(!text.contains("rk_old"), "no token in the log: {text}");
+    drain(runner);
+}
+
 // ---- issue 23, 6. a next-job body no parser reads, handed back at once ------
 
 /// Three bodies that name a job and that no parser reads: a byte that is not

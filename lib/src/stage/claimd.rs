@@ -127,8 +127,19 @@ impl Claimd {
     /// if told to stop while registering.
     fn identity(&mut self) -> Result<Option<RunnerIdentity>, Failure> {
         if let Some(id) = self.spool.identity()? {
-            self.registered = true;
-            return Ok(Some(id));
+            match crate::protocol::check_token(&id.token) {
+                Ok(()) => {
+                    self.registered = true;
+                    return Ok(Some(id));
+                }
+                // Recorded by a build that did not check registrations: no
+                // call could ever carry it, so nothing was claimed with it.
+                Err(e) if !self.registered => {
+                    warn!("the spool's identity {} is unusable ({e}): forgotten, registering again", id.runner_id);
+                    self.spool.forget_identity(&id.runner_id)?;
+                }
+                Err(e) => return Err(Failure(ExitCode::Failure, format!("the runner's identity is unusable ({e})"))),
+            }
         }
         // Forgotten while this claimd ran: leased was refused (two 401s)
         // and the runner stops; registering again here would leave a new
