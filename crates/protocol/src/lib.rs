@@ -494,13 +494,18 @@ pub fn envelope(data: serde_json::Value) -> serde_json::Value {
 }
 
 /// An integer that may arrive as a number or a numeric string.
+/// 2^63: the first float past i64's range (and -2^63 its least value).
+const I64_EDGE: f64 = 9_223_372_036_854_775_808.0;
+
 fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     use serde::de::Error;
     match serde_json::Value::deserialize(d)? {
+        // A whole float (`3.0`, as Python may write it) is taken only in
+        // range: `as` would saturate 1e300 to i64::MAX without a word.
         serde_json::Value::Number(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-            .ok_or_else(|| D::Error::custom(format!("{n} is not an integer"))),
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (-I64_EDGE..I64_EDGE).contains(f)).map(|f| f as i64))
+            .ok_or_else(|| D::Error::custom(format!("{n} is not an integer in range"))),
         serde_json::Value::String(s) => {
             s.trim().parse().map_err(|_| D::Error::custom(format!("{s:?} is not an integer")))
         }
@@ -575,6 +580,17 @@ mod tests {
         let bad = JOB.replace("\"60\"", &i64::MAX.to_string());
         let e = Job::parse(&bad).unwrap_err();
         assert!(e.0.contains(&format!("sum to {}", i128::from(i64::MAX) + 40)), "{e}");
+    }
+
+    #[test]
+    fn a_whole_float_is_an_integer_only_in_range() {
+        let with = |id: &str| Job::parse(&JOB.replace("\"42\"", id));
+        assert_eq!(with("42.0").unwrap().problem_id, 42);
+        assert_eq!(with("-9.223372036854775808e18").unwrap().problem_id, i64::MIN);
+        for bad in ["1e300", "9.223372036854775808e18", "18446744073709551615", "-1e19", "4.5"] {
+            let e = with(bad).unwrap_err();
+            assert!(e.0.contains("not an integer"), "{bad}: {e}");
+        }
     }
 
     #[test]
