@@ -18,6 +18,8 @@
 //! 4. Accuracy: memory of a program touching N MiB, CPU time of a 0.5 s
 //!    spin, the kill of a busy loop under a 1 s limit and of a sleeper at its
 //!    wall limit.
+//! 5. Pinning: the spread of the CPU time of a fixed piece of work while
+//!    another slot is busy, each slot on its core and not.
 //!
 //! Every target is printed with PASS or MISS. The exit status is 0 unless the
 //! bench itself failed (a benchmark reports; it does not gate).
@@ -73,6 +75,21 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// A fixed piece of work, `argv[1]` rounds of arithmetic over a 256 KiB
+/// table (in a core's own cache, or not, as the neighbours allow): its CPU
+/// time is what varies with where it runs.
+const WORK: &str = r#"
+#include <stdlib.h>
+static unsigned table[1 << 16];
+int main(int argc, char **argv) {
+    long rounds = atol(argv[1]);
+    unsigned x = 1;
+    for (long r = 0; r < rounds; r++)
+        for (unsigned i = 0; i < (1 << 16); i += 16) { x = x * 1103515245u + table[(i + x) & 0xffff]; table[i] = x; }
+    return x == 42;
+}
+"#;
+
 const BUSY: &str = "int main(void) { volatile unsigned long x = 0; for (;;) x++; }\n";
 const SLEEPER: &str = "#include <unistd.h>\nint main(void) { sleep(30); return 0; }\n";
 const APLUSB: &str =
@@ -91,7 +108,9 @@ fn bench() -> Result<(), String> {
     let dir = work.path().join("bin");
     std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
     set_mode(&dir, 0o755);
-    for (name, src) in [("trivial", TRIVIAL), ("touch", TOUCH), ("spin", SPIN), ("busy", BUSY), ("sleeper", SLEEPER)] {
+    for (name, src) in
+        [("trivial", TRIVIAL), ("touch", TOUCH), ("spin", SPIN), ("work", WORK), ("busy", BUSY), ("sleeper", SLEEPER)]
+    {
         compile_static(&dir, name, src)?;
     }
     let mech = sandbox::probe_mechanisms();
@@ -305,6 +324,7 @@ fn bench() -> Result<(), String> {
         u.fired == Some(Fired::Wall) && u.wall <= Duration::from_millis(1050),
     );
     drop(ballast);
+    pinning(&dir)?;
     println!();
     println!("{} target(s) missed", rep.misses);
     ojrunner::sandbox::helper::shutdown();
@@ -353,6 +373,55 @@ fn cost_per_step(dir: &Path, n: usize) -> Result<(), String> {
 
 /*** The runs ***/
 
+/// Part 5, pinning (`sandbox::cores`): the CPU time of a fixed piece of
+/// work (about 0.5 s), 50 runs with each slot on its core and 50 without,
+/// in alternating blocks of 10, while the next slot runs busy loops all
+/// along; the spread, (max - min) / median, of each. Reports; no target.
+fn pinning(dir: &Path) -> Result<(), String> {
+    let run = |slot: usize, program: &str, args: &[String], cpu: Duration| {
+        sandboxed_run_in(slot, dir, program, args, limits(cpu, 64 << 20))
+    };
+    let probe = run(SLOT, "./work", &["200".into()], Duration::from_secs(10))?;
+    let rounds = (200.0 * 500.0 / ms(probe.cpu).max(1.0)).round() as u64;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let neighbour = {
+        let (stop, dir) = (stop.clone(), dir.to_path_buf());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = sandboxed_run_in(SLOT + 1, &dir, "./busy", &[], limits(Duration::from_millis(300), 64 << 20));
+            }
+        })
+    };
+    let (mut pinned, mut loose) = (Vec::new(), Vec::new());
+    for block in 0..10 {
+        let on = block % 2 == 1;
+        sandbox::cores::set_pinned(on);
+        for _ in 0..10 {
+            let u = run(SLOT, "./work", &[rounds.to_string()], Duration::from_secs(10))?;
+            if on { &mut pinned } else { &mut loose }.push(ms(u.cpu));
+        }
+    }
+    sandbox::cores::set_pinned(true);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = neighbour.join();
+    let spread = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let median = v[v.len() / 2];
+        (v[0], median, v[v.len() - 1], (v[v.len() - 1] - v[0]) / median)
+    };
+    let (lo, med, hi, sp) = spread(&mut loose);
+    let (plo, pmed, phi, psp) = spread(&mut pinned);
+    println!();
+    println!(
+        "pinning: the CPU time of a fixed piece of work ({rounds} rounds), 50 runs each, the next slot busy all along"
+    );
+    println!("  {:<24} {:>9} {:>9} {:>9} {:>9}", "", "min ms", "median", "max", "spread");
+    println!("  {:<24} {lo:>9.1} {med:>9.1} {hi:>9.1} {:>8.1}%", "not pinned", sp * 100.0);
+    println!("  {:<24} {plo:>9.1} {pmed:>9.1} {phi:>9.1} {:>8.1}%", "each slot on its core", psp * 100.0);
+    println!("  pinned spread / not pinned: {:.2}", psp / sp);
+    Ok(())
+}
+
 fn limits(cpu: Duration, memory: u64) -> Limits {
     Limits {
         cpu,
@@ -366,6 +435,10 @@ fn limits(cpu: Duration, memory: u64) -> Limits {
 }
 
 fn sandboxed_run(dir: &Path, program: &str, args: &[String], limits: Limits) -> Result<Usage, String> {
+    sandboxed_run_in(SLOT, dir, program, args, limits)
+}
+
+fn sandboxed_run_in(slot: usize, dir: &Path, program: &str, args: &[String], limits: Limits) -> Result<Usage, String> {
     let null = |w: bool| File::options().read(!w).write(w).open("/dev/null").map_err(|e| e.to_string());
     let mut argv = vec![program.to_string()];
     argv.extend(args.iter().cloned());
@@ -376,7 +449,7 @@ fn sandboxed_run(dir: &Path, program: &str, args: &[String], limits: Limits) -> 
         stdin: null(false)?,
         stdout: null(true)?,
         stderr: null(true)?,
-        identity: Slot::for_index(SLOT).identity(),
+        identity: Slot::for_index(slot).identity(),
         limits,
         binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     })

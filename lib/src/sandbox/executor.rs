@@ -3,6 +3,7 @@
 //! the reply.
 
 use super::cgroup::{Baseline, Group, Hierarchy};
+use super::cores;
 use super::error::{Error, Step};
 use super::jail::{self, Jail};
 use super::limits::{
@@ -273,6 +274,7 @@ impl Executor {
             way_out: way_out.as_ref().map_or(&[], |fds| &fds[..]),
             tmp_size: limits.memory,
             rlimits: &rlimits,
+            core: req.core.map(cores::only),
             uid: id.uid,
             gid: id.gid,
             netns: req.fresh_netns,
@@ -454,7 +456,8 @@ impl Executor {
     /// The basic level: the program forked by the helper, in its own process
     /// group, cleaned up by `killpg` and a sweep of the slot uid.
     fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
-        let Request { argv, cwd, env, identity, limits, .. } = req;
+        let Request { argv, cwd, env, identity, limits, core, .. } = req;
+        let core = core.map(cores::only);
         let [stdin, stdout, stderr] = stdio;
         // Everything the child needs is computed here: `pre_exec` must not allocate.
         let rlimits = self.within_own(rlimits(&limits, identity.is_some()));
@@ -470,7 +473,7 @@ impl Executor {
             .process_group(0);
         // SAFETY: the closure only makes raw system calls (no allocation, no locks).
         unsafe {
-            cmd.pre_exec(move || child_setup(&rlimits, identity, parent));
+            cmd.pre_exec(move || child_setup(&rlimits, core.as_ref(), identity, parent));
         }
         self.stamps.mark(Mark::Prepared);
         let start = Instant::now();
@@ -540,6 +543,7 @@ impl Executor {
 /// The child between fork and exec. Async-signal-safe: raw system calls only.
 fn child_setup(
     rlimits: &[(libc::__rlimit_resource_t, u64, u64)],
+    core: Option<&libc::cpu_set_t>,
     identity: Option<Identity>,
     parent: libc::pid_t,
 ) -> io::Result<()> {
@@ -548,6 +552,9 @@ fn child_setup(
         for &(resource, soft, hard) in rlimits {
             let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
             check(libc::setrlimit(resource, &rl) as libc::c_long)?;
+        }
+        if let Some(set) = core {
+            check(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) as libc::c_long)?;
         }
         libc::umask(0o022);
         if let Some(Identity { uid, gid }) = identity {

@@ -38,6 +38,8 @@ pub struct Jail<'a> {
     /// Bytes of `/tmp` (and so of `/dev/shm`, a link to it).
     pub tmp_size: u64,
     pub rlimits: &'a [(libc::__rlimit_resource_t, u64, u64)],
+    /// The one core the program may run on (`cores.rs`).
+    pub core: Option<libc::cpu_set_t>,
     pub uid: u32,
     pub gid: u32,
     /// A network namespace of the run's own (else the helper's).
@@ -413,6 +415,9 @@ fn program(l: &Launch) -> ! {
         for &(resource, soft, hard) in j.rlimits {
             let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
             check(libc::setrlimit(resource, &rl) as libc::c_long);
+        }
+        if let Some(set) = &j.core {
+            check(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) as libc::c_long);
         }
         libc::umask(0o022);
         // The bounding set is empty (the helper's, inherited); the uid

@@ -168,6 +168,9 @@ pub struct Request {
     /// Whether the run's steps are stamped ([`Usage::steps`]).
     #[serde(default)]
     pub timed: bool,
+    /// The core the program is pinned to (`cores.rs`), if any.
+    #[serde(default)]
+    pub core: Option<u32>,
 }
 
 fn default_slot_lock_dir() -> PathBuf {

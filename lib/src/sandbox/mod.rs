@@ -15,8 +15,9 @@
 //!    accounting), when the machine has one;
 //! 3. runs it in its jail (`jail.rs`: new PID, mount, IPC and UTS
 //!    namespaces, the helper's empty network namespace, a read-only root of
-//!    bind mounts, a private `/tmp`, the slot uid, no capabilities,
-//!    `no_new_privs`, the seccomp deny list of `seccomp.rs`). The jail's
+//!    bind mounts, a private `/tmp`, the slot uid and its core (`cores.rs`),
+//!    no capabilities, `no_new_privs`, the seccomp deny list of
+//!    `seccomp.rs`). The jail's
 //!    init shares the helper's memory and the helper waits while it runs,
 //!    so init is the watchdog: every [`POLL`] (and at once when the program
 //!    exits, through a pidfd) it checks the CPU time (the cgroup's, else the
@@ -163,12 +164,14 @@
 //! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
 //! | `delegation` | where the runner's v2 groups live (the cgroup it was started in, or the root) and the move that makes it its own |
 //! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
+//! | `cores` | the core each slot's runs are pinned to |
 //! | `jail` | init and the program: namespaces, credentials, the filter's listener |
 //! | `executor` | one run in the helper, and the one state a helper keeps between runs |
 //! | `helper` | the helper process: its server loop and the judge's client |
 //! | this module | the interface: [`run`] |
 
 pub mod cgroup;
+pub mod cores;
 pub mod delegation;
 pub mod error;
 pub mod executor;
@@ -219,8 +222,8 @@ pub fn place_cgroups() -> Result<Option<cgroup::Hierarchy>, delegation::Refused>
 pub fn run(spec: Spec) -> Result<Usage, Error> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
     let slot_lock_dir = slot_lock_dir().to_path_buf();
-    let (fresh_netns, timed) = (netns_per_run(), helper::timed());
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed };
+    let (fresh_netns, timed, core) = (netns_per_run(), helper::timed(), cores::core_of(identity));
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed, core };
     helper::run(&req, [stdin, stdout, stderr])
 }
 

@@ -12,6 +12,7 @@
 //! | a non-native ABI (i386 `int 0x80`, x32) | the process is killed (`SECCOMP_RET_KILL_PROCESS`) |
 //! | a number above [`HIGHEST_KNOWN`] (calls newer than this table) | fails with `ENOSYS`, as on an older kernel: a new kernel cannot widen the sandbox |
 //! | `clone3` | fails with `ENOSYS`: glibc then falls back to `clone`, whose flags a filter can see (`clone3`'s are behind a pointer) |
+//! | `sched_setaffinity` | fails with `EPERM`: a run stays on the core its slot was given (`cores.rs`) |
 //! | `fallocate` | fails with `EOPNOTSUPP`: it reserves disk that no file size shows (`FALLOC_FL_KEEP_SIZE`); glibc's `posix_fallocate` then writes, under `RLIMIT_FSIZE` |
 //! | `fadvise64`, `readahead`, `madvise` with `MADV_COLD` or `MADV_PAGEOUT` | succeed and do nothing ([`SHARED_STATE`]): advice about pages a run shares with the host |
 //! | `preadv2`, `pwritev2` with `RWF_NOWAIT` | fail with `EOPNOTSUPP`, as on a file that cannot tell: "would block" says whether a page is cached ([`SHARED_STATE`]) |
@@ -310,6 +311,8 @@ fn action(nr: u32) -> Action {
         Action::Errno(libc::EOPNOTSUPP)
     } else if is(libc::SYS_fadvise64) || is(libc::SYS_readahead) {
         Action::Errno(0)
+    } else if is(libc::SYS_sched_setaffinity) {
+        Action::Errno(libc::EPERM)
     } else if is(libc::SYS_clone) {
         Action::Args(Check::Clone)
     } else if is(libc::SYS_socket) || is(libc::SYS_socketpair) {
@@ -637,6 +640,8 @@ mod tests {
             RET_ERRNO | libc::EOPNOTSUPP as u32
         } else if advice {
             RET_ERRNO
+        } else if is(libc::SYS_sched_setaffinity) {
+            RET_ERRNO | libc::EPERM as u32
         } else if denied {
             RET_USER_NOTIF
         } else {
