@@ -9,7 +9,7 @@
 //!
 //! Every claim or reclaim adds an attempt; `abort(drain)` refunds it, the
 //! other reasons keep it; at the limit the job ends as JE. A handout that
-//! never reached its runner (see [`LOST`]) is refunded when its lease lapses.
+//! never reached its runner (see `LOST`) is refunded when its lease lapses.
 //! Expiry is the only
 //! orphan test, and it is made when someone asks for work (there is no
 //! background sweeper to die). A job that is no longer its submission's
