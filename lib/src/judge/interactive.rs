@@ -2,6 +2,14 @@
 //! sandboxed as its own slot (the program as the case's, the interactor as
 //! [`Slot::auxiliary`](super::Slot::auxiliary)), connected by two pipes;
 //! the verdict is [`verdict::interactive`]'s.
+//!
+//! A program may leave before the interactor has said all it means to: the
+//! judge holds a read end of the interactor's output until the interactor
+//! ends, and after the program's end reads and drops what comes, so that
+//! the interactor's writes never meet a closed pipe (no `SIGPIPE`, no
+//! `EPIPE`, as problemtools keeps the pipe open): it goes on to read the
+//! end of the program's output and says WA, and the early exit is the
+//! program's fault, never the judge's.
 
 use super::capped::read_back;
 use super::case::{size, CaseContext, CheckError};
@@ -36,12 +44,22 @@ impl CaseContext<'_> {
             (Ok(a), Ok(b)) => (a, b),
             _ => return CaseRun::judge_error("cannot duplicate the output files"),
         };
+        // The judge's own read end of the interactor's output (see the module doc).
+        let Ok(mut unread) = to_prog_r.try_clone() else {
+            return CaseRun::judge_error("cannot duplicate the interactor's pipe");
+        };
         let program = self.program(limits.clone()).stdio(to_prog_r, from_prog_w, err_w);
         let interactor = self.checker_program(p, &dir, ilimits, true).stdio(from_prog_r, to_prog_w, log_w);
         // Each run holds its pipe ends until it returns: the other side sees
         // EOF once a side has ended.
         let (usage, iusage) = std::thread::scope(|s| {
-            let prog = s.spawn(|| sandbox::run(program));
+            let prog = s.spawn(move || {
+                let usage = sandbox::run(program);
+                // Nobody reads it now: what the interactor still says goes nowhere,
+                // until it ends (its write end closes).
+                let _ = std::io::copy(&mut unread, &mut std::io::sink());
+                usage
+            });
             let i = sandbox::run(interactor);
             (prog.join().map_err(|_| "the program's run panicked"), i)
         });
