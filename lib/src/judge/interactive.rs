@@ -56,8 +56,9 @@ impl CaseContext<'_> {
             let interactor_ends = [to_prog_w.try_clone()?, from_prog_r.try_clone()?];
             Ok::<_, std::io::Error>((to_prog_r.try_clone()?, from_prog_w.try_clone()?, interactor_ends))
         })();
-        let Ok((mut unread, program_end, interactor_ends)) = held else {
-            return CaseRun::judge_error("cannot duplicate the pipes");
+        let (mut unread, program_end, interactor_ends) = match held {
+            Ok(ends) => ends,
+            Err(e) => return CaseRun::judge_error(&format!("duplicating the interactor's pipes: {e}")),
         };
         let program = self.program(limits.clone()).stdio(to_prog_r, from_prog_w, err_w);
         let interactor = self.checker_program(p, &dir, ilimits, true).stdio(from_prog_r, to_prog_w, log_w);
