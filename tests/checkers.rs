@@ -89,6 +89,8 @@ fn builtin_checkers_accept_right_and_reject_wrong_answers() {
                 ("1000000001000\n", "1e12\n", Verdict::AC),
                 ("3.1415\n", "3.14159265\n", Verdict::WA),
                 ("3.14159265 NO\n", "3.14159265 YES\n", Verdict::WA),
+                ("NaN -Inf\n", "nan -inf\n", Verdict::AC),
+                ("inf\n", "1e308\n", Verdict::WA),
             ],
         ),
         ("float:1e-3", &[("3.1415\n", "3.14159265\n", Verdict::AC), ("3.13\n", "3.14159265\n", Verdict::WA)]),

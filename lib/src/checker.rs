@@ -64,8 +64,9 @@ pub enum Checker {
     Token,
     /// The white-space separated tokens are pairwise equal: two tokens that
     /// both read as finite numbers (of at most 4096 bytes) when
-    /// `|out - ans| <= abs` or `|out - ans| <= rel * |ans|`, any others when
-    /// identical.
+    /// `|out - ans| <= abs` or `|out - ans| <= rel * |ans|`; non-finite
+    /// values (`inf`, `infinity`, `nan`, any case, signed) by value, never
+    /// equal to a finite one; any others when identical.
     Float { abs: f64, rel: f64 },
     /// A testlib-style checker program, run sandboxed after the program as
     /// `checker input output answer`: exit 0 AC, 1 (WA) or 2 (PE) WA,
@@ -411,9 +412,14 @@ fn read_token(r: &mut impl BufRead, buf: &mut [u8]) -> io::Result<(usize, bool)>
     }
 }
 
-/// A token that reads as a number (not `inf`, `nan` or a word that Rust's
-/// parser would take).
+/// A token that reads as a number: a finite decimal (not a word that
+/// Rust's parser would take, nor one past `f64`'s range), or a non-finite
+/// value as C's `strtod` spells it ([`non_finite`]).
 fn number(tok: &[u8]) -> Option<f64> {
+    non_finite(tok).or_else(|| finite(tok))
+}
+
+fn finite(tok: &[u8]) -> Option<f64> {
     let first = *tok.first()?;
     if !(first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.')) {
         return None;
@@ -424,11 +430,46 @@ fn number(tok: &[u8]) -> Option<f64> {
     std::str::from_utf8(tok).ok()?.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
-/// Two tokens that both read as numbers, within the tolerances of each other.
+/// `inf`, `infinity`, `nan` or `nan(` letters, digits, `_` `)`, in any case
+/// and optionally signed, as C's `strtod` reads them (and DOMjudge's
+/// compare): what `printf` writes (`inf`, `-nan`), Python (`nan`), Java
+/// (`NaN`, `Infinity`).
+fn non_finite(tok: &[u8]) -> Option<f64> {
+    let (negative, word) = match tok.first()? {
+        b'-' => (true, &tok[1..]),
+        b'+' => (false, &tok[1..]),
+        _ => (false, tok),
+    };
+    let is = |w: &[u8], s: &str| w.eq_ignore_ascii_case(s.as_bytes());
+    let value = if is(word, "inf") || is(word, "infinity") {
+        f64::INFINITY
+    } else if word.len() >= 3 && is(&word[..3], "nan") && nan_payload(&word[3..]) {
+        f64::NAN
+    } else {
+        return None;
+    };
+    Some(if negative { -value } else { value })
+}
+
+/// What may follow `nan`: nothing, or `(` letters, digits and `_` `)`.
+fn nan_payload(rest: &[u8]) -> bool {
+    match rest {
+        [] => true,
+        [b'(', inner @ .., b')'] => inner.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_'),
+        _ => false,
+    }
+}
+
+/// Two tokens that both read as numbers, within the tolerances of each
+/// other; a non-finite one only equals itself by value (NaN any NaN, an
+/// infinity the same-signed one): no tolerance reaches it from a finite one.
 fn numbers_close(a: &[u8], b: &[u8], abs: f64, rel: f64) -> bool {
     let (Some(x), Some(y)) = (number(a), number(b)) else {
         return false;
     };
+    if !(x.is_finite() && y.is_finite()) {
+        return (x.is_nan() && y.is_nan()) || x == y;
+    }
     let d = (x - y).abs();
     // A little slack for the decimal representation of the bound itself.
     let slack = 1e-12 * d.max(f64::MIN_POSITIVE);
@@ -850,6 +891,40 @@ mod tests {
         assert!(!run(f(1e-6), "nan", "0"));
         assert!(!run(f(1e-6), "inf", "1e308"));
         assert!(run(f(1e-6), "-0.0000001", "0"));
+    }
+
+    #[test]
+    fn float_compares_non_finite_values_by_value_in_any_case() {
+        let f = Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS };
+        let same = |out: &str, ans: &str| run(f.clone(), out, ans);
+        // NaN is NaN, however spelled and signed (glibc prints `-nan`).
+        for out in ["nan", "NaN", "NAN", "-nan", "+NaN", "nan(0x8)", "-NaN(abc_1)"] {
+            assert!(same(out, "nan"), "{out}");
+            assert!(same(&format!("1 {out} 2\n"), "1.0000001 NaN 2"), "{out}");
+        }
+        // Infinities: the same sign, however spelled.
+        for out in ["inf", "Inf", "INF", "+inf", "infinity", "Infinity", "+INFINITY"] {
+            assert!(same(out, "inf"), "{out}");
+            assert!(same(out, "Infinity"), "{out}");
+            assert!(!same(out, "-inf"), "{out}");
+        }
+        for out in ["-inf", "-Inf", "-infinity", "-INFINITY"] {
+            assert!(same(out, "-Inf"), "{out}");
+            assert!(!same(out, "inf"), "{out}");
+        }
+        // A finite answer is never matched by a non-finite output, nor the other way.
+        for (out, ans) in [("nan", "0"), ("inf", "1e308"), ("-inf", "-1e308"), ("nan", "inf"), ("inf", "nan")] {
+            assert!(!same(out, ans), "{out} for {ans}");
+            assert!(!same(ans, out), "{ans} for {out}");
+        }
+        assert!(!run(Checker::Float { abs: f64::MAX, rel: f64::MAX }, "inf", "1"), "no tolerance reaches infinity");
+        // Only those words: the rest are words compared byte by byte.
+        assert!(same("nan()", "NaN"), "an empty payload");
+        for out in ["nana", "info", "infinit", "nan(", "nan(a-b)", "nan()x", "in", "--inf", "inf-", "1e999"] {
+            assert!(!same(out, "nan") && !same(out, "inf"), "{out}");
+            assert!(same(out, out), "{out}");
+        }
+        assert!(!same("Nana", "nana"), "words keep their case");
     }
 
     #[test]

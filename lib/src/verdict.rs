@@ -2,7 +2,7 @@
 //! [`decide`] (a judged run), [`compile_failure`] (a compile),
 //! [`checker_program`] (a special judge's or an interactor's exit) and
 //! [`interactive`] (an interactive case: the program's and the interactor's
-//! verdicts together).
+//! verdicts together, and which ended first).
 
 use crate::protocol::Verdict;
 use crate::sandbox::{Exit, Fired, Limits, Usage};
@@ -118,23 +118,57 @@ pub enum CheckerFailed {
     Signal { what: &'static str, signal: i32 },
 }
 
+/// Which side of an interactive case ended first: the run the judge had
+/// back first ([`interactive`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstEnded {
+    Program,
+    Interactor,
+}
+
 /// An interactive case's verdict, from the program's own ([`decide`]),
-/// whether it died of `SIGPIPE` (for no denied call), and the interactor's
-/// ([`checker_program`], or why it could not run: any error `E`); `Err` is
-/// JE, with why.
+/// whether it died of `SIGPIPE` (for no denied call), the interactor's
+/// ([`checker_program`], or why it could not run: any error `E`), and which
+/// of the two ended first; `Err` is JE, with why.
 /// First match wins:
 ///
-/// | program | interactor | verdict |
-/// |---|---|---|
-/// | RE by `SIGPIPE` | WA | WA: the interactor stopped reading a wrong dialogue, and the program's next write killed it |
-/// | RE | failed | JE: a failed interactor (testlib's `_fail`) is the judge's fault, even when the program then failed for want of a dialogue |
-/// | TLE, OLE, MLE, RE | any | the program's |
-/// | clean | AC, WA | the interactor's |
-/// | clean | failed | JE |
-pub fn interactive<E>(program: Option<Verdict>, sigpipe: bool, interactor: Result<Verdict, E>) -> Result<Verdict, E> {
+/// | # | program | interactor | ended first | verdict |
+/// |---|---|---|---|---|
+/// | 1 | RE by `SIGPIPE` | WA | either | WA: the interactor stopped reading a wrong dialogue, and the program's next write killed it (the signal says the interactor was gone) |
+/// | 2 | TLE, OLE, MLE, RE | WA | the interactor | WA |
+/// | 3 | RE | failed | either | JE: a failed interactor (testlib's `_fail`) is the judge's fault, even when the program then failed for want of a dialogue |
+/// | 4 | TLE, OLE, MLE | failed | the interactor | JE |
+/// | 5 | TLE, OLE, MLE, RE | any | — | the program's |
+/// | 6 | clean | AC, WA | — | the interactor's |
+/// | 7 | clean | failed | — | JE |
+///
+/// Rows 2 and 4, who spoke first (issue #24): once the interactor has ended
+/// with its verdict, the program's input is at its end and its output goes
+/// nowhere; what it does next (dies reading past the end, or waits on it
+/// until its limit) is no verdict of its own: the interactor's WA stands
+/// (DOMjudge and problemtools judge so), and its failure is JE. The other
+/// way round, a program that died or ran out of time first keeps its
+/// verdict, though the interactor then said WA on the end of its output.
+///
+/// The order is the order in which the judge had the two runs back: it
+/// notes each run's return before it lets go of its own copies of that
+/// side's pipe ends (`judge/interactive.rs`), so a side sees the other's
+/// end (the end of its input, `SIGPIPE`) only after the other's return was
+/// noted, and an end the other's caused is always second. Two ends that do
+/// not cause each other are ordered as they happened, give or take the
+/// milliseconds a run takes to be measured.
+pub fn interactive<E>(
+    program: Option<Verdict>,
+    sigpipe: bool,
+    interactor: Result<Verdict, E>,
+    first: FirstEnded,
+) -> Result<Verdict, E> {
+    let interactor_first = first == FirstEnded::Interactor;
     match (program, interactor) {
         (Some(Verdict::RE), Ok(Verdict::WA)) if sigpipe => Ok(Verdict::WA),
+        (Some(_), Ok(Verdict::WA)) if interactor_first => Ok(Verdict::WA),
         (Some(Verdict::RE), Err(e)) => Err(e),
+        (Some(_), Err(e)) if interactor_first => Err(e),
         (Some(s), _) => Ok(s),
         (None, i) => i,
     }
@@ -253,23 +287,42 @@ mod tests {
     #[test]
     fn the_interactive_table() {
         let failed = || Err::<Verdict, _>("interactor failed (exit 3)".to_string());
+        let (program, interactor) = (FirstEnded::Program, FirstEnded::Interactor);
         let i = interactive;
         // Row 1: the interactor said WA and stopped reading; the program's next write died.
-        assert_eq!(i(Some(Verdict::RE), true, Ok(Verdict::WA)), Ok(Verdict::WA));
-        assert_eq!(i(Some(Verdict::RE), false, Ok(Verdict::WA)), Ok(Verdict::RE), "a crash of its own");
-        assert_eq!(i(Some(Verdict::RE), true, Ok(Verdict::AC)), Ok(Verdict::RE));
-        // Row 2: a failed interactor is JE, whatever became of the program.
-        assert_eq!(i(Some(Verdict::RE), true, failed()), failed());
-        assert_eq!(i(Some(Verdict::RE), false, failed()), failed());
-        // Row 3: the program's own limits win.
-        for s in [Verdict::TLE, Verdict::OLE, Verdict::MLE] {
-            assert_eq!(i(Some(s), false, Ok(Verdict::AC)), Ok(s));
-            assert_eq!(i(Some(s), true, Ok(Verdict::WA)), Ok(s));
-            assert_eq!(i(Some(s), false, failed()), Ok(s));
+        for first in [program, interactor] {
+            assert_eq!(i(Some(Verdict::RE), true, Ok(Verdict::WA), first), Ok(Verdict::WA));
         }
-        // Rows 4 and 5: a clean program; the interactor decides.
-        assert_eq!(i(None, false, Ok(Verdict::AC)), Ok(Verdict::AC));
-        assert_eq!(i(None, false, Ok(Verdict::WA)), Ok(Verdict::WA));
-        assert_eq!(i(None, false, failed()), failed());
+        assert_eq!(i(Some(Verdict::RE), false, Ok(Verdict::WA), program), Ok(Verdict::RE), "a crash of its own");
+        assert_eq!(i(Some(Verdict::RE), true, Ok(Verdict::AC), program), Ok(Verdict::RE));
+        // Row 2: the interactor said WA first; whatever the program did after is WA.
+        for s in [Verdict::TLE, Verdict::OLE, Verdict::MLE, Verdict::RE] {
+            assert_eq!(i(Some(s), false, Ok(Verdict::WA), interactor), Ok(Verdict::WA), "{s:?}");
+            assert_eq!(i(Some(s), false, Ok(Verdict::WA), program), Ok(s), "{s:?} first");
+        }
+        // Row 3: a failed interactor is JE, whatever became of the program.
+        for first in [program, interactor] {
+            assert_eq!(i(Some(Verdict::RE), true, failed(), first), failed());
+            assert_eq!(i(Some(Verdict::RE), false, failed(), first), failed());
+        }
+        // Rows 4 and 5: the program's own limits win, unless the interactor had failed first.
+        for s in [Verdict::TLE, Verdict::OLE, Verdict::MLE] {
+            assert_eq!(i(Some(s), false, failed(), interactor), failed(), "{s:?}");
+            assert_eq!(i(Some(s), false, failed(), program), Ok(s), "{s:?} first");
+            for first in [program, interactor] {
+                assert_eq!(i(Some(s), false, Ok(Verdict::AC), first), Ok(s));
+            }
+            assert_eq!(i(Some(s), true, Ok(Verdict::WA), program), Ok(s));
+        }
+        // Row 5: the interactor accepted first, then the program crashed: its own RE.
+        for first in [program, interactor] {
+            assert_eq!(i(Some(Verdict::RE), false, Ok(Verdict::AC), first), Ok(Verdict::RE));
+        }
+        // Rows 6 and 7: a clean program; the interactor decides.
+        for first in [program, interactor] {
+            assert_eq!(i(None, false, Ok(Verdict::AC), first), Ok(Verdict::AC));
+            assert_eq!(i(None, false, Ok(Verdict::WA), first), Ok(Verdict::WA));
+            assert_eq!(i(None, false, failed(), first), failed());
+        }
     }
 }

@@ -2,6 +2,20 @@
 //! sandboxed as its own slot (the program as the case's, the interactor as
 //! [`Slot::auxiliary`](super::Slot::auxiliary)), connected by two pipes;
 //! the verdict is [`verdict::interactive`]'s.
+//!
+//! A program may leave before the interactor has said all it means to: the
+//! judge holds a read end of the interactor's output until the interactor
+//! ends, and after the program's end reads and drops what comes, so that
+//! the interactor's writes never meet a closed pipe (no `SIGPIPE`, no
+//! `EPIPE`, as problemtools keeps the pipe open): it goes on to read the
+//! end of the program's output and says WA, and the early exit is the
+//! program's fault, never the judge's.
+//!
+//! Which side ended first decides some verdicts: the judge notes when each
+//! run came back, and only then lets go of its own copies of that side's
+//! ends (the write end the other side reads, the read end it writes), so
+//! that the other side cannot see the end (its input's end, `SIGPIPE`)
+//! before it is noted: an end the other's caused always comes back second.
 
 use super::capped::read_back;
 use super::case::{size, CaseContext, CheckError};
@@ -9,7 +23,8 @@ use super::files::{create_fresh, run_output, CheckDir};
 use super::CaseRun;
 use crate::checker::Program;
 use crate::sandbox;
-use crate::verdict;
+use crate::verdict::{self, FirstEnded};
+use std::time::Instant;
 
 impl CaseContext<'_> {
     /// Runs the program against the interactor `p`.
@@ -36,14 +51,36 @@ impl CaseContext<'_> {
             (Ok(a), Ok(b)) => (a, b),
             _ => return CaseRun::judge_error("cannot duplicate the output files"),
         };
+        // The judge's own copies of the pipes' ends (see the module doc).
+        let held = (|| {
+            let interactor_ends = [to_prog_w.try_clone()?, from_prog_r.try_clone()?];
+            Ok::<_, std::io::Error>((to_prog_r.try_clone()?, from_prog_w.try_clone()?, interactor_ends))
+        })();
+        let (mut unread, program_end, interactor_ends) = match held {
+            Ok(ends) => ends,
+            Err(e) => return CaseRun::judge_error(&format!("duplicating the interactor's pipes: {e}")),
+        };
         let program = self.program(limits.clone()).stdio(to_prog_r, from_prog_w, err_w);
         let interactor = self.checker_program(p, &dir, ilimits, true).stdio(from_prog_r, to_prog_w, log_w);
-        // Each run holds its pipe ends until it returns: the other side sees
-        // EOF once a side has ended.
-        let (usage, iusage) = std::thread::scope(|s| {
-            let prog = s.spawn(|| sandbox::run(program));
+        let (usage, iusage, first) = std::thread::scope(|s| {
+            let prog = s.spawn(move || {
+                let usage = sandbox::run(program);
+                let back = Instant::now();
+                drop(program_end);
+                // Nobody reads it now: what the interactor still says goes nowhere,
+                // until it ends (its write end closes).
+                let _ = std::io::copy(&mut unread, &mut std::io::sink());
+                (usage, back)
+            });
             let i = sandbox::run(interactor);
-            (prog.join().map_err(|_| "the program's run panicked"), i)
+            let i_back = Instant::now();
+            drop(interactor_ends);
+            let prog = prog.join().map_err(|_| "the program's run panicked");
+            let first = match &prog {
+                Ok((_, back)) if i_back < *back => FirstEnded::Interactor,
+                _ => FirstEnded::Program,
+            };
+            (prog.map(|(u, _)| u), i, first)
         });
         let usage = match usage {
             Ok(Ok(u)) => u,
@@ -57,7 +94,7 @@ impl CaseContext<'_> {
         drop(dir);
         let own = verdict::decide(&usage, &limits, size(&stderr));
         let sigpipe = usage.exit == sandbox::Exit::Signal(libc::SIGPIPE) && usage.denied.is_none();
-        let status = match verdict::interactive(own, sigpipe, interactor_verdict) {
+        let status = match verdict::interactive(own, sigpipe, interactor_verdict, first) {
             Ok(s) => s,
             Err(e) => return self.check_failed(e),
         };

@@ -1,0 +1,171 @@
+//! The verdict of an interactive case in each order of events (issue #24),
+//! through the real sandbox: the program and the interactor
+//! (`tests/interactive_rules/interactor.c`, told how to talk by the case's
+//! input) each in its own slot, joined by two pipes, judged by `Judge` and
+//! by `judge-exec run`. The rules are `verdict::interactive`'s:
+//!
+//! - a program that leaves early is its own fault: the interactor, whose
+//!   next write would meet a closed pipe, never dies of it (no JE);
+//! - the side that ended first decides: an interactor that had already said
+//!   WA, or failed, before the program died or ran out of time makes the
+//!   case WA, or JE.
+//!
+//! Run as root (programs run as slot uids 90–99 above the base, the
+//! interactors as their auxiliary uids).
+
+use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
+use ojrunner::language::Languages;
+use ojrunner::protocol::{Task, Verdict};
+use ojrunner::workspace::Workspace;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use testkit::{bin, repo, source_dir, TempDir};
+
+fn interactor() -> PathBuf {
+    repo().join("tests/interactive_rules/interactor.c")
+}
+
+/// A testdata directory (root-only, as claimd makes them) under `work`: a
+/// case per mode of the interactor, and the interactor.
+fn testdata(work: &Path, modes: &[&str]) -> PathBuf {
+    let dir = work.join("testdata");
+    std::fs::create_dir(&dir).unwrap();
+    for (c, mode) in modes.iter().enumerate() {
+        std::fs::write(dir.join(format!("00{c:02}.in")), format!("{mode}\n")).unwrap();
+        std::fs::write(dir.join(format!("00{c:02}.out")), "ok\n").unwrap();
+    }
+    std::fs::copy(interactor(), dir.join("interactor.c")).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// Judges `source` in `lang` against the interactor, a case per mode, as
+/// worker `slot` would, with a time limit of `time` ms.
+fn judge(tag: &str, lang: &str, source: &str, modes: &[&str], time: i64, slot: usize) -> Vec<CaseRun> {
+    let work = TempDir::new(tag);
+    let td = testdata(work.path(), modes);
+    let j = Judge::default();
+    let langs = Languages::builtin();
+    let lang = langs.by_name(lang).unwrap();
+    let slot = Slot::for_index(slot);
+    let checker = j.prepare_checker(Some("interactive"), &td, &work.path().join("cache"), &slot).unwrap();
+    let src = source_dir(work.path(), &lang.source, source);
+    let src = Workspace::stage(&src).unwrap();
+    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: time, case_count: modes.len() as i64 };
+    (0..modes.len())
+        .map(|c| {
+            let scratch = work.path().join("cases").join(format!("00{c:02}"));
+            std::fs::create_dir_all(&scratch).unwrap();
+            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
+            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
+            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
+        })
+        .collect()
+}
+
+fn statuses(runs: &[CaseRun]) -> Vec<Verdict> {
+    runs.iter().map(|r| r.result.status).collect()
+}
+
+/// Leaves before reading a byte.
+const LEAVES: &str = "int main(void) { return 0; }\n";
+/// Reads a line, answers "ok", leaves.
+const ANSWERS_OK: &str = "#include <stdio.h>\n\
+    int main(void) { char b[64]; if (!fgets(b, sizeof b, stdin)) return 1; puts(\"ok\"); return 0; }\n";
+/// Says "ok", then reads to the end of its input: what follows (`THEN`)
+/// happens only once the interactor has gone.
+const OK_THEN: &str = "#include <stdio.h>\n#include <stdlib.h>\n\
+    int main(void) { puts(\"ok\"); fflush(stdout); while (getchar() != EOF) {} THEN; }\n";
+/// Reads to the end of its input, saying nothing, then `THEN`.
+const SILENT_THEN: &str = "#include <stdio.h>\n#include <stdlib.h>\n\
+    int main(void) { while (getchar() != EOF) {} THEN; }\n";
+
+fn then(program: &str, what: &str) -> String {
+    program.replace("THEN", what)
+}
+
+const CRASH: &str = "abort()";
+const SPIN: &str = "for (volatile unsigned long i = 0;; i++) {}";
+
+#[test]
+fn a_program_that_leaves_early_is_wa_never_je() {
+    // flood: the interactor's first megabyte meets a pipe nobody will read;
+    // late: it reads the program's end, then writes.
+    let runs = judge("irules-early", "c11", LEAVES, &["flood", "late"], 1000, 90);
+    assert_eq!(statuses(&runs), [Verdict::WA, Verdict::WA], "{runs:?}");
+}
+
+#[test]
+fn an_interactor_that_says_more_after_a_right_answer_leaves_it_ac() {
+    // The program answers and leaves; the interactor's farewell (1 MiB) is
+    // never read by anyone.
+    let runs = judge("irules-farewell", "c11", ANSWERS_OK, &["farewell", "farewell"], 1000, 91);
+    assert_eq!(statuses(&runs), [Verdict::AC; 2], "{runs:?}");
+    let python = "input()\nprint('ok')\n";
+    let runs = judge("irules-farewell-py", "python3", python, &["farewell", "farewell"], 2000, 92);
+    assert_eq!(statuses(&runs), [Verdict::AC; 2], "{runs:?}");
+}
+
+#[test]
+fn an_interactor_that_said_wa_first_makes_the_programs_later_end_wa() {
+    // The program's crash or spin comes only after its input ended, that is
+    // after the interactor said WA and left.
+    let runs = judge("irules-wa-crash", "c11", &then(OK_THEN, CRASH), &["wa"], 1000, 93);
+    assert_eq!(statuses(&runs), [Verdict::WA], "{runs:?}");
+    let runs = judge("irules-wa-spin", "c11", &then(OK_THEN, SPIN), &["wa"], 300, 93);
+    assert_eq!(statuses(&runs), [Verdict::WA], "{runs:?}");
+}
+
+#[test]
+fn a_program_that_ended_first_keeps_its_own_verdict() {
+    // It crashed, or spun, before the interactor said anything.
+    let runs = judge(
+        "irules-first-crash",
+        "c11",
+        &format!("#include <stdlib.h>\nint main(void) {{ {CRASH}; }}\n"),
+        &["wa", "ac"],
+        1000,
+        94,
+    );
+    assert_eq!(statuses(&runs), [Verdict::RE, Verdict::RE], "{runs:?}");
+    let runs = judge("irules-first-spin", "c11", &format!("int main(void) {{ {SPIN}; }}\n"), &["ac"], 300, 94);
+    assert_eq!(statuses(&runs), [Verdict::TLE], "{runs:?}");
+    // The interactor accepted and left; the program crashed after: its own.
+    let runs = judge("irules-ac-crash", "c11", &then(OK_THEN, CRASH), &["ac"], 1000, 94);
+    assert_eq!(statuses(&runs), [Verdict::RE], "{runs:?}");
+}
+
+#[test]
+fn an_interactor_that_failed_first_is_je_whatever_the_program_did_after() {
+    let runs = judge("irules-fail-crash", "c11", &then(SILENT_THEN, CRASH), &["fail"], 1000, 95);
+    assert_eq!(statuses(&runs), [Verdict::JE], "{runs:?}");
+    let runs = judge("irules-fail-spin", "c11", &then(SILENT_THEN, SPIN), &["fail"], 300, 95);
+    assert_eq!(statuses(&runs), [Verdict::JE], "{runs:?}");
+    assert!(runs[0].result.stderr.contains("broken on purpose"), "{runs:?}");
+}
+
+#[test]
+fn judge_exec_run_judges_by_the_same_rules() {
+    let work = TempDir::new("irules-cli");
+    let td = testdata(work.path(), &["wa", "ac"]);
+    let src = work.path().join("main.c");
+    std::fs::write(&src, then(OK_THEN, CRASH)).unwrap();
+    let out = Command::new(bin("judge-exec"))
+        .args(["run", "--lang", "c11", "--src"])
+        .arg(&src)
+        .arg("--tests")
+        .arg(&td)
+        .args(["--time", "1000", "--checker", "interactive"])
+        .output()
+        .unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    // The program crashes once its input ends: after the interactor said WA
+    // (WA), or after it accepted (the program's own RE).
+    assert_eq!((&lines[0]["status"], &lines[1]["status"]), (&"WA".into(), &"RE".into()), "{lines:?}");
+    assert_eq!(out.status.code(), Some(1));
+}
