@@ -52,8 +52,10 @@ demo: deps build
 # suites with real processes, signals and sandboxes (tests/run-suites).
 # Suites that time programs run one test at a time so they do not fight
 # over 2 cores; the suites that mostly wait then run at once. The daemons'
-# own logs are silenced (OJ_TEST_QUIET=0 shows them); the last line totals
-# every suite.
+# own logs go to target/test-logs/daemons/ (a failing test prints the tail
+# of each of its daemons'; OJ_TEST_QUIET=0 shows them live); the last line totals
+# every suite, and how many tests skipped themselves (testkit::skip), each
+# named with why in target/test-logs/skipped.log.
 SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
@@ -70,7 +72,8 @@ export OJ_SLOT_UID_BASE OJ_SLOT_LOCK_DIR
 test: deps build
 	@set -o pipefail; mkdir -p target; \
 	CARGO="$(CARGO)" tests/run-suites 2>&1 | tee target/test.log; rc=$$?; \
-	awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log; \
+	skipped=$$(cat target/test-logs/skipped.log 2>/dev/null | wc -l); \
+	awk -v s=$$skipped '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed (%d of them skipped: target/test-logs/skipped.log), %d failed\n", p, s, f }' target/test.log; \
 	exit $$rc
 
 # tests/cgroup2.rs in a qemu guest that boots Debian's kernel on cgroup v2

@@ -31,7 +31,7 @@ fn on_v2() -> bool {
     if v2 && root && ["memory", "pids", "cpu"].iter().all(|c| offered.split_whitespace().any(|o| o == *c)) {
         return true;
     }
-    eprintln!("skipped: not root on cgroup v2 (make test-cgroup2 runs this suite in a cgroup v2 guest)");
+    skip("not root on cgroup v2 (make test-cgroup2 runs this suite in a cgroup v2 guest)");
     false
 }
 
@@ -98,10 +98,7 @@ fn in_cgroup(unit: &Path, program: &Path, args: &[&str]) -> Command {
 fn runnerd_in(unit: &Path, hub: &Hub, spool: &Path) -> Proc {
     let mut cmd = in_cgroup(unit, &bin("runnerd"), &[]);
     cmd.envs(runner_env(hub, spool)).env("OJ_WORKERS", "1");
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() }
+    Proc::spawn(&mut cmd, "runnerd")
 }
 
 /// The cgroup a process is in (the `0::` line).

@@ -37,7 +37,7 @@ fn tempfile_in(dir: &std::path::Path) -> std::fs::File {
 #[test]
 fn a_run_is_pinned_to_its_slots_core_and_cannot_leave_it() {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: slots (and so pinning) need root");
+        skip("slots (and so pinning) need root");
         return;
     }
     let dir = TempDir::new("cores");

@@ -538,7 +538,7 @@ fn i23_6_a_next_job_body_no_parser_reads_is_handed_back_as_prep_failed_once() {
     cmd.envs(runner_env_at(&hub.url, &spool));
     let log = dir.path().join("runner.log");
     cmd.stderr(std::fs::File::create(&log).unwrap());
-    let runner = Proc { child: cmd.spawn().unwrap(), name: "runnerd".into() };
+    let runner = Proc::of(cmd.spawn().unwrap(), "runnerd", None);
     let ids = ["jb_notutf8", "jb_deep", "jb_huge"];
     // Well inside a lease (30 s at a hub): handed back, not left to expire.
     wait_for("each job handed back", Duration::from_secs(30), || {
@@ -579,7 +579,7 @@ fn bounded(what: &str, mut cmd: Command) -> (i32, String) {
             Ok(())
         });
     }
-    let mut proc = Proc { child: cmd.spawn().unwrap(), name: what.into() };
+    let mut proc = Proc::of(cmd.spawn().unwrap(), what, None);
     let mut err = proc.child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();

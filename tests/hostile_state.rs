@@ -27,7 +27,7 @@ fn skipped() -> bool {
     if is_root() {
         return false;
     }
-    eprintln!("skipped: the sandbox isolates only as root");
+    skip("the sandbox isolates only as root");
     true
 }
 

@@ -82,7 +82,7 @@ fn bare_hub(db: &Path, flags: &[&str]) -> (Proc, String) {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    (Proc { child, name: "hubd".into() }, line.trim().to_string())
+    (Proc::of(child, "hubd", None), line.trim().to_string())
 }
 
 #[test]
@@ -760,7 +760,7 @@ fn serve_that_exits(db: &Path, args: &[&str]) -> (i32, String) {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let code = Proc { child, name: format!("hubd serve {args:?}") }.wait_exit(LIMIT);
+    let code = Proc::of(child, format!("hubd serve {args:?}"), None).wait_exit(LIMIT);
     (code, std::fs::read_to_string(&log).unwrap())
 }
 

@@ -242,14 +242,13 @@ fn start_hubd(ns: &str, db: &Path, port: u16, lease: u64) -> (Proc, u16) {
         .args(["--listen", &format!("0.0.0.0:{port}")])
         .args(["--registration-token", REGISTRATION_TOKEN, "--testdata-token", TESTDATA_TOKEN])
         .args(["--lease-ttl", &lease.to_string(), "--heartbeat-interval", "5", "--poll-interval", "2"])
-        .stdout(Stdio::piped())
-        .stderr(if quiet() { Stdio::null() } else { Stdio::inherit() });
-    let mut child = cmd.spawn().expect("nsenter hubd (make deps installs util-linux)");
+        .stdout(Stdio::piped());
+    let mut proc = Proc::spawn(&mut cmd, "hubd");
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(proc.child.stdout.take().unwrap()), &mut line).unwrap();
     let port =
         line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("hubd said {line:?}"));
-    (Proc { child, name: "hubd".into() }, port)
+    (proc, port)
 }
 
 /// `runnerd` inside runner `i`'s namespace, at real time (no scale: the
@@ -262,10 +261,7 @@ fn start_runnerd(ns: &str, i: usize, proxy: u16, spool: &Path) -> Proc {
         .envs(runner_env_at(&Net::hub_url(i, proxy), spool))
         .env("OJ_TIME_SCALE", "1")
         .env("RUNNER_NAME", format!("net-{i}"));
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    Proc { child: cmd.spawn().expect("nsenter runnerd"), name: format!("runnerd {i}") }
+    Proc::spawn(&mut cmd, &format!("runnerd-{i}"))
 }
 
 /// Claims a runner holds now (recorded, and not yet reported).
@@ -279,7 +275,7 @@ fn held(spool: &Path) -> usize {
 #[test]
 fn runners_on_a_lossy_network_judge_every_submission_once_on_its_first_attempt() {
     if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("lossy_net: SKIPPED: network namespaces need root");
+        skip("network namespaces need root");
         return;
     }
     let runners = env_num("OJ_NET_RUNNERS", 2) as usize;

@@ -92,7 +92,7 @@ fn every_stage_reports_readiness_on_its_notification_fd() {
         }
         let child = cmd.spawn().unwrap();
         drop(wr);
-        let mut p = Proc { child, name: stage.into() };
+        let mut p = Proc::of(child, stage, None);
         let mut got = Vec::new();
         // Ready is a newline, then the fd is closed: read to the end.
         let reader = std::thread::spawn(move || {

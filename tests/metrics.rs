@@ -94,7 +94,7 @@ fn promtool_lint(what: &str, page: &str) -> bool {
     let mut child = match child {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipped: no promtool");
+            skip("no promtool (make deps installs prometheus)");
             return false;
         }
         Err(e) => panic!("promtool: {e}"),

@@ -347,7 +347,7 @@ impl Runit {
         let mut cmd = Command::new("runsvdir");
         cmd.arg(scan).env_clear().env("PATH", path_env()).envs(env.iter().copied());
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let proc = Proc { child: cmd.spawn().expect("spawn runsvdir"), name: "runsvdir".into() };
+        let proc = Proc::of(cmd.spawn().expect("spawn runsvdir"), "runsvdir", None);
         Runit { scan: scan.to_path_buf(), proc }
     }
 
@@ -611,7 +611,7 @@ impl S6 {
         let mut cmd = Command::new("s6-svscan");
         cmd.arg(scan).env_clear().env("PATH", path_env()).envs(env.iter().copied());
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let proc = Proc { child: cmd.spawn().expect("spawn s6-svscan"), name: "s6-svscan".into() };
+        let proc = Proc::of(cmd.spawn().expect("spawn s6-svscan"), "s6-svscan", None);
         S6 { scan: scan.to_path_buf(), proc }
     }
 
@@ -935,7 +935,7 @@ fn systemd_units_run_as_systemd_would_with_readiness_and_stopping_over_notify_so
     let hub_notify = NotifySocket::new(&hub_notify_dir);
     let mut cmd = exec_start(&hubd_unit, &[("/etc/ojrunner/hubd.env", &hub_env)]);
     cmd.env("NOTIFY_SOCKET", &hub_notify.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let mut hubd = Proc { child: cmd.spawn().expect("hubd per hubd.service"), name: "hubd".into() };
+    let mut hubd = Proc::of(cmd.spawn().expect("hubd per hubd.service"), "hubd", None);
     hub_notify.expect("READY=1", LIMIT, &mut Vec::new());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(hubd.child.stdout.take().unwrap()), &mut line).unwrap();
@@ -959,7 +959,7 @@ fn systemd_units_run_as_systemd_would_with_readiness_and_stopping_over_notify_so
     let notify = NotifySocket::new(dir.path());
     let mut cmd = exec_start(&runnerd_unit, &[("/etc/ojrunner/ojrunner.env", &conf)]);
     cmd.env("NOTIFY_SOCKET", &notify.path).env("OJ_WORKERS", "1").env("OJ_TIME_SCALE", "0.1");
-    let mut runner = Proc { child: cmd.spawn().expect("runnerd per runnerd.service"), name: "runnerd".into() };
+    let mut runner = Proc::of(cmd.spawn().expect("runnerd per runnerd.service"), "runnerd", None);
     let mut seen = Vec::new();
     notify.expect("READY=1", LIMIT, &mut seen);
     if let Err(out) = stages_listen(&spool) {
@@ -1140,10 +1140,7 @@ fn make_install_lays_out_programs_pages_examples_and_service_files_and_uninstall
     let spool = dir.path().join("spool");
     let mut cmd = Command::new(root.join("sbin/runnerd"));
     cmd.envs(runner_env(&hub, &spool)).env("PATH", "/usr/bin:/bin").env_remove("OJ_LIBEXEC");
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    let mut runner = Proc { child: cmd.spawn().expect("installed runnerd"), name: "runnerd".into() };
+    let mut runner = Proc::spawn(&mut cmd, "runnerd");
     wait_for("every stage to listen", LIMIT, || stages_listen(&spool).ok());
     let stages: Vec<PathBuf> = pids_of_children(runner.pid())
         .iter()

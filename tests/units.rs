@@ -31,7 +31,7 @@ fn overall_exposure_is_read_from_the_summary_line() {
 #[test]
 fn the_units_are_hardened_as_systemd_analyze_security_scores_them() {
     let Some(analyze) = which("systemd-analyze") else {
-        println!("skipped: no systemd-analyze");
+        skip("no systemd-analyze (make deps installs systemd)");
         return;
     };
     let mut over = Vec::new();
@@ -129,7 +129,7 @@ fn normal_ojs_settings_that_ojrunner_ignores_are_named_once_at_start() {
     let log = dir.path().join("claimd.log");
     let mut cmd = Command::new(bin("claimd"));
     cmd.envs(runner_env(&hub, &spool)).envs(set).stderr(std::fs::File::create(&log).unwrap());
-    let claimd = Proc { child: cmd.spawn().unwrap(), name: "claimd".into() };
+    let claimd = Proc::of(cmd.spawn().unwrap(), "claimd", None);
     let out = log_until(claimd, &log, "REDIS_URL is Normal-OJ's");
     assert!(out.contains(&format!("warn claimd: {testdata}")), "{out}");
 }

@@ -85,13 +85,37 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut cond: impl FnMut() -> Option
     }
 }
 
-/// A child process killed (and reaped) on drop.
+/// A child process killed (and reaped) on drop; if the test is failing
+/// then, the last lines of its log are printed.
 pub struct Proc {
     pub child: Child,
     pub name: String,
+    /// Where its stderr goes, when that is a file.
+    pub log: Option<PathBuf>,
 }
 
+/// How many lines of a daemon's log a failing test prints.
+const LOG_TAIL: usize = 40;
+
 impl Proc {
+    /// Spawns `cmd` as one of the test's daemons: its stderr goes to a log
+    /// of its own in `target/test-logs/daemons/` (kept), or to the terminal
+    /// with `OJ_TEST_QUIET=0`.
+    pub fn spawn(cmd: &mut Command, name: &str) -> Proc {
+        let log = quiet().then(|| daemon_log(name));
+        match &log {
+            Some(path) => cmd.stderr(std::fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))),
+            None => cmd.stderr(Stdio::inherit()),
+        };
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc { child, name: name.into(), log }
+    }
+
+    /// A child whose stderr the caller placed (`log`: a file it writes).
+    pub fn of(child: Child, name: impl Into<String>, log: Option<&Path>) -> Proc {
+        Proc { child, name: name.into(), log: log.map(Path::to_path_buf) }
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -115,8 +139,34 @@ impl Proc {
     }
 }
 
+/// A fresh log file for a daemon named `name` (see [`Proc::spawn`]).
+pub fn daemon_log(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = repo().join("target/test-logs/daemons");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    dir.join(format!("{name}-{}-{}.log", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(text) = self.log.as_ref().and_then(|l| std::fs::read(l).ok()) {
+                let text = String::from_utf8_lossy(&text);
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+                eprintln!(
+                    "---- the last {} lines of {}'s log ({}) ----",
+                    tail.len(),
+                    self.name,
+                    self.log.as_ref().unwrap().display()
+                );
+                for l in tail {
+                    eprintln!("{l}");
+                }
+            }
+        }
         if self.running() {
             // Kill the whole process group a runnerd leads, then it.
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGKILL);
@@ -174,17 +224,17 @@ impl Hub {
                 cmd.args([flag, value]);
             }
         }
-        cmd.args(&extra).stdout(Stdio::piped()).stderr(if quiet() { Stdio::null() } else { Stdio::inherit() });
-        let mut child = cmd.spawn().expect("spawn hubd");
+        cmd.args(&extra).stdout(Stdio::piped());
+        let mut proc = Proc::spawn(&mut cmd, "hubd");
         // hubd prints its base URL as the first line of stdout once it listens.
-        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut out = BufReader::new(proc.child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).expect("read hubd's address");
         let url = line.trim().to_string();
         assert!(url.starts_with("http://"), "hubd printed {line:?}, not its URL");
         std::thread::spawn(move || for _ in out.lines() {});
         let listen = url.trim_start_matches("http://").to_string();
-        Hub { proc: Proc { child, name: "hubd".into() }, url, db, listen, extra }
+        Hub { proc, url, db, listen, extra }
     }
 
     /// Stops the hub (SIGKILL: an outage, not a goodbye) and starts it again
@@ -318,10 +368,7 @@ pub fn start_runner(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)]) -> Proc
 pub fn start_stage(hub: &Hub, spool: &Path, program: &str, extra_env: &[(&str, &str)]) -> Proc {
     let mut cmd = Command::new(bin(program));
     cmd.envs(runner_env(hub, spool)).envs(extra_env.iter().map(|(a, b)| (a.to_string(), b.to_string())));
-    if quiet() {
-        cmd.stderr(Stdio::null());
-    }
-    Proc { child: cmd.spawn().unwrap_or_else(|e| panic!("spawn {program}: {e}")), name: program.into() }
+    Proc::spawn(&mut cmd, program)
 }
 
 /// A stage's answer to `status` on its control socket, within the 3 s
@@ -340,7 +387,7 @@ pub fn start_runner_logged(hub: &Hub, spool: &Path, extra_env: &[(&str, &str)], 
     let mut cmd = Command::new(bin("runnerd"));
     cmd.envs(runner_env(hub, spool)).envs(extra_env.iter().map(|(a, b)| (a.to_string(), b.to_string())));
     cmd.stderr(std::fs::File::create(log).expect("runner log"));
-    Proc { child: cmd.spawn().expect("spawn runnerd"), name: "runnerd".into() }
+    Proc::of(cmd.spawn().expect("spawn runnerd"), "runnerd", Some(log))
 }
 
 /// One row of a runner's spool, as a test sees it.
@@ -943,4 +990,27 @@ pub fn seed_from(name: &str) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
     }) | 1
+}
+
+/// Says that the calling test is skipped, and why (it then returns: the
+/// harness counts it as passed). Each skip is also a line of
+/// `target/test-logs/skipped.log`, which `make test` counts and names in
+/// its last line, so a skip is never taken for a pass.
+pub fn skip(why: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let suite = std::env::current_exe()
+        .ok()
+        .and_then(|e| {
+            e.file_name().map(|n| {
+                n.to_string_lossy().rsplit_once('-').map_or(n.to_string_lossy().into_owned(), |(s, _)| s.to_string())
+            })
+        })
+        .unwrap_or_default();
+    eprintln!("skipped: {why}");
+    let log = repo().join("target/test-logs");
+    let _ = std::fs::create_dir_all(&log);
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log.join("skipped.log")) {
+        let _ = writeln!(f, "{suite}::{test}: {why}");
+    }
 }
