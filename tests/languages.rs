@@ -40,6 +40,10 @@ impl Case {
         self.0["status"].as_str().unwrap_or("?")
     }
 
+    fn stderr(&self) -> &str {
+        self.0["stderr"].as_str().unwrap_or("")
+    }
+
     /// Panics, showing the whole case, unless its status is `want`.
     fn expect(&self, want: &str, what: &str) {
         assert_eq!(self.status(), want, "{what}: {}", self.0);
@@ -126,4 +130,63 @@ int main(void) { printf("%ld\n", down(0)); return 0; }
 "#;
     let got = judged("c11", "endless.c", source, "", "", 64 << 10, 5000);
     assert!(["MLE", "RE"].contains(&got.status()), "an endless recursion: {}", got.0);
+}
+
+/// A+B in Java, its public class and package as given.
+fn java_ab(package: &str, class: &str) -> String {
+    format!(
+        "{package}\nimport java.util.Scanner;\n\n\
+         public class {class} {{\n    public static void main(String[] args) {{\n        \
+         Scanner in = new Scanner(System.in);\n        System.out.println(in.nextLong() + in.nextLong());\n    }}\n}}\n"
+    )
+}
+
+#[test]
+fn java_runs_the_public_class_that_declares_main_whatever_its_name() {
+    judged("java", "Solution.java", &java_ab("", "Solution"), "1 2\n", "3\n", 256 << 10, 5000)
+        .expect("AC", "public class Solution");
+}
+
+#[test]
+fn java_runs_a_public_class_in_a_package() {
+    let source = java_ab("package contest.round1;", "Solver");
+    judged("java", "Solver.java", &source, "1 2\n", "3\n", 256 << 10, 5000).expect("AC", "contest.round1.Solver");
+}
+
+#[test]
+fn java_is_not_fooled_by_classes_in_comments_and_strings() {
+    let source = r#"
+// public class Decoy { public static void main(String[] a) {} }
+/* public class Other { public static void main(String[] a) {} } */
+import java.util.Scanner;
+
+class Helper {
+    static String text = "public class Fake { public static void main(String[] a) {} }";
+    static char brace = '{';
+}
+
+public class Answer {
+    static String nested = "}";
+    public static void main(String... args) {
+        Scanner in = new Scanner(System.in);
+        System.out.println(in.nextLong() + in.nextLong() + Helper.text.length() * 0);
+    }
+}
+"#;
+    judged("java", "Answer.java", source, "1 2\n", "3\n", 256 << 10, 5000).expect("AC", "public class Answer");
+}
+
+#[test]
+fn java_main_keeps_working_public_or_not() {
+    judged("java", "Main.java", &java_ab("", "Main"), "1 2\n", "3\n", 256 << 10, 5000).expect("AC", "public Main");
+    let package_private = java_ab("", "Main").replacen("public class", "class", 1);
+    judged("java", "Main.java", &package_private, "1 2\n", "3\n", 256 << 10, 5000).expect("AC", "class Main");
+}
+
+#[test]
+fn java_without_a_class_declaring_main_is_ce_saying_so() {
+    let source = "public class Solution {\n    static void solve() {}\n}\n";
+    let got = judged("java", "Solution.java", source, "", "", 256 << 10, 5000);
+    got.expect("CE", "no main");
+    assert!(got.stderr().contains("public static void main"), "CE without saying why: {}", got.0);
 }

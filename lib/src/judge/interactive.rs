@@ -36,7 +36,10 @@ impl CaseContext<'_> {
             (Ok(a), Ok(b)) => (a, b),
             _ => return CaseRun::judge_error("cannot duplicate the output files"),
         };
-        let program = self.program(limits.clone()).stdio(to_prog_r, from_prog_w, err_w);
+        let program = match self.program(limits.clone()) {
+            Ok(p) => p.stdio(to_prog_r, from_prog_w, err_w),
+            Err(why) => return CaseRun::judge_error(&why),
+        };
         let interactor = self.checker_program(p, &dir, ilimits, true).stdio(from_prog_r, to_prog_w, log_w);
         // Each run holds its pipe ends until it returns: the other side sees
         // EOF once a side has ended.
