@@ -190,3 +190,20 @@ fn java_without_a_class_declaring_main_is_ce_saying_so() {
     got.expect("CE", "no main");
     assert!(got.stderr().contains("public static void main"), "CE without saying why: {}", got.0);
 }
+
+#[test]
+fn a_python_syntax_error_is_ce_with_pythons_message() {
+    let source = "a, b = map(int, input().split())\nprint(a + b\n";
+    let got = judged("python3", "ab.py", source, "1 2\n", "3\n", 256 << 10, 5000);
+    got.expect("CE", "an unclosed parenthesis");
+    assert!(got.stderr().contains("SyntaxError"), "no SyntaxError in stderr: {}", got.0);
+    assert!(got.stderr().contains("main.py"), "the message names no file: {}", got.0);
+}
+
+#[test]
+fn a_python_error_at_run_time_is_still_re() {
+    let source = "a, b = map(int, input().split())\nprint(a / 0)\n";
+    judged("python3", "ab.py", source, "1 2\n", "3\n", 256 << 10, 5000).expect("RE", "a ZeroDivisionError");
+    judged("python3", "ab.py", "print(sum(map(int, input().split())))\n", "1 2\n", "3\n", 256 << 10, 5000)
+        .expect("AC", "A+B");
+}

@@ -1,9 +1,10 @@
 //! The language table: how to compile and run each language a job may name.
 //!
 //! A job names its language by number (`"language": 0`); ids 0, 1 and 2 are
-//! Normal-OJ's (c11, cpp17, python3, with its exact commands), further ids are
-//! the runner's own. The table lives in `etc/languages.json` and is compiled
-//! in ([`Languages::builtin`]) so a runner works without the file.
+//! Normal-OJ's (c11, cpp17, python3, with its exact commands, and python3
+//! byte-compiled first so that a SyntaxError is CE), further ids are the
+//! runner's own. The table lives in `etc/languages.json` and is compiled in
+//! ([`Languages::builtin`]) so a runner works without the file.
 //!
 //! # File format (`etc/languages.json`)
 //!
@@ -322,7 +323,8 @@ mod tests {
         assert_eq!(t.by_id(1).unwrap().name, "cpp17");
         assert_eq!(t.by_id(2).unwrap().name, "python3");
         assert_eq!(t.by_name("python3").unwrap().source, "main.py");
-        assert!(t.by_id(2).unwrap().compile.is_none());
+        // python3 is byte-compiled first: a SyntaxError is CE.
+        assert!(t.by_id(2).unwrap().compile.as_ref().is_some_and(|c| c.contains(&"py_compile".to_string())));
         assert_eq!(t.by_name("c11").unwrap().processes, DEFAULT_RUN_PROCESSES);
         assert!(t.by_name("c11").unwrap().limit_address_space);
         assert!(t.by_id(42).is_none());
