@@ -1,4 +1,4 @@
-// A+B in Java: AC. The class must be Main (the file is stored as Main.java).
+// A+B in Java: AC. Any public class declaring main is run; this one is Main.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.StringTokenizer;

@@ -1,9 +1,10 @@
 //! The language table: how to compile and run each language a job may name.
 //!
 //! A job names its language by number (`"language": 0`); ids 0, 1 and 2 are
-//! Normal-OJ's (c11, cpp17, python3, with its exact commands), further ids are
-//! the runner's own. The table lives in `etc/languages.json` and is compiled
-//! in ([`Languages::builtin`]) so a runner works without the file.
+//! Normal-OJ's (c11, cpp17, python3, with its exact commands, and python3
+//! byte-compiled first so that a SyntaxError is CE), further ids are the
+//! runner's own. The table lives in `etc/languages.json` and is compiled in
+//! ([`Languages::builtin`]) so a runner works without the file.
 //!
 //! # File format (`etc/languages.json`)
 //!
@@ -26,9 +27,14 @@
 //! | `source` | the file name the submission is stored under in the source dir (`main.c`) |
 //! | `compile` | optional argv, run in the source dir; absent: nothing to compile |
 //! | `run` | argv, run in the source dir; a leading `./` means "in the source dir" |
+//! | `entry` | optional: how the program's entry point is found in the source before the compile ([`EntryFinder`]; `"java_class"`) |
 //! | `processes` | optional, default 16: processes + threads a run may have (`RLIMIT_NPROC`) |
 //! | `limit_address_space` | optional, default true: whether runs and compiles get the `RLIMIT_AS` backstop (the JVM needs it off) |
 //! | `note` | optional free text |
+//!
+//! In `compile` and `run`, `{source}` stands for the file the source is
+//! compiled under (`source`, unless the entry point needs another name) and
+//! `{entry}` for the entry point (only with `entry`): [`Placeholders`].
 //!
 //! Commands use absolute paths: judged programs and compilers run with
 //! `PATH=/usr/bin:/bin` as an unprivileged slot uid, so anything under a
@@ -37,6 +43,8 @@
 
 use serde::Deserialize;
 use std::path::Path;
+
+mod java;
 
 /// The default number of processes + threads a judged run may have: room for
 /// a few helper threads, too few for a fork bomb to matter.
@@ -55,6 +63,10 @@ pub struct Language {
     pub compile: Option<Vec<String>>,
     /// The program's argv, run in the source dir.
     pub run: Vec<String>,
+    /// How the entry point is found in the source; `None`: the language
+    /// has none to find (the commands name no `{entry}`).
+    #[serde(default)]
+    pub entry: Option<EntryFinder>,
     /// `RLIMIT_NPROC` for runs (the slot uid's processes + threads).
     #[serde(default = "default_processes")]
     pub processes: u64,
@@ -68,7 +80,66 @@ pub struct Language {
     pub note: Option<String>,
 }
 
+/// How a language's entry point is found in a submission's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryFinder {
+    /// The top-level Java class that declares `public static void
+    /// main(String[])` (the public one), qualified by its package; the
+    /// source is compiled as its public class's file (`language/java.rs`).
+    JavaClass,
+}
+
+/// What `{source}` and `{entry}` stand for in one submission's commands:
+/// found in its source before the compile ([`Language::placeholders`]),
+/// the same for every run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placeholders {
+    /// The file the source is compiled under, in the source dir.
+    pub source: String,
+    /// The entry point; `None`: the language has no [`EntryFinder`].
+    pub entry: Option<String>,
+}
+
+/// The placeholders of commands, as they are written in the table.
+const SOURCE_PLACEHOLDER: &str = "{source}";
+const ENTRY_PLACEHOLDER: &str = "{entry}";
+
+impl Placeholders {
+    /// `argv` with each `{source}` and `{entry}` replaced. `Err`: it names
+    /// `{entry}` and there is none (the judge's error: nothing was compiled).
+    pub fn fill(&self, argv: &[String]) -> Result<Vec<String>, String> {
+        argv.iter()
+            .map(|arg| {
+                let arg = arg.replace(SOURCE_PLACEHOLDER, &self.source);
+                match (&self.entry, arg.contains(ENTRY_PLACEHOLDER)) {
+                    (Some(entry), true) => Ok(arg.replace(ENTRY_PLACEHOLDER, entry)),
+                    (None, true) => Err(format!("{arg:?} names {ENTRY_PLACEHOLDER}, and no entry point was found")),
+                    (_, false) => Ok(arg),
+                }
+            })
+            .collect()
+    }
+}
+
 impl Language {
+    /// What the commands' placeholders stand for, given the submission's
+    /// source text. `Err`: the source has no entry point the language
+    /// needs, and why (a compile error's message).
+    pub fn placeholders(&self, source_text: &str) -> Result<Placeholders, String> {
+        match self.entry {
+            None => Ok(self.plain_placeholders()),
+            Some(EntryFinder::JavaClass) => java::find_entry(source_text, &self.source)
+                .map(|found| Placeholders { source: found.file, entry: Some(found.class) }),
+        }
+    }
+
+    /// The placeholders of a submission whose source was never read: only
+    /// right for a language without an [`EntryFinder`].
+    pub fn plain_placeholders(&self) -> Placeholders {
+        Placeholders { source: self.source.clone(), entry: None }
+    }
+
     /// The programs of its commands (absolute paths) this machine lacks:
     /// not there, or not executable by others (a slot uid). Empty: it can
     /// be judged here.
@@ -198,6 +269,10 @@ impl Languages {
             if l.processes == 0 {
                 return Err(wrong(Problem::NoProcesses));
             }
+            let mut commands = l.compile.iter().flatten().chain(&l.run);
+            if l.entry.is_none() && commands.any(|a| a.contains(ENTRY_PLACEHOLDER)) {
+                return Err(wrong(Problem::EntryWithoutFinder));
+            }
         }
         Ok(())
     }
@@ -233,6 +308,8 @@ pub enum Problem {
     EmptyCompile,
     #[error("processes must be at least 1")]
     NoProcesses,
+    #[error("a command names {{entry}} but the language has no \"entry\" to find it")]
+    EntryWithoutFinder,
 }
 
 #[cfg(test)]
@@ -246,7 +323,8 @@ mod tests {
         assert_eq!(t.by_id(1).unwrap().name, "cpp17");
         assert_eq!(t.by_id(2).unwrap().name, "python3");
         assert_eq!(t.by_name("python3").unwrap().source, "main.py");
-        assert!(t.by_id(2).unwrap().compile.is_none());
+        // python3 is byte-compiled first: a SyntaxError is CE.
+        assert!(t.by_id(2).unwrap().compile.as_ref().is_some_and(|c| c.contains(&"py_compile".to_string())));
         assert_eq!(t.by_name("c11").unwrap().processes, DEFAULT_RUN_PROCESSES);
         assert!(t.by_name("c11").unwrap().limit_address_space);
         assert!(t.by_id(42).is_none());
@@ -288,7 +366,35 @@ mod tests {
     }
 
     #[test]
+    fn placeholders_fill_the_commands() {
+        let java = Languages::builtin().by_name("java").unwrap().clone();
+        assert_eq!(java.entry, Some(EntryFinder::JavaClass));
+        let p = java.placeholders("package a.b; public class Foo { public static void main(String[] x) {} }").unwrap();
+        assert_eq!(p, Placeholders { source: "Foo.java".into(), entry: Some("a.b.Foo".into()) });
+        let compile = p.fill(java.compile.as_ref().unwrap()).unwrap();
+        assert_eq!(compile.last().map(String::as_str), Some("Foo.java"), "{compile:?}");
+        assert_eq!(p.fill(&java.run).unwrap().last().map(String::as_str), Some("a.b.Foo"));
+        assert!(java.placeholders("public class Foo {}").unwrap_err().contains("main"));
+        // A language without an entry point keeps its file name and commands.
+        let c11 = Languages::builtin().by_name("c11").unwrap().clone();
+        let plain = c11.placeholders("int main(void) { return 0; }").unwrap();
+        assert_eq!(plain, c11.plain_placeholders());
+        assert_eq!(plain.fill(c11.compile.as_ref().unwrap()).unwrap(), *c11.compile.as_ref().unwrap());
+        // {entry} with nothing found is the judge's error, named.
+        let unfound = java.plain_placeholders().fill(&java.run).unwrap_err();
+        assert!(unfound.contains("{entry}"), "{unfound}");
+        let inside = Placeholders { source: "s.x".into(), entry: Some("E".into()) };
+        assert_eq!(inside.fill(&["-Dmain={entry}@{source}".into()]).unwrap(), ["-Dmain=E@s.x"]);
+    }
+
+    #[test]
     fn bad_tables_are_refused() {
+        let entry_unfound =
+            r#"{"languages": [{"id": 0, "name": "j", "source": "M.java", "run": ["/usr/bin/java", "{entry}"]}]}"#;
+        assert!(Languages::parse(entry_unfound).unwrap_err().to_string().contains("no \"entry\""));
+        let unknown_finder =
+            r#"{"languages": [{"id": 0, "name": "j", "source": "M.java", "run": ["./m"], "entry": "cobol"}]}"#;
+        assert!(Languages::parse(unknown_finder).is_err());
         let one = r#"{"id": 0, "name": "c", "source": "main.c", "run": ["./main"]}"#;
         assert!(Languages::parse(&format!(r#"{{"languages": [{one}]}}"#)).is_ok());
         let dup = format!(r#"{{"languages": [{one}, {one}]}}"#);

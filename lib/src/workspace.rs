@@ -22,6 +22,7 @@
 //! each helper starts. Not root, a judge uses the directory where it is: its
 //! runs are not jailed, and see host paths anyway.
 
+use crate::language::Placeholders;
 use ojrunner_daemon::lock;
 use std::fs::File;
 use std::io;
@@ -46,6 +47,9 @@ pub struct Workspace {
     dir: PathBuf,
     /// The lock that marks the copy as in use (`None`: not a copy).
     lock: Option<File>,
+    /// What the compile found in the source for the commands' placeholders
+    /// (the Java class to run), for every run after it.
+    placeholders: OnceLock<Placeholders>,
 }
 
 impl Workspace {
@@ -53,7 +57,7 @@ impl Workspace {
     /// workspace of their own (as root); else `from` itself.
     pub fn stage(from: &Path) -> io::Result<Workspace> {
         let Some(root) = root() else {
-            return Ok(Workspace { dir: from.to_path_buf(), lock: None });
+            return Ok(Workspace { dir: from.to_path_buf(), lock: None, placeholders: OnceLock::new() });
         };
         let (dir, lock) = {
             let _naming = lock::exclusive(Path::new(LOCK))?;
@@ -62,7 +66,7 @@ impl Workspace {
             let lock = lock::exclusive(&root.join(format!("{name}.lock")))?;
             (root.join(name), lock)
         };
-        let ws = Workspace { dir, lock: Some(lock) };
+        let ws = Workspace { dir, lock: Some(lock), placeholders: OnceLock::new() };
         std::fs::DirBuilder::new().mode(0o755).create(&ws.dir)?;
         copy_tree(from, &ws.dir, 0)
             .map_err(|e| io::Error::new(e.kind(), format!("copying {}: {e}", from.display())))?;
@@ -72,6 +76,17 @@ impl Workspace {
     /// The directory: what the judge binds at `/src`.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// Keeps what the compile found for the commands' placeholders; a
+    /// compile again (a resumed claim) finds the same in the same source.
+    pub fn found(&self, placeholders: Placeholders) {
+        let _ = self.placeholders.set(placeholders);
+    }
+
+    /// What the compile found, if it ran.
+    pub fn placeholders(&self) -> Option<&Placeholders> {
+        self.placeholders.get()
     }
 }
 

@@ -75,7 +75,11 @@ impl CaseContext<'_> {
             (Ok(o), Ok(e)) => (o, e),
             _ => return CaseRun::judge_error("cannot duplicate the output files"),
         };
-        let usage = match sandbox::run(self.program(limits.clone()).stdio(stdin, out_w, err_w)) {
+        let program = match self.program(limits.clone()) {
+            Ok(p) => p,
+            Err(why) => return CaseRun::judge_error(&why),
+        };
+        let usage = match sandbox::run(program.stdio(stdin, out_w, err_w)) {
             Ok(u) => u,
             Err(e) => return CaseRun::judge_error(&e.to_string()),
         };
@@ -117,9 +121,21 @@ impl CaseContext<'_> {
     /// The program's run, as the slot, in the workspace (read-only: jailed,
     /// the program writes only to its private `/tmp`, so nothing on the
     /// host's disk but the stdout and stderr the judge opened).
-    pub(super) fn program(&self, limits: Limits) -> RunSpec {
+    /// `Err`: its command cannot be filled (the judge's error: see
+    /// [`Placeholders::fill`](crate::language::Placeholders::fill)).
+    pub(super) fn program(&self, limits: Limits) -> Result<RunSpec, String> {
+        let lang = self.sub.lang;
+        let plain;
+        let placeholders = match self.sub.src.placeholders() {
+            Some(p) => p,
+            None => {
+                plain = lang.plain_placeholders();
+                &plain
+            }
+        };
+        let argv = placeholders.fill(&lang.run).map_err(|why| format!("the run command: {why}"))?;
         let home = Bind::at(self.sub.src.path(), SRC, false);
-        RunSpec::new(self.sub.lang.run.clone(), self.slot.identity(), limits, home).tmp(self.scratch)
+        Ok(RunSpec::new(argv, self.slot.identity(), limits, home).tmp(self.scratch))
     }
 
     /// A checker program's run (`p input output answer`) in the case's

@@ -4,19 +4,28 @@
 //! doc](super)).
 
 use super::capped::{cap_string, read_back};
-use super::files::{create_fresh, own_tree, set_mode};
+use super::files::{annotate, create_fresh, own_tree, set_mode};
 use super::spec::RunSpec;
 use super::{Compiled, Judge, Slot, SRC};
-use crate::language::Language;
+use crate::archive;
+use crate::language::{Language, Placeholders};
 use crate::sandbox::{self, Bind, Identity};
 use crate::verdict;
 use crate::workspace::Workspace;
-use std::os::unix::fs::PermissionsExt;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 impl Judge {
     /// Compiles `src_dir/<lang.source>` with `lang.compile`, as the slot, in
     /// `src_dir`. Languages without a compile step are `Ready` at once.
+    ///
+    /// A language with an entry point to find (Java's class) has it found
+    /// first, as root: a source without one is CE, saying why; one whose
+    /// file must be named otherwise (`public class Foo`: `Foo.java`) is
+    /// copied to that name. The workspace keeps what was found, for the
+    /// runs' commands.
     pub fn compile(&self, lang: &Language, src: &Workspace, slot: &Slot) -> Compiled {
         let src_dir = src.path();
         let source = src_dir.join(&lang.source);
@@ -26,9 +35,19 @@ impl Judge {
         if let Some(why) = lang.cannot_judge() {
             return Compiled::JudgeError(why);
         }
+        let placeholders = match placeholders_of(lang, src_dir) {
+            Ok(Ok(p)) => p,
+            Ok(Err(why)) => return Compiled::Failed { message: format!("{}: {why}\n", lang.source) },
+            Err(e) => return Compiled::JudgeError(format!("naming the source: {e}")),
+        };
+        src.found(placeholders.clone());
         let Some(argv) = &lang.compile else { return Compiled::Ready };
+        let argv = match placeholders.fill(argv) {
+            Ok(argv) => argv,
+            Err(why) => return Compiled::JudgeError(format!("the compile command: {why}")),
+        };
         let identity = slot.identity();
-        let result = self.compile_as(lang, argv, src_dir, identity);
+        let result = self.compile_as(lang, &argv, &placeholders.source, src_dir, identity);
         if identity.is_some() {
             if let Err(e) = own_tree(src_dir, 0, 0, 0) {
                 return Compiled::JudgeError(format!("taking back {}: {e}", src_dir.display()));
@@ -37,10 +56,17 @@ impl Judge {
         result
     }
 
-    fn compile_as(&self, lang: &Language, argv: &[String], src_dir: &Path, identity: Option<Identity>) -> Compiled {
+    fn compile_as(
+        &self,
+        lang: &Language,
+        argv: &[String],
+        source_name: &str,
+        src_dir: &Path,
+        identity: Option<Identity>,
+    ) -> Compiled {
         let prepared = (|| {
             set_mode(src_dir, 0o755)?;
-            let source = src_dir.join(&lang.source);
+            let source = src_dir.join(source_name);
             let mode = std::fs::metadata(&source)?.permissions().mode();
             set_mode(&source, mode | 0o444)?;
             // The compiler's messages: a file nobody else can open (unlinked at once).
@@ -78,4 +104,28 @@ impl Judge {
         };
         Compiled::Failed { message }
     }
+}
+
+/// The placeholders of the source in `src_dir` (`Ok(Err)`: it has no entry
+/// point, and why), with the source copied to the name they give it.
+fn placeholders_of(lang: &Language, src_dir: &Path) -> std::io::Result<Result<Placeholders, String>> {
+    if lang.entry.is_none() {
+        return Ok(Ok(lang.plain_placeholders()));
+    }
+    let source = src_dir.join(&lang.source);
+    // What a runner takes of a job's code, and no more: the scan is linear.
+    let mut text = Vec::new();
+    let file =
+        File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&source).map_err(|e| annotate(e, &source))?;
+    file.take(archive::CODE.max_bytes).read_to_end(&mut text).map_err(|e| annotate(e, &source))?;
+    let found = match lang.placeholders(&String::from_utf8_lossy(&text)) {
+        Ok(p) => p,
+        Err(why) => return Ok(Err(why)),
+    };
+    if found.source != lang.source {
+        let named = src_dir.join(&found.source);
+        let mut copy = create_fresh(&named, 0o644)?;
+        copy.write_all(&text).map_err(|e| annotate(e, &named))?;
+    }
+    Ok(Ok(found))
 }

@@ -60,7 +60,10 @@ impl CaseContext<'_> {
             Ok(ends) => ends,
             Err(e) => return CaseRun::judge_error(&format!("duplicating the interactor's pipes: {e}")),
         };
-        let program = self.program(limits.clone()).stdio(to_prog_r, from_prog_w, err_w);
+        let program = match self.program(limits.clone()) {
+            Ok(p) => p.stdio(to_prog_r, from_prog_w, err_w),
+            Err(why) => return CaseRun::judge_error(&why),
+        };
         let interactor = self.checker_program(p, &dir, ilimits, true).stdio(from_prog_r, to_prog_w, log_w);
         let (usage, iusage, first) = std::thread::scope(|s| {
             let prog = s.spawn(move || {

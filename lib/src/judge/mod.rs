@@ -71,7 +71,7 @@
 
 use crate::language::Language;
 use crate::protocol::{CaseResult, Task};
-use crate::sandbox::Limits;
+use crate::sandbox::{Limits, UNLIMITED};
 use std::time::Duration;
 
 // Where a judge's slots come from (`sandbox/slot.rs`).
@@ -180,8 +180,9 @@ impl Judge {
             wall: 3 * time + Duration::from_secs(1),
             memory,
             address_space: lang.limit_address_space.then_some(memory + ADDRESS_SPACE_HEADROOM),
-            // A large stack, as Normal-OJ gives: deep recursion is legal.
-            stack: Some(memory),
+            // Deep recursion is legal up to the memory limit, and every
+            // thread beside the main one gets the runtime's default stack.
+            stack: Some(UNLIMITED),
             output: self.output_limit,
             processes: Some(lang.processes),
         }
@@ -197,7 +198,7 @@ impl Judge {
             wall: program_wall.map_or(Duration::from_secs(20), |w| w + Duration::from_secs(10)),
             memory,
             address_space: Some(memory + ADDRESS_SPACE_HEADROOM),
-            stack: Some(memory),
+            stack: Some(UNLIMITED),
             output: self.output_limit,
             processes: Some(16),
         }
@@ -210,7 +211,7 @@ impl Judge {
             wall: self.compile_wall,
             memory: self.compile_memory,
             address_space: lang.limit_address_space.then_some(self.compile_memory + ADDRESS_SPACE_HEADROOM),
-            stack: Some(self.compile_memory),
+            stack: Some(UNLIMITED),
             output: self.compile_output,
             processes: Some(self.compile_processes),
         }
@@ -232,7 +233,7 @@ mod tests {
         assert_eq!(l.wall, Duration::from_secs(4));
         assert_eq!(l.memory, 64 << 20);
         assert_eq!(l.address_space, Some((64 << 20) + ADDRESS_SPACE_HEADROOM));
-        assert_eq!(l.stack, Some(64 << 20));
+        assert_eq!(l.stack, Some(UNLIMITED), "threads get the runtime's default stack");
         assert_eq!(l.output, 64 << 20);
         assert_eq!(l.processes, Some(16));
         let java = judge.case_limits(langs.by_name("java").unwrap(), &task);

@@ -7,7 +7,7 @@ use super::cores;
 use super::error::{Error, Step};
 use super::jail::{self, Jail};
 use super::limits::{
-    look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched,
+    look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched, UNLIMITED,
 };
 use super::mounts::{self, JailRoot};
 use super::procfs::{anon_of, sample_tree};
@@ -525,12 +525,12 @@ impl Executor {
             }
             if !self.warned.contains(resource) {
                 self.warned.push(*resource);
+                let asked = if *hard == UNLIMITED { "unlimited".to_string() } else { hard.to_string() };
                 eprintln!(
-                    "ojrunner-sandbox-helper: RLIMIT_{} capped at {} (asked {}): the judge's own hard limit, \
+                    "ojrunner-sandbox-helper: RLIMIT_{} capped at {} (asked {asked}): the judge's own hard limit, \
                  which cannot be raised without CAP_SYS_RESOURCE",
                     rlimit_name(*resource),
                     own.rlim_max,
-                    hard
                 );
             }
             *hard = own.rlim_max;

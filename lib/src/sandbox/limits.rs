@@ -11,6 +11,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// An rlimit's "no limit" (`RLIM_INFINITY`).
+pub const UNLIMITED: u64 = libc::RLIM_INFINITY;
+
 /// How often the watchdog samples the program.
 pub const POLL: Duration = Duration::from_millis(10);
 
@@ -42,7 +45,12 @@ pub struct Limits {
     /// rather than RE from a failed `malloc`. the judge (`judge/`) sets the memory
     /// limit + 1 GiB; the JVM gets none.
     pub address_space: Option<u64>,
-    /// `RLIMIT_STACK`, bytes; `None`: inherited.
+    /// `RLIMIT_STACK`, bytes ([`UNLIMITED`]: none); `None`: inherited.
+    /// The judge asks for none: glibc gives each new thread a default
+    /// stack of this size (2 MiB when unlimited), so a limit as large as
+    /// the memory limit would let only a thread or two fit under
+    /// `RLIMIT_AS`, while the main thread's stack needs no limit of its
+    /// own: its pages are memory, and the memory limit stops it.
     pub stack: Option<u64>,
     /// `RLIMIT_FSIZE`, bytes: how large any file the program writes (its
     /// stdout and stderr included) may grow.

@@ -134,7 +134,7 @@
 //! |---|---|
 //! | `RLIMIT_CPU` = ⌈cpu⌉ + 1 s (hard + 1 s more) | a backstop only: the watchdog kills at the limit itself |
 //! | `RLIMIT_AS` (optional) | a per-process backstop against memory the watchdog cannot see (see [`Limits::address_space`](limits::Limits::address_space)) |
-//! | `RLIMIT_STACK` | a large stack, as Normal-OJ gives (deep recursion is legal) |
+//! | `RLIMIT_STACK` = unlimited (the judge's runs) | deep recursion is legal: the main thread's stack may grow to the memory limit, which stops it; and new threads get the runtime's default (glibc's: 2 MiB), not a stack the size of the limit each (see [`Limits::stack`](limits::Limits::stack)) |
 //! | `RLIMIT_FSIZE` = output limit | for files the program writes (its `/tmp`, a compile's output): past it, `SIGXFSZ`. stdout and stderr are pipes the judge caps itself (`streams.rs`) |
 //! | `RLIMIT_NPROC` (only with an identity) | processes + threads of the slot uid: no fork bomb (the cgroup's `pids.max` says the same per run) |
 //! | `RLIMIT_CORE` = 0 | no core files |
@@ -190,7 +190,7 @@ pub use error::Error;
 pub use executor::{helper_oom_score_adj, probe_mechanisms, probe_namespaces, Mechanisms};
 pub use helper::{netns_per_run, set_netns_per_run, set_timed};
 pub use limits::SLOT_LOCK_DIR;
-pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL};
+pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL, UNLIMITED};
 pub use slot::slot_lock_dir;
 pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
 
