@@ -82,7 +82,11 @@ const SUM_CASES: [(&str, &str); 4] = [("5\n", "2 3\n"), ("7\n", "3 4\n"), ("0\n"
 #[test]
 fn an_output_validator_judges_by_42_and_43_and_its_judgemessage_is_the_cases_message() {
     let work = TempDir::new("icpc-validator");
-    let td = testdata(work.path(), &SUM_CASES, &[("icpc/validator.c", read_fixture("sum_validator.c"))]);
+    let td = testdata(
+        work.path(),
+        &SUM_CASES,
+        &[("icpc/validator.c", read_fixture("sum/output_validators/sum/sum_validator.c"))],
+    );
     let runs = judge(work.path(), &read_fixture("sum.c"), &td, "icpc", 80);
     // A right answer the diff checker would refuse: the validator decides.
     assert_eq!(statuses(&runs), [Verdict::AC, Verdict::WA, Verdict::JE, Verdict::WA]);
@@ -100,10 +104,83 @@ fn an_output_validator_judges_by_42_and_43_and_its_judgemessage_is_the_cases_mes
 #[test]
 fn validator_flags_shipped_with_the_validator_are_its_arguments() {
     let work = TempDir::new("icpc-flags");
-    let extra =
-        [("icpc/validator.c", read_fixture("sum_validator.c")), ("icpc/validator_flags", "nonnegative\n".into())];
+    let extra = [
+        ("icpc/validator.c", read_fixture("sum/output_validators/sum/sum_validator.c")),
+        ("icpc/validator_flags", "nonnegative\n".into()),
+    ];
     let td = testdata(work.path(), &SUM_CASES[..1], &extra);
     let runs = judge(work.path(), &read_fixture("sum.c"), &td, "icpc", 81);
     assert_eq!(statuses(&runs), [Verdict::WA]);
     assert!(runs[0].result.stderr.contains("negative: -1 6"), "{:?}", runs[0].result.stderr);
+}
+
+/// `hubd --db DB problem add --id ID DIR`: its exit status and stderr.
+fn problem_add(db: &Path, id: i64, dir: &Path) -> (bool, String) {
+    let out = std::process::Command::new(testkit::bin("hubd"))
+        .arg("--db")
+        .arg(db)
+        .args(["problem", "add", "--id", &id.to_string()])
+        .arg(dir)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_package_added_by_hubd_is_judged_end_to_end_by_its_validator() {
+    let dir = TempDir::new("icpc-e2e");
+    let hub = testkit::Hub::start(dir.path(), &[]);
+    hub.add_problem(1, &fixture("sum"));
+    let ok = hub.submit(1, "c11", &fixture("sum_ok.c"));
+    let negative = hub.submit(1, "c11", &fixture("sum.c"));
+    let mut runner = testkit::start_runner(&hub, &dir.path().join("spool"), &[]);
+    hub.wait_all_judged(std::time::Duration::from_secs(300));
+    let ok = hub.submission(&ok);
+    // Right where the answers' pairs differ: the validator judged, with the
+    // package's flags; the samples are a task worth nothing, the secret
+    // cases (a nested group among them) one worth 100.
+    assert_eq!((ok["verdict"].as_str(), ok["score"].as_i64()), (Some("AC"), Some(100)), "{ok}");
+    assert_eq!(ok["tasks"].as_array().map(Vec::len), Some(2), "{ok}");
+    assert_eq!(ok["tasks"][1]["cases"].as_array().map(Vec::len), Some(3), "{ok}");
+    let case = &ok["tasks"][1]["cases"][2];
+    assert!(case["stderr"].as_str().unwrap_or("").contains("[validator] ok: 1 + 999999"), "{case}");
+    let negative = hub.submission(&negative);
+    assert_eq!((negative["verdict"].as_str(), negative["score"].as_i64()), (Some("WA"), Some(0)), "{negative}");
+    let sample = &negative["tasks"][0]["cases"][0];
+    assert!(sample["stderr"].as_str().unwrap_or("").contains("negative: -1 6"), "{sample}");
+    runner.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(runner.wait_exit(std::time::Duration::from_secs(60)), 0);
+}
+
+#[test]
+fn hubd_problem_add_refuses_a_package_by_the_key_it_cannot_carry() {
+    let dir = TempDir::new("icpc-refused");
+    let db = dir.path().join("hub.db");
+    let package = dir.path().join("scoring");
+    let copy = std::process::Command::new("cp").arg("-r").arg(fixture("sum")).arg(&package).status().unwrap();
+    assert!(copy.success());
+    let yaml = std::fs::read_to_string(package.join("problem.yaml")).unwrap();
+    std::fs::write(package.join("problem.yaml"), yaml.replace("type: pass-fail", "type: scoring")).unwrap();
+    let (ok, stderr) = problem_add(&db, 3, &package);
+    assert!(!ok && stderr.contains("problem 3") && stderr.contains("type: scoring"), "{stderr}");
+    std::fs::write(package.join("problem.yaml"), yaml.replace("memory: 256", "memory: 256\n  output: 8")).unwrap();
+    let (ok, stderr) = problem_add(&db, 3, &package);
+    assert!(!ok && stderr.contains("limits.output"), "{stderr}");
+    let validator = package.join("output_validators/sum");
+    std::fs::rename(validator.join("sum_validator.c"), validator.join("sum_validator.py")).unwrap();
+    std::fs::write(package.join("problem.yaml"), &yaml).unwrap();
+    let (ok, stderr) = problem_add(&db, 3, &package);
+    assert!(!ok && stderr.contains("output_validators/sum/sum_validator.py: a validator in Python"), "{stderr}");
+    // Nothing of them was stored; the package itself is, with its checker.
+    let (ok, stderr) = problem_add(&db, 4, &fixture("sum"));
+    assert!(ok, "{stderr}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let stored: Vec<(i64, Option<String>)> = conn
+        .prepare("SELECT id, checker FROM problems ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(stored, [(4, Some("icpc".to_string()))]);
 }
