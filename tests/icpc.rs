@@ -184,3 +184,67 @@ fn hubd_problem_add_refuses_a_package_by_the_key_it_cannot_carry() {
         .unwrap();
     assert_eq!(stored, [(4, Some("icpc".to_string()))]);
 }
+
+/// `judge-exec run --lang c11 --src SRC --tests DIR [args…]`: its exit
+/// code, its JSON lines, its stderr.
+fn judge_exec_run(src: &Path, tests: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let out = std::process::Command::new(testkit::bin("judge-exec"))
+        .args(["run", "--lang", "c11", "--src"])
+        .arg(src)
+        .arg("--tests")
+        .arg(tests)
+        .args(args)
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    (out.status.code().unwrap_or(-1), lines, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn judge_exec_run_judges_a_package_directory_as_hubd_maps_it() {
+    let (code, lines, err) = judge_exec_run(&fixture("sum_ok.c"), &fixture("sum"), &[]);
+    assert_eq!(code, 0, "{lines:?} {err}");
+    let cases: Vec<(&str, &str, i64)> = lines[..4]
+        .iter()
+        .map(|l| (l["case"].as_str().unwrap(), l["status"].as_str().unwrap(), l["task"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        cases,
+        [
+            ("data/sample/1", "AC", 0),
+            ("data/secret/1", "AC", 1),
+            ("data/secret/2", "AC", 1),
+            ("data/secret/big/1", "AC", 1)
+        ]
+    );
+    assert!(lines[3]["stderr"].as_str().unwrap().contains("[validator] ok: 1 + 999999"), "{}", lines[3]);
+    assert_eq!((lines[4]["summary"].as_bool(), lines[4]["cases"].as_i64()), (Some(true), Some(4)));
+    // The package's flags went with its validator.
+    let (code, lines, err) = judge_exec_run(&fixture("sum.c"), &fixture("sum"), &[]);
+    assert_eq!(code, 1, "{lines:?} {err}");
+    assert_eq!(lines[0]["status"], "WA");
+    assert!(lines[0]["stderr"].as_str().unwrap().contains("negative: -1 6"), "{}", lines[0]);
+    // A checker named on the command line wins over the package's.
+    let (code, lines, _) = judge_exec_run(&fixture("sum_ok.c"), &fixture("sum"), &["--checker", "diff"]);
+    assert_eq!((code, lines[0]["status"].as_str()), (1, Some("WA")));
+}
+
+#[test]
+fn judge_exec_run_refuses_a_package_by_the_key_it_cannot_carry() {
+    let dir = TempDir::new("icpc-run-refused");
+    let package = dir.path().join("sum");
+    assert!(std::process::Command::new("cp").arg("-r").arg(fixture("sum")).arg(&package).status().unwrap().success());
+    std::fs::remove_file(package.join(".timelimit")).unwrap();
+    let (code, _, err) = judge_exec_run(&fixture("sum_ok.c"), &package, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no time limit"), "{err}");
+    // Given on the command line, it is the package's.
+    let (code, lines, err) = judge_exec_run(&fixture("sum_ok.c"), &package, &["--time", "500"]);
+    assert_eq!(code, 0, "{lines:?} {err}");
+    std::fs::write(package.join("problem.yaml"), "validation: custom\ntype: scoring\n").unwrap();
+    let (code, _, err) = judge_exec_run(&fixture("sum_ok.c"), &package, &["--time", "500"]);
+    assert!(code == 2 && err.contains("type: scoring"), "{err}");
+}
