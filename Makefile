@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test test-cgroup2 soak fuzz lint bench bench-e2e install uninstall clean
+.PHONY: all build release deps demo test test-cgroup2 soak soak-net fuzz lint bench bench-e2e install uninstall clean
 
 all: build
 
@@ -27,9 +27,10 @@ release:
 # for the man page lint, runit and s6 for the supervision tests (without
 # recommends: runit-run would take over as init), prometheus for promtool's
 # lint of the metrics, systemd for systemd-analyze's check of the units
-# (neither is started). Installed when missing,
+# (neither is started), iproute2 and nftables for the test hosts of the
+# lossy network suite. Installed when missing,
 # as root with apt-get; anywhere else, a message names them.
-DEB_PACKAGES = gcc g++ make python3 mandoc rustc runit s6 prometheus systemd
+DEB_PACKAGES = gcc g++ make python3 mandoc rustc runit s6 prometheus systemd iproute2 nftables
 
 deps:
 	@missing=""; \
@@ -88,6 +89,14 @@ SOAK_SECS ?= 600
 
 soak: deps build
 	OJ_CHAOS_SECS=$(SOAK_SECS) $(CARGO) test --test chaos -- --nocapture
+
+# Runners on a lossy network, whole (tests/lossy_net.rs; make test runs a
+# short version): a hubd and 4 runners on test hosts of their own, links
+# losing 20 % and delayed 200 ± 100 ms each way, cuts of 60 s, a hub
+# restart, 300 submissions. As root (network namespaces).
+soak-net: deps build
+	OJ_NET_RUNNERS=4 OJ_NET_SUBMISSIONS=300 OJ_NET_CUT_SECS=60 \
+		$(CARGO) test --test lossy_net -- --nocapture
 
 # Speed and accuracy of the sandbox, as ratios against baselines measured
 # in the same run (see BENCHMARKS.md). Reports; never gates.

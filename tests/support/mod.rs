@@ -920,7 +920,7 @@ pub fn machine() -> String {
 pub struct Dice(pub u64);
 
 impl Dice {
-    pub fn next(&mut self) -> u64 {
+    pub fn roll(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -928,7 +928,7 @@ impl Dice {
     }
 
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.roll() % n
     }
 
     /// A duration from `lo` (included) to `hi` (excluded) milliseconds.
