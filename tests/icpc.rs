@@ -114,6 +114,47 @@ fn validator_flags_shipped_with_the_validator_are_its_arguments() {
     assert!(runs[0].result.stderr.contains("negative: -1 6"), "{:?}", runs[0].result.stderr);
 }
 
+/// A program that asks "? 1" forever without reading an answer.
+const FLOOD: &str = "#include <stdio.h>\nint main(void){for(;;)printf(\"? 1\\n\");}\n";
+
+/// A program that reads N and crashes.
+const CRASH: &str = "#include <stdio.h>\nint main(void){long n;scanf(\"%ld\",&n);return 3;}\n";
+
+#[test]
+fn an_interactor_talks_to_the_program_and_judges_by_42_and_43() {
+    let work = TempDir::new("icpc-interactor");
+    let extra = [("icpc/validator.c", read_fixture("guess/output_validators/guess/guess_validator.c"))];
+    let td = testdata(work.path(), &[("100 37\n", "37\n"), ("oops\n", "0\n")], &extra);
+    let guess = |name: &str| std::fs::read_to_string(repo().join("tests/checkers").join(name)).unwrap();
+    let at = |w: &str| {
+        let p = work.path().join(w);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let ok = judge(&at("ok"), &guess("guess_ok.c"), &td, "icpc-interactive", 82);
+    // The second case's input is no game: the validator fails, and the
+    // program, never spoken to, with it; the judge's fault.
+    assert_eq!(statuses(&ok), [Verdict::AC, Verdict::JE], "{ok:?}");
+    assert!(ok[0].result.stderr.contains("[validator] found in 3 queries"), "{:?}", ok[0].result.stderr);
+    assert!(
+        ok[1].result.stderr.contains("validator failed (exit 1)") && ok[1].result.stderr.contains("bad input"),
+        "{ok:?}"
+    );
+    let wrong = judge(&at("wrong"), &guess("guess_wrong.c"), &td, "icpc-interactive", 82);
+    assert_eq!(wrong[0].result.status, Verdict::WA);
+    assert!(wrong[0].result.stderr.contains("[validator] guessed 1"), "{:?}", wrong[0].result.stderr);
+    // The validator stops reading a dialogue gone wrong; the program's next
+    // write kills it (SIGPIPE): the validator's WA, not the program's RE.
+    let flood = judge(&at("flood"), FLOOD, &td, "icpc-interactive", 82);
+    assert_eq!(flood[0].result.status, Verdict::WA, "{flood:?}");
+    assert!(flood[0].result.stderr.contains("more than 30 queries"), "{:?}", flood[0].result.stderr);
+    // A program that crashes is RE, whatever the validator then says.
+    let crash = judge(&at("crash"), CRASH, &td, "icpc-interactive", 82);
+    assert_eq!(crash[0].result.status, Verdict::RE, "{crash:?}");
+    assert!(crash[0].result.stderr.contains("no answer after 0 queries"), "{:?}", crash[0].result.stderr);
+}
+
 /// `hubd --db DB problem add --id ID DIR`: its exit status and stderr.
 fn problem_add(db: &Path, id: i64, dir: &Path) -> (bool, String) {
     let out = std::process::Command::new(testkit::bin("hubd"))
@@ -247,4 +288,16 @@ fn judge_exec_run_refuses_a_package_by_the_key_it_cannot_carry() {
     std::fs::write(package.join("problem.yaml"), "validation: custom\ntype: scoring\n").unwrap();
     let (code, _, err) = judge_exec_run(&fixture("sum_ok.c"), &package, &["--time", "500"]);
     assert!(code == 2 && err.contains("type: scoring"), "{err}");
+}
+
+#[test]
+fn judge_exec_run_judges_an_interactive_package() {
+    let guess = |name: &str| repo().join("tests/checkers").join(name);
+    let (code, lines, err) = judge_exec_run(&guess("guess_ok.c"), &fixture("guess"), &[]);
+    assert_eq!(code, 0, "{lines:?} {err}");
+    let statuses: Vec<&str> = lines[..3].iter().map(|l| l["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["AC", "AC", "AC"]);
+    assert!(lines[2]["stderr"].as_str().unwrap().contains("[validator] found in 29 queries"), "{}", lines[2]);
+    let (code, lines, _) = judge_exec_run(&guess("guess_wrong.c"), &fixture("guess"), &[]);
+    assert_eq!((code, lines[1]["status"].as_str(), lines[1]["case"].as_str()), (1, Some("WA"), Some("data/secret/1")));
 }

@@ -35,6 +35,7 @@ impl Judge {
             CaseContext { judge: self, sub, task, input: &case.input, answer: &case.answer, slot: *slot, scratch };
         match sub.checker {
             Checker::Interactive(p) => ctx.run_interactive(p),
+            Checker::IcpcInteractive(v) => ctx.run_icpc_interactive(v),
             Checker::Unprepared => {
                 CaseRun::judge_error(&Checker::Unprepared.check(&b""[..], &b""[..]).unwrap_err().to_string())
             }

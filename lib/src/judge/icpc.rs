@@ -6,11 +6,15 @@
 //! case's message, after the program's own stderr.
 //!
 //! After the program ([`CaseContext::run_validator`]), the program's output
-//! is the validator's stdin.
+//! is the validator's stdin. As an interactor
+//! ([`CaseContext::run_icpc_interactive`]), alongside the program as
+//! `interactive.rs` runs a testlib interactor, the two connected by two
+//! pipes; the verdict is [`verdict::interactive`]'s, the validator's own
+//! from its exit code.
 
 use super::capped::{cap_string, read_back, read_capped};
-use super::case::{CaseContext, CheckError};
-use super::files::{annotate, create_fresh, CheckDir};
+use super::case::{size, CaseContext, CheckError};
+use super::files::{annotate, create_fresh, run_output, CheckDir};
 use super::spec::RunSpec;
 use super::{CaseRun, CHECKER_DIR, CHECK_DIR};
 use crate::checker::Validator;
@@ -66,6 +70,72 @@ impl CaseContext<'_> {
                 Err(CheckError::Failed { failed, said: said_together(said) })
             }
         }
+    }
+
+    /// Runs the program against an ICPC interactor `v`: the validator's
+    /// stdout is the program's stdin, the program's stdout the validator's.
+    pub(super) fn run_icpc_interactive(&self, v: &Validator) -> CaseRun {
+        let what = "validator";
+        let opened = (|| {
+            self.hand_over()?;
+            let stderr = run_output(&self.scratch.join("stderr"), self.slot.identity())?;
+            let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
+            let feedback = self.feedback_dir(&dir)?;
+            let log = create_fresh(&dir.path.join("validator.log"), 0o600)?;
+            dir.hand_to(&self.slot.auxiliary())?;
+            // Validator -> program, program -> validator.
+            let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
+            let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;
+            let (err_w, log_w) = (stderr.try_clone()?, log.try_clone()?);
+            Ok::<_, std::io::Error>((
+                stderr,
+                dir,
+                feedback,
+                log,
+                [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w],
+            ))
+        })();
+        let (mut stderr, dir, feedback, mut log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]) =
+            match opened {
+                Ok(x) => x,
+                Err(e) => return CaseRun::judge_error(&format!("preparing the case: {e}")),
+            };
+        let limits = self.limits();
+        // It waits for the program: its wall time is the program's and more.
+        let vlimits = self.judge.checker_limits(Some(limits.wall));
+        let program = self.program(limits.clone()).stdio(to_prog_r, from_prog_w, err_w);
+        let validator = self.validator(v, &dir, &feedback, vlimits).stdio(from_prog_r, to_prog_w, log_w);
+        // Each run holds its pipe ends until it returns: the other side sees
+        // EOF once a side has ended.
+        let (usage, vusage) = std::thread::scope(|s| {
+            let prog = s.spawn(|| sandbox::run(program));
+            let v = sandbox::run(validator);
+            (prog.join().map_err(|_| "the program's run panicked"), v)
+        });
+        let usage = match usage {
+            Ok(Ok(u)) => u,
+            Ok(Err(e)) => return CaseRun::judge_error(&e.to_string()),
+            Err(panicked) => return CaseRun::judge_error(panicked),
+        };
+        let cap = self.judge.output_cap;
+        let message = read_feedback(&feedback.join(JUDGE_MESSAGE), message_cap(cap));
+        let validator_verdict = match vusage {
+            Ok(u) => verdict::icpc_validator(what, &u).map_err(|failed| {
+                let said = read_back(&mut log, cap).trim_end().to_string();
+                let said = [Some(said), message.clone()].into_iter().flatten().filter(|s| !s.is_empty()).collect();
+                CheckError::Failed { failed, said: said_together(said) }
+            }),
+            Err(e) => Err(CheckError::Run { what, source: e }),
+        };
+        drop(dir);
+        let own = verdict::decide(&usage, &limits, size(&stderr));
+        let sigpipe = usage.exit == sandbox::Exit::Signal(libc::SIGPIPE) && usage.denied.is_none();
+        let status = match verdict::interactive(own, sigpipe, validator_verdict) {
+            Ok(s) => s,
+            Err(e) => return self.check_failed(e),
+        };
+        let stderr = read_back(&mut stderr, cap);
+        with_message(self.case_run(status, &usage, String::new(), stderr), message, cap)
     }
 
     /// `dir/feedback/`, empty, the auxiliary slot's.
