@@ -23,8 +23,9 @@
 //! `interactor input output answer` talking to the program through two
 //! pipes), and their ICPC kin [`Checker::Icpc`] and
 //! [`Checker::IcpcInteractive`] (the problem package format's `validator
-//! input answer feedback_dir [flags]`, exit 42 AC, 43 WA; `icpc.rs` maps a
-//! package to the protocol). [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)
+//! input answer feedback_dir [flags]`, exit 42 AC, 43 WA; a package is
+//! mapped to the protocol by `ojrunner_protocol::icpc`, and run by
+//! `judge/icpc.rs`). [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)
 //! compiles them and returns the checker holding the binary; the name alone
 //! ([`parse`]) is no checker, and [`Checker::Unprepared`] judges every case
 //! JE rather than falling back to another comparison.
