@@ -26,7 +26,8 @@
 //! ojrunner checker ignores case) or with `space_change_sensitive`, an
 //! output validator with `build`/`run` scripts, in a language other than C
 //! or C++, or of more than one source; more than one validator; a
-//! `testdata.yaml` with `output_validator_flags`; `include/`; any other
+//! `testdata.yaml` with `output_validator_flags`; `include/`, `graders/`;
+//! a group of `data/` other than `sample` and `secret`; any other
 //! key; a package without a time limit. Every file must be a regular file
 //! or a directory: a symbolic link is refused by its path, as `hubd problem
 //! add` refuses one (a zip cannot carry it).
@@ -60,6 +61,12 @@ const MAX_ENTRIES: usize = 100_000;
 /// The cases of one task at most ([`crate::check_tasks`]'s bound).
 const CASES_PER_TASK: usize = 100;
 
+/// The directories of a package the protocol cannot carry, and why.
+const REFUSED_DIRS: [(&str, &str); 2] = [
+    ("include", "files added to submissions, which the protocol does not carry"),
+    ("graders", "graders score groups, which the protocol's tasks cannot express"),
+];
+
 /// A package mapped to the protocol: its tasks, its checker name, and the
 /// files of its testdata as the protocol names them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,18 +98,12 @@ pub fn is_package(dir: &Path) -> bool {
 pub fn read(dir: &Path, time_limit_ms: Option<i64>) -> Result<Package, BadPackage> {
     let yaml = load_yaml(&dir.join("problem.yaml"), "problem.yaml")?;
     let settings = Settings::from_yaml(&yaml)?;
-    for refused in ["include", "graders"] {
+    for (refused, why) in REFUSED_DIRS {
         if std::fs::symlink_metadata(dir.join(refused)).is_ok() {
-            return bad(format!(
-                "{refused}/: {}",
-                if refused == "include" {
-                    "files added to submissions, which the protocol does not carry"
-                } else {
-                    "graders score groups, which the protocol's tasks cannot express"
-                }
-            ));
+            return bad(format!("{refused}/: {why}"));
         }
     }
+    check_data_dir(dir)?;
     let time_limit = match time_limit_ms {
         Some(ms) => ms,
         None => seconds_to_ms(time_limit_s(dir, &settings)?)?,
@@ -372,6 +373,33 @@ fn seconds_to_ms(s: f64) -> Result<i64, BadPackage> {
     Ok((s * 1000.0).ceil() as i64)
 }
 
+/// `data/` itself: `sample/` and `secret/` are judged, another group would
+/// not be; a `testdata.yaml` there is checked as in the groups.
+fn check_data_dir(dir: &Path) -> Result<(), BadPackage> {
+    let data = dir.join("data");
+    if !std::fs::symlink_metadata(&data).is_ok_and(|m| m.is_dir()) {
+        return bad("data/: no such directory");
+    }
+    for (name, kind) in visible_entries(&data, "data")? {
+        if kind.is_dir() && name != "sample" && name != "secret" {
+            return bad(format!("data/{name}/: only data/sample and data/secret are judged"));
+        }
+        if name == "testdata.yaml" {
+            check_testdata_yaml(dir, Path::new("data/testdata.yaml"))?;
+        }
+    }
+    Ok(())
+}
+
+/// A `testdata.yaml` (`path`, in the package): flags per group are refused.
+fn check_testdata_yaml(dir: &Path, path: &Path) -> Result<(), BadPackage> {
+    let yaml = load_yaml(&dir.join(path), &path.display().to_string())?;
+    if !matches!(yaml["output_validator_flags"], Yaml::BadValue | Yaml::Null) {
+        return bad(format!("{}: output_validator_flags: flags per group, which a job cannot carry", path.display()));
+    }
+    Ok(())
+}
+
 /// One case: its input and its answer, in the package.
 #[derive(Debug)]
 struct Case {
@@ -424,13 +452,7 @@ fn walk(dir: &Path, rel: &Path, depth: usize, seen: &mut usize, out: &mut Vec<Ca
             return bad(format!("{} is not a regular file or a directory", path.display()));
         }
         if name == "testdata.yaml" {
-            let yaml = load_yaml(&dir.join(&path), &path.display().to_string())?;
-            if !matches!(yaml["output_validator_flags"], Yaml::BadValue | Yaml::Null) {
-                return bad(format!(
-                    "{}: output_validator_flags: flags per group, which a job cannot carry",
-                    path.display()
-                ));
-            }
+            check_testdata_yaml(dir, &path)?;
         } else if let Some(stem) = name.strip_suffix(".in") {
             let ans = format!("{stem}.ans");
             if !names.get(&ans).is_some_and(|k| k.is_file()) {
@@ -776,6 +798,12 @@ mod tests {
                 "data/secret/testdata.yaml: output_validator_flags",
             ),
             (format!("{tl}validator_flags: case_sensitive\n"), with(&[("include/cpp/x.h", "")]), "include/"),
+            (
+                format!("{tl}validator_flags: case_sensitive\n"),
+                with(&[("data/testdata.yaml", "output_validator_flags: float_tolerance 1\n")]),
+                "data/testdata.yaml: output_validator_flags",
+            ),
+            (format!("{tl}validator_flags: case_sensitive\n"), with(&[("data/extra/1.in", "")]), "data/extra/"),
             (
                 format!("{tl}validator_flags: case_sensitive\n"),
                 with(&[("data/secret/2.in", "")]),
