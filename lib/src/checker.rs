@@ -21,7 +21,11 @@
 //! sandboxed by the judge (`judge/`): [`Checker::Special`] (a testlib-style
 //! `checker input output answer`) and [`Checker::Interactive`] (an
 //! `interactor input output answer` talking to the program through two
-//! pipes). [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)
+//! pipes), and their ICPC kin [`Checker::Icpc`] and
+//! [`Checker::IcpcInteractive`] (the problem package format's `validator
+//! input answer feedback_dir [flags]`, exit 42 AC, 43 WA; a package is
+//! mapped to the protocol by `ojrunner_protocol::icpc`, and run by
+//! `judge/icpc.rs`). [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)
 //! compiles them and returns the checker holding the binary; the name alone
 //! ([`parse`]) is no checker, and [`Checker::Unprepared`] judges every case
 //! JE rather than falling back to another comparison.
@@ -36,6 +40,8 @@
 //! | `float`, `float:EPS`, `float:abs=A,rel=R` | [`Checker::Float`]: `EPS` is both tolerances; default 1e-6 |
 //! | `special` | [`Checker::Special`]: `checker.cpp` or `checker.c` in the testdata |
 //! | `interactive` | [`Checker::Interactive`]: `interactor.cpp` or `interactor.c` in the testdata |
+//! | `icpc` | [`Checker::Icpc`]: an ICPC output validator, `icpc/validator.cpp` or `.c` in the testdata, its arguments in `icpc/validator_flags` |
+//! | `icpc-interactive` | [`Checker::IcpcInteractive`]: the same validator as an ICPC interactor |
 //!
 //! Differences from Python's `str.splitlines` + `rstrip` (Normal-OJ decodes the
 //! output as UTF-8, dropping invalid bytes): lines end at `\n`, `\r\n` or a lone
@@ -76,7 +82,16 @@ pub enum Checker {
     /// `interactor input output answer`, its stdin the program's stdout and
     /// its stdout the program's stdin: exit 0 AC, 1 or 2 WA, anything else JE.
     Interactive(Program),
-    /// `special` or `interactive` named but not compiled (see
+    /// An ICPC output validator, run sandboxed after the program as
+    /// `validator input answer feedback_dir/ [flags]`, the program's output
+    /// its stdin: exit 42 AC, 43 WA, anything else JE; its
+    /// `judgemessage.txt` is the case's message.
+    Icpc(Validator),
+    /// An ICPC output validator as an interactor, run alongside the program
+    /// with the same arguments, its stdin the program's stdout and its stdout
+    /// the program's stdin: exit 42 AC, 43 WA, anything else JE.
+    IcpcInteractive(Validator),
+    /// `special`, `interactive` or `icpc…` named but not compiled (see
     /// [`Judge::prepare_checker`](crate::judge::Judge::prepare_checker)), or
     /// a malformed name: every case is JE.
     Unprepared,
@@ -104,6 +119,14 @@ impl Program {
     }
 }
 
+/// An ICPC validator: its compiled program and the arguments after its
+/// three (the package's `validator_flags`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validator {
+    pub program: Program,
+    pub flags: Vec<String>,
+}
+
 /// What a checker name asks for, before anything is compiled.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Named {
@@ -113,6 +136,10 @@ pub enum Named {
     Special,
     /// `interactive`: compile `interactor.cpp` / `interactor.c` of the testdata.
     Interactive,
+    /// `icpc`: compile `icpc/validator.cpp` / `.c` of the testdata.
+    Icpc,
+    /// `icpc-interactive`: the same, run as an interactor.
+    IcpcInteractive,
 }
 
 /// Reads a checker name (see the module doc). Unknown names are Normal-OJ's
@@ -124,6 +151,8 @@ pub fn parse(name: Option<&str>) -> Result<Named, BadName> {
         "token" => Named::Builtin(Checker::Token),
         "special" => Named::Special,
         "interactive" => Named::Interactive,
+        "icpc" => Named::Icpc,
+        "icpc-interactive" => Named::IcpcInteractive,
         "float" => Named::Builtin(Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS }),
         _ => match name.strip_prefix("float:") {
             Some(spec) => Named::Builtin(parse_float(spec)?),
@@ -171,6 +200,8 @@ impl Checker {
             Checker::Float { .. } => "float",
             Checker::Special(_) => "special",
             Checker::Interactive(_) => "interactive",
+            Checker::Icpc(_) => "icpc",
+            Checker::IcpcInteractive(_) => "icpc-interactive",
             Checker::Unprepared => "unprepared",
         }
     }
@@ -191,7 +222,7 @@ impl Checker {
             Checker::Exact => exact(output, answer),
             Checker::Token => token(output, answer),
             Checker::Float { abs, rel } => float(output, answer, *abs, *rel),
-            Checker::Special(_) | Checker::Interactive(_) => {
+            Checker::Special(_) | Checker::Interactive(_) | Checker::Icpc(_) | Checker::IcpcInteractive(_) => {
                 Err(io::Error::other(format!("the {} checker is run by the judge", self.as_str())))
             }
             Checker::Unprepared => Err(io::Error::other(
@@ -866,6 +897,8 @@ mod tests {
         assert_eq!(parse(Some("float:abs=1e-3,rel=1e-9")), Ok(Named::Builtin(Checker::Float { abs: 1e-3, rel: 1e-9 })));
         assert_eq!(parse(Some("special")), Ok(Named::Special), "compiled by the judge");
         assert_eq!(parse(Some("interactive")), Ok(Named::Interactive));
+        assert_eq!(parse(Some("icpc")), Ok(Named::Icpc));
+        assert_eq!(parse(Some("icpc-interactive")), Ok(Named::IcpcInteractive));
         assert!(parse(Some("float:x")).is_err());
         assert!(parse(Some("float:-1")).is_err());
         assert!(parse(Some("float:nan")).is_err());

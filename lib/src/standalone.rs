@@ -4,7 +4,9 @@
 //! summary line. The checker is named as a job's `checker` field names it
 //! (`checker.rs`); `special` and `interactive` take their sources from the
 //! tests directory and are compiled into the run's work directory. The
-//! cases run side by side, a slot per core; their lines come in order.
+//! tests directory may be an ICPC problem package instead (`problem.yaml`),
+//! judged as `hubd problem add` maps it. The cases run side by side, a slot
+//! per core; their lines come in order.
 
 use crate::judge::{Case, CaseRun, Judge, Slot, Slots, Submitted};
 use crate::language::Languages;
@@ -12,21 +14,29 @@ use crate::protocol::Verdict;
 use crate::sandbox::slot::SlotPool;
 use log::error;
 use ojrunner_daemon::ExitCode;
+use ojrunner_protocol::icpc;
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `judge-exec run [--checker NAME]`: judges a source against a directory
 /// of cases, printing JSON lines; exits 0 when every case is AC, 1
-/// otherwise. The checker is the one `checker` names (`None`: diff); one
-/// that cannot be prepared (a malformed name, no source in `tests`, a
-/// compile error) makes every case JE with the reason.
+/// otherwise. The checker is the one `checker` names (`None`: diff, or an
+/// ICPC package's own); one that cannot be prepared (a malformed name, no
+/// source in `tests`, a compile error) makes every case JE with the
+/// reason.
+///
+/// `tests` is a directory of `TTCC.in`/`TTCC.out` (one task), or an ICPC
+/// problem package (it has a `problem.yaml`), mapped as `hubd problem add`
+/// maps it ([`ojrunner_protocol::icpc`]): its tasks, limits and checker,
+/// `time` and `mem` (and `checker`) overriding its own when given; its
+/// cases are named by their paths in the package.
 pub fn run(
     languages: &Languages,
     lang: &str,
     src: &Path,
     tests: &Path,
-    time: i64,
-    mem: i64,
+    time: Option<i64>,
+    mem: Option<i64>,
     checker: Option<&str>,
 ) -> ExitCode {
     let Some(lang) = lang.parse::<i64>().ok().and_then(|i| languages.by_id(i)).or_else(|| languages.by_name(lang))
@@ -47,29 +57,21 @@ pub fn run(
         error!("{e}");
         return ExitCode::Config;
     }
-    let mut names: Vec<String> = std::fs::read_dir(tests)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".in")).map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    if names.is_empty() {
-        error!("{}: no TTCC.in cases", tests.display());
-        return ExitCode::Usage;
-    }
-    // A case that is a FIFO or a device would hang the judge or never end.
-    for name in &names {
-        for file in [tests.join(format!("{name}.in")), tests.join(format!("{name}.out"))] {
-            if std::fs::metadata(&file).is_ok_and(|m| !m.is_file()) {
-                error!("{}: not a regular file", file.display());
-                return ExitCode::Usage;
-            }
-        }
-    }
     let work = std::env::temp_dir().join(format!("judge-exec-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
+    let layout = if icpc::is_package(tests) {
+        package_layout(tests, &work.join("testdata"), time, mem)
+    } else {
+        plain_layout(tests, time.unwrap_or(1000), mem.unwrap_or(262144))
+    };
+    let layout = match layout {
+        Ok(l) => l,
+        Err(e) => {
+            error!("{}: {e}", tests.display());
+            let _ = std::fs::remove_dir_all(&work);
+            return ExitCode::Usage;
+        }
+    };
     let srcdir = work.join("src");
     let copied = std::fs::create_dir_all(&srcdir).and_then(|_| std::fs::write(srcdir.join(&lang.source), &code));
     if let Err(e) = copied {
@@ -81,25 +83,13 @@ pub fn run(
     let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711));
     let judge = Judge::default();
     let slot = Slot::for_index(0);
-    let task =
-        crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
-    let tasks = [task];
+    let checker = checker.or(layout.checker.as_deref());
     let submitted = Submitted {
         lang: Ok(lang),
         src: &srcdir,
-        tasks: &tasks,
-        checker: judge.prepare_checker(checker, tests, &work.join("checkers"), &slot),
+        tasks: &layout.tasks,
+        checker: judge.prepare_checker(checker, &layout.testdata, &work.join("checkers"), &slot),
     };
-    let cases: Vec<Case> = names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| Case {
-            task: 0,
-            case: i,
-            input: tests.join(format!("{name}.in")),
-            answer: tests.join(format!("{name}.out")),
-        })
-        .collect();
     // Side by side on slot 0 and one more slot per core (a runner's
     // judge-exec on this host holding one makes it wait: slot locks);
     // printed in the cases' order.
@@ -109,12 +99,19 @@ pub fn run(
     let mut worst = Verdict::AC;
     let mut ready = std::collections::BTreeMap::new();
     let mut printed = 0;
-    judge.judge_all(&submitted, &cases, &slots, |c, run| {
-        ready.insert(c.case, run);
+    let Layout { cases, names, .. } = &layout;
+    // Where each task's cases start in the printed order.
+    let first: Vec<usize> =
+        layout.tasks.iter().scan(0, |n, t| Some(std::mem::replace(n, *n + t.case_count as usize))).collect();
+    judge.judge_all(&submitted, cases, &slots, |c, run| {
+        ready.insert(first.get(c.task).map_or(printed, |f| f + c.case), run);
         while let Some(CaseRun { result: r, limit, .. }) = ready.remove(&printed) {
             worst = worst.worst(r.status);
             let mut v = serde_json::to_value(&r).unwrap();
             v["case"] = json!(names[printed]);
+            if layout.tasks.len() > 1 {
+                v["task"] = json!(cases[printed].task);
+            }
             v["limit"] = json!(limit);
             println!("{v}");
             printed += 1;
@@ -128,6 +125,82 @@ pub fn run(
     } else {
         ExitCode::Failure
     }
+}
+
+/// What `judge-exec run` judges: the tasks, each case and its name, the
+/// testdata directory (where a checker's source is found) and the
+/// checker a package names.
+struct Layout {
+    tasks: Vec<crate::protocol::Task>,
+    cases: Vec<Case>,
+    names: Vec<String>,
+    testdata: PathBuf,
+    checker: Option<String>,
+}
+
+/// A directory of `NAME.in`/`NAME.out` cases, in name order: one task.
+fn plain_layout(tests: &Path, time: i64, mem: i64) -> Result<Layout, String> {
+    let mut names: Vec<String> = std::fs::read_dir(tests)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".in")).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.is_empty() {
+        return Err("no TTCC.in cases".into());
+    }
+    // A case that is a FIFO or a device would hang the judge or never end.
+    for name in &names {
+        for file in [tests.join(format!("{name}.in")), tests.join(format!("{name}.out"))] {
+            if std::fs::metadata(&file).is_ok_and(|m| !m.is_file()) {
+                return Err(format!("{}: not a regular file", file.display()));
+            }
+        }
+    }
+    let task =
+        crate::protocol::Task { task_score: 100, memory_limit: mem, time_limit: time, case_count: names.len() as i64 };
+    let cases = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Case {
+            task: 0,
+            case: i,
+            input: tests.join(format!("{name}.in")),
+            answer: tests.join(format!("{name}.out")),
+        })
+        .collect();
+    Ok(Layout { tasks: vec![task], cases, names, testdata: tests.to_path_buf(), checker: None })
+}
+
+/// An ICPC problem package, laid out in `testdata` as a runner would
+/// unpack it; each case named by its input's path in the package.
+fn package_layout(dir: &Path, testdata: &Path, time: Option<i64>, mem: Option<i64>) -> Result<Layout, String> {
+    let package = icpc::read(dir, time).map_err(|e| e.to_string())?;
+    package.lay_out(testdata).map_err(|e| e.to_string())?;
+    let mut tasks = package.tasks.clone();
+    for t in &mut tasks {
+        t.memory_limit = mem.unwrap_or(t.memory_limit);
+    }
+    crate::protocol::check_tasks(&tasks).map_err(|e| e.to_string())?;
+    let named: std::collections::HashMap<&str, &Path> =
+        package.files.iter().map(|(name, from)| (name.as_str(), from.as_path())).collect();
+    let (mut cases, mut names) = (Vec::new(), Vec::new());
+    for (t, task) in tasks.iter().enumerate() {
+        for c in 0..task.case_count as usize {
+            let input = format!("{t:02}{c:02}.in");
+            let shown = named.get(input.as_str()).and_then(|p| p.strip_prefix(dir).ok()).unwrap_or(Path::new(&input));
+            names.push(shown.with_extension("").to_string_lossy().into_owned());
+            cases.push(Case {
+                task: t,
+                case: c,
+                input: testdata.join(&input),
+                answer: testdata.join(format!("{t:02}{c:02}.out")),
+            });
+        }
+    }
+    Ok(Layout { tasks, cases, names, testdata: testdata.to_path_buf(), checker: Some(package.checker) })
 }
 
 /// `judge-exec --probe`: prints, as one JSON object, the sandbox mechanisms

@@ -1,6 +1,7 @@
 //! Verdict rules: from what a run used to a status. All of them are here, in
 //! [`decide`] (a judged run), [`compile_failure`] (a compile),
-//! [`checker_program`] (a special judge's or an interactor's exit) and
+//! [`checker_program`] (a special judge's or an interactor's exit),
+//! [`icpc_validator`] (an ICPC output validator's or interactor's exit) and
 //! [`interactive`] (an interactive case: the program's and the interactor's
 //! verdicts together, and which ended first).
 
@@ -103,6 +104,25 @@ pub fn checker_program(what: &'static str, usage: &Usage) -> Result<Verdict, Che
         (None, None, Exit::Signal(signal)) => CheckerFailed::Signal { what, signal },
     })
 }
+
+/// An ICPC output validator's or interactor's verdict (the problem package
+/// format's exit codes): 42 AC, 43 WA; `Err`, why not, for any other exit,
+/// a signal, a limit or a denied system call, as [`checker_program`]'s.
+/// `what` names the program in the reason (`validator`).
+pub fn icpc_validator(what: &'static str, usage: &Usage) -> Result<Verdict, CheckerFailed> {
+    Err(match (usage.fired, &usage.denied, usage.exit) {
+        (None, None, Exit::Code(ICPC_AC)) => return Ok(Verdict::AC),
+        (None, None, Exit::Code(ICPC_WA)) => return Ok(Verdict::WA),
+        (Some(limit), _, _) => CheckerFailed::Limit { what, limit },
+        (None, Some(call), _) => CheckerFailed::Denied { what, call: call.clone() },
+        (None, None, Exit::Code(code)) => CheckerFailed::Exit { what, code },
+        (None, None, Exit::Signal(signal)) => CheckerFailed::Signal { what, signal },
+    })
+}
+
+/// The exit codes of an ICPC validator that judged: accepted, wrong answer.
+pub const ICPC_AC: i32 = 42;
+pub const ICPC_WA: i32 = 43;
 
 /// Why a checker program's run is no verdict ([`checker_program`]): the
 /// judge's fault. `what` names the program (`checker`, `interactor`).
@@ -282,6 +302,20 @@ mod tests {
         assert_eq!(v(denied), Err("checker: system call ptrace denied by the sandbox".into()));
         // A limit wins over a clean exit: the run was killed.
         assert!(v(usage(OK, Some(Fired::Memory), 10, 1)).is_err());
+    }
+
+    #[test]
+    fn icpc_validators_speak_42_and_43() {
+        let v = |u: Usage| icpc_validator("validator", &u).map_err(|e| e.to_string());
+        assert_eq!(v(usage(Exit::Code(42), None, 10, 1)), Ok(Verdict::AC));
+        assert_eq!(v(usage(Exit::Code(43), None, 10, 1)), Ok(Verdict::WA));
+        // testlib's codes mean nothing here: the validator failed.
+        assert_eq!(v(usage(OK, None, 10, 1)), Err("validator failed (exit 0)".into()));
+        assert_eq!(v(usage(Exit::Code(1), None, 10, 1)), Err("validator failed (exit 1)".into()));
+        assert_eq!(v(usage(Exit::Signal(libc::SIGSEGV), None, 10, 1)), Err("validator died of signal 11".into()));
+        assert!(v(usage(Exit::Code(42), Some(Fired::Wall), 10, 1)).is_err(), "a limit wins over its exit");
+        let denied = Usage { denied: Some("ptrace".into()), ..usage(Exit::Signal(libc::SIGSYS), None, 10, 1) };
+        assert_eq!(v(denied), Err("validator: system call ptrace denied by the sandbox".into()));
     }
 
     #[test]

@@ -77,7 +77,8 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum ProblemCommand {
-    /// Add (or replace) a problem from DIR: meta.json, TTCC.in/.out, other files.
+    /// Add (or replace) a problem from DIR: meta.json, TTCC.in/.out, other
+    /// files; or an ICPC problem package (problem.yaml, data/, output_validators/).
     Add {
         #[arg(long)]
         id: i64,

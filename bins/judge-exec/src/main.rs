@@ -51,8 +51,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Judge one source against a directory of TTCC.in/TTCC.out cases, no
-    /// hub, no spool: one JSON line per case, then a summary line.
+    /// Judge one source against a directory of TTCC.in/TTCC.out cases, or an
+    /// ICPC problem package, no hub, no spool: one JSON line per case, then a
+    /// summary line.
     Run {
         /// Language name or id (c11, cpp17, python3, …).
         #[arg(long)]
@@ -60,16 +61,18 @@ enum Command {
         /// The source file.
         #[arg(long)]
         src: PathBuf,
-        /// The directory of TTCC.in / TTCC.out files.
+        /// The directory of TTCC.in / TTCC.out files, or of an ICPC problem
+        /// package (problem.yaml, data/, output_validators/).
         #[arg(long)]
         tests: PathBuf,
-        /// CPU time limit per case, in ms.
-        #[arg(long, default_value_t = 1000)]
-        time: i64,
-        /// Memory limit per case, in KiB.
-        #[arg(long, default_value_t = 262144)]
-        mem: i64,
-        /// The checker: diff, exact, token, float[:EPS], special, interactive.
+        /// CPU time limit per case, in ms (default 1000, or a package's own).
+        #[arg(long)]
+        time: Option<i64>,
+        /// Memory limit per case, in KiB (default 262144, or a package's own).
+        #[arg(long)]
+        mem: Option<i64>,
+        /// The checker: diff, exact, token, float[:EPS], special, interactive,
+        /// icpc, icpc-interactive (default diff, or a package's own).
         // (The help text, not a link: clap shows it as written.)
         #[allow(rustdoc::broken_intra_doc_links)]
         #[arg(long, value_name = "NAME")]

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The schema this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The steps from one schema version to the next: `MIGRATIONS[v]` takes
 /// version `v` to `v + 1`.
@@ -110,6 +110,9 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE jobs ADD COLUMN owned INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE jobs ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE runners ADD COLUMN last_beat INTEGER;",
+    // v6: a problem's checker, sent as its jobs' `checker` (an ICPC
+    // package's validator); NULL is Normal-OJ's "diff".
+    "ALTER TABLE problems ADD COLUMN checker TEXT;",
 ];
 
 /// Opens (creating if need be) and migrates the database at `path`. Any

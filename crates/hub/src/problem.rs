@@ -1,13 +1,15 @@
 //! Problems: a directory turned into what the testdata channel serves (the
 //! meta, the zip and their checksum), checked the way Normal-OJ's backend
 //! checks an upload, so a runner is never handed a problem the real
-//! backend would have refused.
+//! backend would have refused. An ICPC problem package (a directory with a
+//! `problem.yaml`) is mapped to the same first (`ojrunner_protocol::icpc`),
+//! and its checker is stored with it.
 
 use super::pyjson::Ordered;
 use super::{db, Context, Failure};
 use md5::{Digest, Md5};
 use ojrunner_protocol::testdata::check_cases;
-use ojrunner_protocol::{archive, check_tasks, Task};
+use ojrunner_protocol::{archive, check_tasks, icpc, Task};
 
 /// The most a problem's `meta.json` holds: what a runner reads of the
 /// hub's answer to `meta` (16 MiB).
@@ -30,6 +32,8 @@ pub struct Problem {
     pub testdata: Vec<u8>,
     /// [`md5_hex`] of `testdata ++ meta`, as Normal-OJ's backend computes it.
     pub checksum: String,
+    /// The `checker` of its jobs (`None`: "diff", as Normal-OJ's).
+    pub checker: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -46,8 +50,45 @@ struct MetaFile {
 /// zip it would be served as with the runner's own unpacker and checking
 /// the cases there. A symbolic link or a special file is refused by name:
 /// a zip cannot carry it, so it would silently go missing.
+///
+/// A directory with a `problem.yaml` is an ICPC problem package instead
+/// ([`load_package`]).
 pub fn load_dir(id: i64, dir: &Path) -> Result<Problem, Failure> {
+    if icpc::is_package(dir) {
+        return load_package(id, dir);
+    }
+    load_layout(id, dir, dir)
+}
+
+/// Reads the ICPC problem package in `dir` as problem `id`: mapped to the
+/// protocol's layout ([`icpc::read`]) in a scratch directory, which is then
+/// read and checked as any problem directory is; its checker is the
+/// package's (`icpc`, `icpc-interactive`, `token`, `float:…`).
+pub fn load_package(id: i64, dir: &Path) -> Result<Problem, Failure> {
     let bad = |m: String| Failure::runtime(format!("problem {id} ({}): {m}", dir.display()));
+    let package = icpc::read(dir, None).map_err(|e| bad(e.to_string()))?;
+    let scratch = scratch_dir("hubd-package");
+    let loaded = (|| {
+        package.lay_out(&scratch).map_err(|e| bad(e.to_string()))?;
+        let meta = serde_json::json!({ "tasks": package.tasks }).to_string();
+        let meta_path = scratch.join("meta.json");
+        std::fs::write(&meta_path, meta).map_err(|e| bad(format!("{}: {e}", meta_path.display())))?;
+        load_layout(id, &scratch, dir)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(Problem { checker: Some(package.checker), ..loaded? })
+}
+
+/// A fresh path in the temporary directory, tagged `tag`.
+fn scratch_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    std::env::temp_dir().join(format!("{tag}-{}-{nanos}", std::process::id()))
+}
+
+/// Reads problem `id` from the protocol's layout in `dir`; errors name
+/// `shown` (the directory the user named).
+fn load_layout(id: i64, dir: &Path, shown: &Path) -> Result<Problem, Failure> {
+    let bad = |m: String| Failure::runtime(format!("problem {id} ({}): {m}", shown.display()));
     let meta_path = dir.join("meta.json");
     let text = ojrunner_daemon::user_file::read_user_text(&meta_path, META_MAX, "meta.json")
         .context(|| format!("reading {}", meta_path.display()))?;
@@ -61,14 +102,13 @@ pub fn load_dir(id: i64, dir: &Path) -> Result<Problem, Failure> {
     let testdata = zip_dir(dir).map_err(|e| bad(e.to_string()))?;
     as_a_runner_unpacks_it(&testdata, &tasks).map_err(|e| bad(format!("a runner would refuse it: {e}")))?;
     let checksum = md5_hex(&[testdata.as_slice(), meta.as_bytes()].concat());
-    Ok(Problem { meta, tasks, testdata, checksum })
+    Ok(Problem { meta, tasks, testdata, checksum, checker: None })
 }
 
 /// Unpacks `zip` as a runner does (its bounds, its name and type rules) into
 /// a scratch directory, and checks every case is there.
 fn as_a_runner_unpacks_it(zip: &[u8], tasks: &[Task]) -> Result<(), String> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let scratch = std::env::temp_dir().join(format!("hubd-problem-{}-{nanos}", std::process::id()));
+    let scratch = scratch_dir("hubd-problem");
     let result = (|| {
         std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
         let file = scratch.join("testdata.zip");
@@ -137,9 +177,9 @@ fn zip_dir(dir: &Path) -> Result<Vec<u8>, String> {
 pub fn store(conn: &mut Connection, id: i64, problem: &Problem) -> Result<(), Failure> {
     let tx = db::immediate(conn).context(|| format!("storing problem {id}"))?;
     tx.execute(
-        "INSERT INTO problems (id, meta, testdata, checksum, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (id) DO UPDATE SET meta = ?2, testdata = ?3, checksum = ?4, updated_at = ?5",
-        params![id, problem.meta, problem.testdata, problem.checksum, db::now_ms()],
+        "INSERT INTO problems (id, meta, testdata, checksum, updated_at, checker) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (id) DO UPDATE SET meta = ?2, testdata = ?3, checksum = ?4, updated_at = ?5, checker = ?6",
+        params![id, problem.meta, problem.testdata, problem.checksum, db::now_ms(), problem.checker],
     )
     .and_then(|_| tx.commit())
     .context(|| format!("storing problem {id}"))

@@ -42,6 +42,8 @@ pub struct Claim {
     pub attempts: i64,
     /// The problem's stored meta text.
     pub meta: String,
+    /// The problem's checker (`None`: "diff").
+    pub checker: Option<String>,
     pub raw_payload: Option<String>,
 }
 
@@ -154,7 +156,8 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
         params![job_id, runner, now.saturating_add(policy.lease_ttl_ms), now],
     )?;
     scan.claim = Some(tx.query_row(
-        "SELECT j.id, s.id, s.problem_id, s.language, j.attempts, COALESCE(p.meta, '{\"tasks\": []}'), j.raw_payload
+        "SELECT j.id, s.id, s.problem_id, s.language, j.attempts, COALESCE(p.meta, '{\"tasks\": []}'), j.raw_payload,
+                p.checker
          FROM jobs j JOIN submissions s ON s.id = j.submission_id LEFT JOIN problems p ON p.id = s.problem_id
          WHERE j.id = ?1",
         [&job_id],
@@ -167,6 +170,7 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
                 attempts: r.get(4)?,
                 meta: r.get(5)?,
                 raw_payload: r.get(6)?,
+                checker: r.get(7)?,
             })
         },
     )?);
@@ -190,7 +194,8 @@ pub fn payload(claim: &Claim, base_url: &str) -> String {
         .unwrap_or_else(|| json!([]));
     json!({
         "job_id": claim.job_id, "submission_id": claim.submission_id, "problem_id": claim.problem_id,
-        "language": claim.language, "code_url": code_url, "checker": "diff", "tasks": tasks,
+        "language": claim.language, "code_url": code_url,
+        "checker": claim.checker.as_deref().unwrap_or("diff"), "tasks": tasks,
     })
     .to_string()
 }

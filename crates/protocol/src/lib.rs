@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 pub mod archive;
+pub mod icpc;
 pub mod testdata;
 
 /// A verdict, in the hub's order: the numeric code is the severity, so a

@@ -35,6 +35,7 @@ impl Judge {
             CaseContext { judge: self, sub, task, input: &case.input, answer: &case.answer, slot: *slot, scratch };
         match sub.checker {
             Checker::Interactive(p) => ctx.run_interactive(p),
+            Checker::IcpcInteractive(v) => ctx.run_icpc_interactive(v),
             Checker::Unprepared => {
                 CaseRun::judge_error(&Checker::Unprepared.check(&b""[..], &b""[..]).unwrap_err().to_string())
             }
@@ -83,6 +84,7 @@ impl CaseContext<'_> {
             Ok(u) => u,
             Err(e) => return CaseRun::judge_error(&e.to_string()),
         };
+        let mut message = None;
         let status = match verdict::decide(&usage, &limits, size(&stdout).max(size(&stderr))) {
             Some(s) => s,
             // Through the judge's own handle: `scratch` belongs to the slot, and
@@ -90,6 +92,13 @@ impl CaseContext<'_> {
             None => match self.sub.checker {
                 Checker::Special(p) => match self.run_checker(p, &mut stdout) {
                     Ok(s) => s,
+                    Err(e) => return self.check_failed(e),
+                },
+                Checker::Icpc(v) => match self.run_validator(v, &mut stdout) {
+                    Ok((s, said)) => {
+                        message = said;
+                        s
+                    }
                     Err(e) => return self.check_failed(e),
                 },
                 checker => match checker.check_output(&mut stdout, self.answer) {
@@ -101,7 +110,7 @@ impl CaseContext<'_> {
         };
         let cap = self.judge.output_cap;
         let (out, err) = (read_back(&mut stdout, cap), read_back(&mut stderr, cap));
-        self.case_run(status, &usage, out, err)
+        super::icpc::with_message(self.case_run(status, &usage, out, err), message, cap)
     }
 
     /// The program's limits under its task.

@@ -4,12 +4,20 @@
 
 use super::files::set_mode;
 use super::{Compiled, Judge, Slot};
-use crate::checker::{self, Checker, Named, Program};
+use crate::checker::{self, Checker, Named, Program, Validator};
 use crate::language::Languages;
 use crate::program_cache;
 use crate::workspace::Workspace;
 use ojrunner_daemon::lock;
 use std::path::Path;
+
+/// Where an ICPC validator's source is in the testdata (`.cpp` or `.c`),
+/// and its arguments (`validator_flags`), as `icpc.rs` lays a package out.
+pub const ICPC_VALIDATOR: &str = ojrunner_protocol::icpc::VALIDATOR_STEM;
+pub const ICPC_FLAGS: &str = ojrunner_protocol::icpc::FLAGS_FILE;
+
+/// The most a validator's flags file holds.
+const FLAGS_MAX: u64 = 64 << 10;
 
 impl Judge {
     /// The checker a job's `checker` field names (see `checker.rs`), ready
@@ -29,10 +37,27 @@ impl Judge {
             Named::Builtin(c) => Ok(c),
             Named::Special => Ok(Checker::Special(self.build_program(testdata, "checker", cache, slot)?)),
             Named::Interactive => Ok(Checker::Interactive(self.build_program(testdata, "interactor", cache, slot)?)),
+            Named::Icpc => Ok(Checker::Icpc(self.build_validator(testdata, cache, slot)?)),
+            Named::IcpcInteractive => Ok(Checker::IcpcInteractive(self.build_validator(testdata, cache, slot)?)),
         }
     }
 
-    /// Compiles `testdata/<stem>.cpp` (or `.c`) into the cache, or finds it there.
+    /// An ICPC validator: `icpc/validator.cpp` (or `.c`) compiled, and its
+    /// arguments, `icpc/validator_flags` split at white space (none when
+    /// there is no such file).
+    fn build_validator(&self, testdata: &Path, cache: &Path, slot: &Slot) -> Result<Validator, PrepareError> {
+        let program = self.build_program(testdata, ICPC_VALIDATOR, cache, slot)?;
+        let path = testdata.join(ICPC_FLAGS);
+        let flags = match ojrunner_daemon::user_file::read_user_text(&path, FLAGS_MAX, "validator flags") {
+            Ok(text) => text.split_whitespace().map(String::from).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(PrepareError::Io { stem: ICPC_VALIDATOR, what: ICPC_FLAGS.into(), source }),
+        };
+        Ok(Validator { program, flags })
+    }
+
+    /// Compiles `testdata/<stem>.cpp` (or `.c`), with the headers beside it,
+    /// into the cache, or finds it there.
     fn build_program(
         &self,
         testdata: &Path,
@@ -59,9 +84,10 @@ impl Judge {
             .to_string();
         let code = std::fs::read(&source).map_err(fail(&source.display()))?;
         // Headers shipped beside it (testlib.h), in name order.
+        let beside = source.parent().unwrap_or(testdata);
         let mut headers: Vec<(String, Vec<u8>)> = Vec::new();
-        for entry in std::fs::read_dir(testdata).map_err(fail(&testdata.display()))? {
-            let entry = entry.map_err(fail(&testdata.display()))?;
+        for entry in std::fs::read_dir(beside).map_err(fail(&beside.display()))? {
+            let entry = entry.map_err(fail(&beside.display()))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if (name.ends_with(".h") || name.ends_with(".hpp")) && entry.file_type().is_ok_and(|t| t.is_file()) {
                 let bytes = std::fs::read(entry.path()).map_err(fail(&name))?;

@@ -20,51 +20,80 @@
 use super::capped::read_back;
 use super::case::{size, CaseContext, CheckError};
 use super::files::{create_fresh, run_output, CheckDir};
+use super::spec::RunSpec;
 use super::CaseRun;
 use crate::checker::Program;
-use crate::sandbox;
+use crate::protocol::Verdict;
+use crate::sandbox::{self, Limits, Usage};
 use crate::verdict::{self, FirstEnded};
+use std::fs::File;
 use std::time::Instant;
+
+/// An interactive case's two runs, over: the program's, the interactor's
+/// (or why it could not run), which ended first, the program's stderr and
+/// limits. Any interactor's: a testlib one here, an ICPC one (`icpc.rs`).
+pub(super) struct Dialogue {
+    pub usage: Usage,
+    pub interactor: Result<Usage, sandbox::Error>,
+    pub first: FirstEnded,
+    pub stderr: File,
+    pub limits: Limits,
+}
 
 impl CaseContext<'_> {
     /// Runs the program against the interactor `p`.
     pub(super) fn run_interactive(&self, p: &Program) -> CaseRun {
         let opened = (|| {
-            self.hand_over()?;
-            let stderr = run_output(&self.scratch.join("stderr"), self.slot.identity())?;
             let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
             let log = create_fresh(&dir.path.join("interactor.log"), 0o600)?;
             dir.hand_to(&self.slot.auxiliary())?;
-            // Interactor -> program, program -> interactor.
-            let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
-            let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;
-            Ok::<_, std::io::Error>((stderr, dir, log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]))
+            Ok::<_, std::io::Error>((dir, log))
         })();
-        let (mut stderr, dir, mut log, [to_prog_r, to_prog_w, from_prog_r, from_prog_w]) = match opened {
+        let (dir, mut log) = match opened {
             Ok(x) => x,
             Err(e) => return CaseRun::judge_error(&format!("preparing the case: {e}")),
         };
-        let limits = self.limits();
-        // It waits for the program: its wall time is the program's and more.
-        let ilimits = self.judge.checker_limits(Some(limits.wall));
-        let (err_w, log_w) = match (stderr.try_clone(), log.try_clone()) {
-            (Ok(a), Ok(b)) => (a, b),
-            _ => return CaseRun::judge_error("cannot duplicate the output files"),
+        let d = match self.converse(&log, |limits| self.checker_program(p, &dir, limits, true)) {
+            Ok(d) => d,
+            Err(run) => return run,
         };
+        let interactor = match &d.interactor {
+            Ok(u) => self.checker_verdict("interactor", u, &mut log),
+            Err(e) => Err(CheckError::Run { what: "interactor", source: e.clone() }),
+        };
+        drop(dir);
+        self.conclude(d, interactor)
+    }
+
+    /// Runs the program beside the interactor that `interactor` makes (from
+    /// its limits; it writes what it says to `log`), each its own slot,
+    /// connected by two pipes, the judge holding its own copies of their
+    /// ends as the module doc says. `Err`: the case's JE.
+    pub(super) fn converse(&self, log: &File, interactor: impl FnOnce(Limits) -> RunSpec) -> Result<Dialogue, CaseRun> {
+        let opened = (|| {
+            self.hand_over()?;
+            let stderr = run_output(&self.scratch.join("stderr"), self.slot.identity())?;
+            // Interactor -> program, program -> interactor.
+            let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
+            let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;
+            let (err_w, log_w) = (stderr.try_clone()?, log.try_clone()?);
+            Ok::<_, std::io::Error>((stderr, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]))
+        })();
+        let (stderr, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]) =
+            opened.map_err(|e| CaseRun::judge_error(&format!("preparing the case: {e}")))?;
         // The judge's own copies of the pipes' ends (see the module doc).
         let held = (|| {
             let interactor_ends = [to_prog_w.try_clone()?, from_prog_r.try_clone()?];
             Ok::<_, std::io::Error>((to_prog_r.try_clone()?, from_prog_w.try_clone()?, interactor_ends))
         })();
-        let (mut unread, program_end, interactor_ends) = match held {
-            Ok(ends) => ends,
-            Err(e) => return CaseRun::judge_error(&format!("duplicating the interactor's pipes: {e}")),
-        };
-        let program = match self.program(limits.clone()) {
-            Ok(p) => p.stdio(to_prog_r, from_prog_w, err_w),
-            Err(why) => return CaseRun::judge_error(&why),
-        };
-        let interactor = self.checker_program(p, &dir, ilimits, true).stdio(from_prog_r, to_prog_w, log_w);
+        let (mut unread, program_end, interactor_ends) =
+            held.map_err(|e| CaseRun::judge_error(&format!("duplicating the interactor's pipes: {e}")))?;
+        let limits = self.limits();
+        // It waits for the program: its wall time is the program's and more.
+        let ilimits = self.judge.checker_limits(Some(limits.wall));
+        let program = self.program(limits.clone()).map_err(|why| CaseRun::judge_error(&why))?;
+        let program = program.stdio(to_prog_r, from_prog_w, err_w);
+        let interactor = interactor(ilimits).stdio(from_prog_r, to_prog_w, log_w);
         let (usage, iusage, first) = std::thread::scope(|s| {
             let prog = s.spawn(move || {
                 let usage = sandbox::run(program);
@@ -87,17 +116,19 @@ impl CaseContext<'_> {
         });
         let usage = match usage {
             Ok(Ok(u)) => u,
-            Ok(Err(e)) => return CaseRun::judge_error(&e.to_string()),
-            Err(panicked) => return CaseRun::judge_error(panicked),
+            Ok(Err(e)) => return Err(CaseRun::judge_error(&e.to_string())),
+            Err(panicked) => return Err(CaseRun::judge_error(panicked)),
         };
-        let interactor_verdict = match iusage {
-            Ok(u) => self.checker_verdict("interactor", &u, &mut log),
-            Err(e) => Err(CheckError::Run { what: "interactor", source: e }),
-        };
-        drop(dir);
+        Ok(Dialogue { usage, interactor: iusage, first, stderr, limits })
+    }
+
+    /// The case's run, from the dialogue and the interactor's verdict
+    /// ([`verdict::interactive`]'s rules).
+    pub(super) fn conclude(&self, d: Dialogue, interactor: Result<Verdict, CheckError>) -> CaseRun {
+        let Dialogue { usage, first, mut stderr, limits, .. } = d;
         let own = verdict::decide(&usage, &limits, size(&stderr));
         let sigpipe = usage.exit == sandbox::Exit::Signal(libc::SIGPIPE) && usage.denied.is_none();
-        let status = match verdict::interactive(own, sigpipe, interactor_verdict, first) {
+        let status = match verdict::interactive(own, sigpipe, interactor, first) {
             Ok(s) => s,
             Err(e) => return self.check_failed(e),
         };

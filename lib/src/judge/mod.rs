@@ -16,7 +16,7 @@
 //! - `compile.rs`: [`Judge::compile`].
 //! - `case.rs`: [`Judge::run_case`], one case's runs and verdict, through a
 //!   context that carries what they share; `interactive.rs`: a case against
-//!   an interactor.
+//!   an interactor; `icpc.rs`: a case judged by an ICPC validator.
 //! - `checker_program.rs`: [`Judge::prepare_checker`], checker programs
 //!   compiled into their cache.
 //! - `spec.rs`: the one description of a sandboxed run the judge makes
@@ -82,6 +82,7 @@ mod case;
 mod checker_program;
 mod compile;
 mod files;
+mod icpc;
 mod interactive;
 mod job;
 mod spec;

@@ -92,7 +92,13 @@ pub(super) fn seen_inside(binds: &[Bind], s: &str) -> String {
     for b in binds {
         if let Ok(rest) = p.strip_prefix(&b.path) {
             let inside = if rest.as_os_str().is_empty() { b.inside().to_path_buf() } else { b.inside().join(rest) };
-            return inside.to_string_lossy().into_owned();
+            let mut inside = inside.to_string_lossy().into_owned();
+            // A directory named with its slash keeps it (an ICPC validator
+            // appends file names to its feedback directory as given).
+            if s.ends_with('/') && !inside.ends_with('/') {
+                inside.push('/');
+            }
+            return inside;
         }
     }
     s.to_string()
@@ -305,5 +311,19 @@ pub(super) fn rlimit_name(resource: libc::__rlimit_resource_t) -> &'static str {
         libc::RLIMIT_STACK => "STACK",
         libc::RLIMIT_NPROC => "NPROC",
         _ => "?",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_path_below_a_bind_is_moved_inside_and_keeps_its_trailing_slash() {
+        let binds = [Bind::at(Path::new("/var/x.judge"), "/judge", true)];
+        assert_eq!(seen_inside(&binds, "/var/x.judge/input"), "/judge/input");
+        assert_eq!(seen_inside(&binds, "/var/x.judge/feedback/"), "/judge/feedback/");
+        assert_eq!(seen_inside(&binds, "/var/x.judge"), "/judge");
+        assert_eq!(seen_inside(&binds, "nonnegative"), "nonnegative");
     }
 }
