@@ -90,7 +90,7 @@ impl CaseContext<'_> {
         };
         let d = match self.converse(&log, |limits| self.validator(v, &dir, &feedback, limits)) {
             Ok(d) => d,
-            Err(run) => return run,
+            Err(why) => return CaseRun::judge_error(&why),
         };
         let cap = self.judge.output_cap;
         let message = read_feedback(&feedback.join(JUDGE_MESSAGE), message_cap(cap));

@@ -55,7 +55,7 @@ impl CaseContext<'_> {
         };
         let d = match self.converse(&log, |limits| self.checker_program(p, &dir, limits, true)) {
             Ok(d) => d,
-            Err(run) => return run,
+            Err(why) => return CaseRun::judge_error(&why),
         };
         let interactor = match &d.interactor {
             Ok(u) => self.checker_verdict("interactor", u, &mut log),
@@ -68,8 +68,8 @@ impl CaseContext<'_> {
     /// Runs the program beside the interactor that `interactor` makes (from
     /// its limits; it writes what it says to `log`), each its own slot,
     /// connected by two pipes, the judge holding its own copies of their
-    /// ends as the module doc says. `Err`: the case's JE.
-    pub(super) fn converse(&self, log: &File, interactor: impl FnOnce(Limits) -> RunSpec) -> Result<Dialogue, CaseRun> {
+    /// ends as the module doc says. `Err`: why the case is JE.
+    pub(super) fn converse(&self, log: &File, interactor: impl FnOnce(Limits) -> RunSpec) -> Result<Dialogue, String> {
         let opened = (|| {
             self.hand_over()?;
             let stderr = run_output(&self.scratch.join("stderr"), self.slot.identity())?;
@@ -80,18 +80,18 @@ impl CaseContext<'_> {
             Ok::<_, std::io::Error>((stderr, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]))
         })();
         let (stderr, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]) =
-            opened.map_err(|e| CaseRun::judge_error(&format!("preparing the case: {e}")))?;
+            opened.map_err(|e| format!("preparing the case: {e}"))?;
         // The judge's own copies of the pipes' ends (see the module doc).
         let held = (|| {
             let interactor_ends = [to_prog_w.try_clone()?, from_prog_r.try_clone()?];
             Ok::<_, std::io::Error>((to_prog_r.try_clone()?, from_prog_w.try_clone()?, interactor_ends))
         })();
         let (mut unread, program_end, interactor_ends) =
-            held.map_err(|e| CaseRun::judge_error(&format!("duplicating the interactor's pipes: {e}")))?;
+            held.map_err(|e| format!("duplicating the interactor's pipes: {e}"))?;
         let limits = self.limits();
         // It waits for the program: its wall time is the program's and more.
         let ilimits = self.judge.checker_limits(Some(limits.wall));
-        let program = self.program(limits.clone()).map_err(|why| CaseRun::judge_error(&why))?;
+        let program = self.program(limits.clone())?;
         let program = program.stdio(to_prog_r, from_prog_w, err_w);
         let interactor = interactor(ilimits).stdio(from_prog_r, to_prog_w, log_w);
         let (usage, iusage, first) = std::thread::scope(|s| {
@@ -116,8 +116,8 @@ impl CaseContext<'_> {
         });
         let usage = match usage {
             Ok(Ok(u)) => u,
-            Ok(Err(e)) => return Err(CaseRun::judge_error(&e.to_string())),
-            Err(panicked) => return Err(CaseRun::judge_error(panicked)),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(panicked) => return Err(panicked.into()),
         };
         Ok(Dialogue { usage, interactor: iusage, first, stderr, limits })
     }
