@@ -1064,10 +1064,11 @@ fn the_readmes_two_commands_install_what_a_fresh_machine_lacks_first() {
         }
     }
     // CI runs the README's test command, then the cgroup v2 guest's
-    // (make test-cgroup2), and nothing else; it installs nothing itself.
+    // (make test-cgroup2), then the lints, and nothing else; it installs
+    // nothing itself.
     let ci = read(&repo().join(".ci/run"));
     let lines: Vec<&str> = ci.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
-    assert_eq!(lines[lines.len().saturating_sub(2)..], ["make test", "make test-cgroup2"], "{ci}");
+    assert_eq!(lines[lines.len().saturating_sub(3)..], ["make test", "make test-cgroup2", "make lint"], "{ci}");
     assert!(!ci.contains("apt-get"), ".ci/run installs on its own: {ci}");
 }
 
