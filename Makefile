@@ -136,7 +136,7 @@ lint:
 # takes 10 s is a hang, reported as a crash; TMPDIR: the targets that
 # unpack or write files do it on tmpfs.
 FUZZ_SECS    ?= 60
-FUZZ_TARGETS ?= hub_register hub_next_job hub_answer testdata_zip checker duration hubd_request problem_add spool_rows
+FUZZ_TARGETS ?= hub_register hub_next_job hub_answer testdata_zip checker duration hubd_request problem_add icpc_package spool_rows
 FUZZ_FLAGS    = --sanitizer none
 
 fuzz:

@@ -125,3 +125,27 @@ rows2 = list(rows); rows2[4] = "tjudged"; rows2[12] = "tabort:drain"; rows2[11] 
 put("spool_rows", "odd-types", "\0".join(rows2).encode("latin-1"))
 rows3 = list(rows); rows3[4] = "tlost"; rows3[9] = "i-1"; rows3[5] = "f1.5"
 put("spool_rows", "unknown-state", "\0".join(rows3))
+
+# icpc_package: problem.yaml, .timelimit, then pairs of a path and its bytes
+# (tests/icpc/sum's package, and variants the mapping refuses or takes).
+def package(d):
+    out = []
+    for base, _, names in sorted(os.walk(d)):
+        for n in sorted(names):
+            p = os.path.join(base, n)
+            rel = os.path.relpath(p, d)
+            if rel in ("problem.yaml", ".timelimit"):
+                continue
+            out += [rel.encode(), open(p, "rb").read()]
+    return out
+sum_dir = os.path.join(ROOT, "tests", "icpc", "sum")
+sum_yaml = open(os.path.join(sum_dir, "problem.yaml"), "rb").read()
+sum_limit = open(os.path.join(sum_dir, ".timelimit"), "rb").read()
+put("icpc_package", "sum", b"\0".join([sum_yaml, sum_limit] + package(sum_dir)))
+plain = [b"data/sample/1.in", b"1 2\n", b"data/sample/1.ans", b"3\n", b"data/secret/a/1.in", b"2 2\n",
+         b"data/secret/a/1.ans", b"4\n", b"data/secret/b/2.in", b"1 1\n", b"data/secret/b/2.ans", b"2\n"]
+put("icpc_package", "default-floats", b"\0".join([b"name: x\nvalidator_flags: case_sensitive float_tolerance 1e-6\n", b"1.5"] + plain))
+put("icpc_package", "scoring", b"\0".join([b"type: scoring\nlimits:\n  memory: 256\n", b"2"] + plain))
+put("icpc_package", "aliases", b"\0".join([b"a: &x [1, 2]\nb: *x\nlimits: {time_limit: 1}\n", b""] + plain))
+put("icpc_package", "testdata-yaml", b"\0".join([b"limits:\n  time_limit: 2\nvalidator_flags: case_sensitive\n", b"",
+    b"data/secret/testdata.yaml", b"output_validator_flags: x\n"] + plain))

@@ -18,7 +18,7 @@
 use ojrunner::answer::{Answer, HttpReply, HubCall};
 use ojrunner::checker::{self, Checker, Named};
 use ojrunner::outcome::{self, OutcomeKind};
-use ojrunner::protocol::{archive, testdata, AbortReason, Job, Task};
+use ojrunner::protocol::{archive, icpc, testdata, AbortReason, Job, Task};
 use ojrunner::spool::{ClaimState, Spool};
 use ojrunner_daemon::duration;
 use ojrunner_hub::{problem, result, server, submission};
@@ -41,6 +41,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("duration", duration),
     ("hubd_request", hubd_request),
     ("problem_add", problem_add),
+    ("icpc_package", icpc_package),
     ("spool_rows", spool_rows),
 ];
 
@@ -282,6 +283,46 @@ pub fn problem_add(data: &[u8]) {
     if let Ok(p) = problem::load_dir(1, &problem) {
         assert_eq!(problem::md5_hex(&[p.testdata.as_slice(), p.meta.as_bytes()].concat()), p.checksum);
         assert_eq!(problem::tasks_of(&p.meta), p.tasks, "the stored meta reads back as the tasks");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An ICPC problem package as `hubd problem add` and `judge-exec run` read
+/// it: `problem.yaml`, then (NUL-separated) `.timelimit`, then pairs of a
+/// path inside the package and its bytes (`data/secret/1.in`,
+/// `output_validators/v/v.cpp`, a `testdata.yaml`…). A package read is a
+/// protocol problem: its tasks pass the protocol's check, every file it
+/// names is the package's own, and it lays out.
+pub fn icpc_package(data: &[u8]) {
+    let f: Vec<&[u8]> = data.split(|&b| b == 0).collect();
+    let dir = scratch();
+    let package = dir.join("p");
+    std::fs::create_dir(&package).expect("the package directory");
+    std::fs::write(package.join("problem.yaml"), f[0]).expect("problem.yaml");
+    if let Some(limit) = f.get(1).filter(|l| !l.is_empty()) {
+        std::fs::write(package.join(".timelimit"), limit).expect(".timelimit");
+    }
+    for pair in f.get(2..).unwrap_or_default().chunks(2).take(12) {
+        let name = text(pair[0]);
+        // Only names inside the directory: the target writes them itself.
+        let rel = Path::new(&name);
+        if name.is_empty() || name.len() > 100 || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        let path = package.join(rel);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = std::fs::write(&path, pair.get(1).copied().unwrap_or_default());
+    }
+    if let Ok(p) = icpc::read(&package, None) {
+        assert!(ojrunner::protocol::check_tasks(&p.tasks).is_ok(), "a package read is a protocol problem: {p:?}");
+        let cases: i64 = p.tasks.iter().map(|t| t.case_count).sum();
+        assert!(p.files.len() as i64 >= 2 * cases, "every case has its input and answer: {p:?}");
+        for (_, from) in &p.files {
+            assert!(from.starts_with(&package), "a file of the package's own: {}", from.display());
+        }
+        p.lay_out(&dir.join("laid")).expect("a package read lays out");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
