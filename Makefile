@@ -84,7 +84,8 @@ test-cgroup2: deps build
 	@set -o pipefail; \
 	exe=$$($(CARGO) test --test cgroup2 --no-run 2>&1 | sed -n 's/.*(\(.*cgroup2-[0-9a-f]*\)).*/\1/p' | head -1); \
 	[ -n "$$exe" ] || { echo "make test-cgroup2: no test binary for tests/cgroup2.rs" >&2; exit 1; }; \
-	OJ_SLOT_LOCK_DIR=/run/ojrunner-test-locks tests/cgroup2/run-in-guest -- "$$exe" --test-threads=1 2>&1 | \
+	mkdir -p target/test-logs; \
+	OJ_SLOT_LOCK_DIR=/run/ojrunner-test-locks tests/cgroup2/run-in-guest --rwdir target/test-logs -- "$$exe" --test-threads=1 2>&1 | \
 		tee target/test-cgroup2.log
 
 # A longer chaos run than make test's minute: SOAK_SECS of blows.

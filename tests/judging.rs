@@ -824,10 +824,9 @@ fn standalone_job(dir: &TempDir, name: &str, source: &str, answer: &str) -> (Pat
 #[test]
 fn a_judge_with_a_low_hard_stack_limit_still_judges() {
     use std::os::unix::process::CommandExt;
-    // The languages ask for a stack as large as the memory limit. A judge
-    // started with a lower hard limit (a service manager's LimitSTACK=)
-    // cannot raise it without CAP_SYS_RESOURCE: the runs get its own, with
-    // a warning, and are judged.
+    // Every run asks for an unlimited stack. A judge started with a lower
+    // hard limit (a service manager's LimitSTACK=) cannot raise it without
+    // CAP_SYS_RESOURCE: the runs get its own, with a warning, and are judged.
     let dir = TempDir::new("lowstack");
     let (src, tests) =
         standalone_job(&dir, "ok.c", "#include <stdio.h>\nint main(void) { puts(\"ok\"); return 0; }\n", "ok\n");

@@ -143,10 +143,21 @@ impl Proc {
 pub fn daemon_log(name: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let dir = repo().join("target/test-logs/daemons");
-    std::fs::create_dir_all(&dir).unwrap();
+    // The checkout may be read-only (the cgroup v2 guest mounts it so).
+    let dir = [repo().join("target/test-logs/daemons"), std::env::temp_dir().join("ojrunner-test-logs")]
+        .into_iter()
+        .find(|d| std::fs::create_dir_all(d).is_ok() && tempfile_probe(d))
+        .expect("a writable directory for the daemons' logs");
     let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     dir.join(format!("{name}-{}-{}.log", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// Whether a file can be made in `dir`.
+fn tempfile_probe(dir: &Path) -> bool {
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let made = std::fs::write(&probe, b"").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    made
 }
 
 impl Drop for Proc {
