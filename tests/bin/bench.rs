@@ -91,6 +91,21 @@ int main(int argc, char **argv) {
 "#;
 
 const BUSY: &str = "int main(void) { volatile unsigned long x = 0; for (;;) x++; }\n";
+
+/// A busy neighbour as a compile or a multithreaded program is: two
+/// processes, each sweeping 16 MiB of its own for ever (the caches its
+/// core shares are never its neighbour's).
+const SWEEP: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+    fork();
+    size_t n = 16 << 20;
+    volatile char *p = malloc(n);
+    for (unsigned x = 0;; x++)
+        for (size_t i = 0; i < n; i += 64) p[i] += x;
+}
+"#;
 const SLEEPER: &str = "#include <unistd.h>\nint main(void) { sleep(30); return 0; }\n";
 const APLUSB: &str =
     "#include <stdio.h>\nint main(void) { long a, b; if (scanf(\"%ld %ld\", &a, &b) != 2) return 1; printf(\"%ld\\n\", a + b); return 0; }\n";
@@ -108,9 +123,15 @@ fn bench() -> Result<(), String> {
     let dir = work.path().join("bin");
     std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
     set_mode(&dir, 0o755);
-    for (name, src) in
-        [("trivial", TRIVIAL), ("touch", TOUCH), ("spin", SPIN), ("work", WORK), ("busy", BUSY), ("sleeper", SLEEPER)]
-    {
+    for (name, src) in [
+        ("trivial", TRIVIAL),
+        ("touch", TOUCH),
+        ("spin", SPIN),
+        ("work", WORK),
+        ("busy", BUSY),
+        ("sweep", SWEEP),
+        ("sleeper", SLEEPER),
+    ] {
         compile_static(&dir, name, src)?;
     }
     let mech = sandbox::probe_mechanisms();
@@ -375,8 +396,10 @@ fn cost_per_step(dir: &Path, n: usize) -> Result<(), String> {
 
 /// Part 5, pinning (`sandbox::cores`): the CPU time of a fixed piece of
 /// work (about 0.5 s), 50 runs with each slot on its core and 50 without,
-/// in alternating blocks of 10, while the next slot runs busy loops all
-/// along; the spread, (max - min) / median, of each. Reports; no target.
+/// in alternating blocks of 10, while the next slot is busy all along with
+/// two processes sweeping memory (as a compile, or a multithreaded
+/// program: more tasks than its one core); the spread, (max - min) /
+/// median, of each. Reports; no target.
 fn pinning(dir: &Path) -> Result<(), String> {
     let run = |slot: usize, program: &str, args: &[String], cpu: Duration| {
         sandboxed_run_in(slot, dir, program, args, limits(cpu, 64 << 20))
@@ -388,7 +411,7 @@ fn pinning(dir: &Path) -> Result<(), String> {
         let (stop, dir) = (stop.clone(), dir.to_path_buf());
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = sandboxed_run_in(SLOT + 1, &dir, "./busy", &[], limits(Duration::from_millis(300), 64 << 20));
+                let _ = sandboxed_run_in(SLOT + 1, &dir, "./sweep", &[], limits(Duration::from_millis(600), 128 << 20));
             }
         })
     };
