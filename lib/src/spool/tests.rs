@@ -1,0 +1,254 @@
+use super::*;
+use crate::counter::Counter;
+use crate::outcome::OutcomeKind;
+use crate::phase::{Phase, Timing};
+use crate::protocol::Verdict;
+use crate::protocol::{AbortReason, CaseResult, Outcome};
+use rusqlite::Connection;
+use std::path::Path;
+use std::time::Duration;
+
+fn tmp(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("ojspool-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+const PAYLOAD: &str = r#"{"job_id":"jb_1","submission_id":"s","problem_id":1,"language":0,"code_url":"http://x/c.zip",
+    "tasks":[{"taskScore":100,"memoryLimit":65536,"timeLimit":1000,"caseCount":1}]}"#;
+
+fn ok() -> CaseResult {
+    CaseResult {
+        status: Verdict::AC,
+        exec_time: 1,
+        memory_usage: 1,
+        exit_code: 0,
+        stdout: String::new(),
+        stderr: String::new(),
+    }
+}
+
+#[test]
+fn a_claim_walks_its_states_and_its_outcome_is_written_once() {
+    let d = tmp("walk");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, old) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    assert!(old.is_empty());
+    assert_eq!(s.held_count().unwrap(), 1);
+    assert!(!s.start(id).unwrap(), "a claim not prepped does not start");
+    assert!(s.mark_prepped(id, Path::new("/td"), &[]).unwrap());
+    assert!(s.start(id).unwrap());
+    assert!(!s.start(id).unwrap(), "started once");
+    assert!(s.record_case(id, 0, 0, &ok(), "{}", &[]).unwrap());
+    let outcome = Outcome { tasks: vec![vec![ok()]] };
+    assert!(s.mark_judged(id, &outcome).unwrap());
+    assert!(!s.mark_judged(id, &outcome).unwrap(), "finished once");
+    let due = s.outbox_due(now_ms()).unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].kind, OutcomeKind::Complete);
+    s.outbox_settle(id, "204").unwrap();
+    assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Reported);
+    assert_eq!(s.outbox_len().unwrap().0, 0);
+    assert_eq!(s.held_count().unwrap(), 0);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_claim_row_carries_its_job_parsed_or_why_it_cannot_be() {
+    let d = tmp("parsed");
+    let mut s = Spool::create(&d).unwrap();
+    let (good, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    let (bad, _) = s.insert_claim("rn_1", "jb_2", r#"{"job_id":"jb_2","tasks":[]}"#).unwrap();
+    let row = s.claim(good).unwrap().unwrap();
+    let job = row.job.as_ref().expect("the payload parses");
+    assert_eq!((job.job_id.as_str(), job.problem_id, job.tasks.len()), ("jb_1", 1, 1));
+    // Kept as the hub sent it, refused as a job: prep ends it as prep_failed.
+    assert!(s.claim(bad).unwrap().unwrap().job.is_err());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn the_latch_stops_starts_and_the_scan_aborts_unstarted_claims_as_drain() {
+    let d = tmp("latch");
+    let mut s = Spool::create(&d).unwrap();
+    let (a, _) = s.insert_claim("rn_1", "jb_a", PAYLOAD).unwrap();
+    let (b, _) = s.insert_claim("rn_1", "jb_b", PAYLOAD).unwrap();
+    let (c, _) = s.insert_claim("rn_1", "jb_c", PAYLOAD).unwrap();
+    s.mark_prepped(b, Path::new("/td"), &[]).unwrap();
+    s.mark_prepped(c, Path::new("/td"), &[]).unwrap();
+    assert!(s.start(c).unwrap());
+    s.set_draining(true).unwrap();
+    assert!(!s.start(b).unwrap(), "nothing starts once the latch is set");
+    assert_eq!(s.abort_unstarted().unwrap(), vec![a, b]);
+    assert!(!s.mark_prepped(a, Path::new("/td"), &[]).unwrap(), "a prep finishing late changes nothing");
+    let kinds: Vec<_> = s.outbox_due(now_ms()).unwrap().into_iter().map(|o| (o.claim_id, o.kind)).collect();
+    assert_eq!(kinds, vec![(a, OutcomeKind::Abort(AbortReason::Drain)), (b, OutcomeKind::Abort(AbortReason::Drain))]);
+    assert_eq!(s.claim(c).unwrap().unwrap().state, ClaimState::Started, "in flight goes on");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_job_claimed_again_supersedes_the_old_claim_and_its_late_work() {
+    let d = tmp("gen");
+    let mut s = Spool::create(&d).unwrap();
+    let (g1, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    s.mark_prepped(g1, Path::new("/td"), &[]).unwrap();
+    s.start(g1).unwrap();
+    let (g2, old) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    assert_eq!(old, vec![g1]);
+    assert_ne!(s.claim_dir(g1), s.claim_dir(g2));
+    assert!(!s.record_case(g1, 0, 0, &ok(), "{}", &[]).unwrap(), "the old claim's late case is dropped");
+    assert!(!s.mark_judged(g1, &Outcome { tasks: vec![vec![ok()]] }).unwrap(), "and its late outcome");
+    assert_eq!(s.held_jobs().unwrap(), vec!["jb_1".to_string()], "the job is held once");
+    assert_eq!(s.held_count().unwrap(), 1, "capacity counts claims");
+    assert!(s.outbox_due(now_ms()).unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn events_are_bounded_per_claim_and_count_what_was_lost() {
+    let d = tmp("events");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    let (other, _) = s.insert_claim("rn_1", "jb_2", PAYLOAD).unwrap();
+    s.add_event(other, "{\"other\":true}").unwrap();
+    let bodies: Vec<String> = (0..MAX_EVENTS_PER_CLAIM + 10).map(|i| format!("{{\"i\":{i}}}")).collect();
+    s.add_events(id, &bodies.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    let (rows, lost) = s.events(id, 200).unwrap();
+    assert_eq!((rows.len(), lost), (200, 10), "a batch of 200; ten lost, the oldest");
+    assert_eq!(rows[0].body, "{\"i\":10}");
+    s.events_sent(id, rows[199].id).unwrap();
+    let (rows, lost) = s.events(id, 200).unwrap();
+    assert_eq!((rows[0].body.as_str(), lost), ("{\"i\":210}", 0), "the lost count went with the batch");
+    assert_eq!(s.events(other, 200).unwrap().0.len(), 1, "another claim's events are untouched");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+fn counter(s: &Spool, name: &str, labels: &str) -> i64 {
+    s.counters().unwrap().into_iter().find(|(n, l, _)| n == name && l == labels).map_or(0, |r| r.2)
+}
+
+#[test]
+fn a_claims_life_is_counted_and_timed_once_and_pruning_never_takes_a_count_back() {
+    let d = tmp("metrics");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    let prep = [Timing::new(Phase::Code, 1_200), Timing::labelled(Phase::Testdata, "miss", 30_000)];
+    assert!(s.mark_prepped(id, Path::new("/td"), &prep).unwrap());
+    assert!(s.start(id).unwrap());
+    let case = [Timing::new(Phase::Compile, 400_000), Timing::case(0, 0, Duration::from_micros(700))];
+    assert!(s.record_case(id, 0, 0, &ok(), "{}", &case).unwrap());
+    // The same case and compile again (a judge restarted): timed and counted once.
+    assert!(s.record_case(id, 0, 0, &ok(), "{}", &case).unwrap());
+    assert!(s.mark_judged(id, &Outcome { tasks: vec![vec![ok()]] }).unwrap());
+    s.outbox_settle(id, "204").unwrap();
+    let (a, _) = s.insert_claim("rn_1", "jb_2", PAYLOAD).unwrap();
+    s.abort(a, AbortReason::PrepFailed, "bad").unwrap();
+    let counts = |s: &Spool| {
+        [
+            counter(s, Counter::JobsClaimed.name(), ""),
+            counter(s, Counter::JobsJudged.name(), ""),
+            counter(s, Counter::JobsReported.name(), "outcome=\"complete\""),
+            counter(s, Counter::JobsAborted.name(), "reason=\"prep_failed\""),
+            counter(s, Counter::CaseVerdicts.name(), "verdict=\"AC\""),
+            counter(s, Counter::PhaseBucket.name(), "phase=\"case\",le=\"0.001\""),
+            counter(s, Counter::PhaseSumMicros.name(), "phase=\"compile\""),
+        ]
+    };
+    assert_eq!(counts(&s), [2, 1, 1, 1, 1, 1, 400_000]);
+    let phases: Vec<&str> = Phase::ALL
+        .into_iter()
+        .filter(|p| {
+            let labels: &[&str] = p.label().map(|l| l.1).unwrap_or(&[""]);
+            labels.iter().any(|l| !s.recent_timings(*p, l, 10).unwrap().is_empty())
+        })
+        .map(Phase::as_str)
+        .collect();
+    assert_eq!(phases, ["code", "testdata", "queued", "compile", "case", "judge", "report", "total"]);
+    assert_eq!(s.recent_timings(Phase::Testdata, "miss", 10).unwrap(), [30_000]);
+    assert_eq!(s.recent_timings(Phase::Case, "", 10).unwrap(), [700]);
+    // Forgetting the claims forgets their timings, not the counts.
+    s.prune_ended(now_ms() + 1).unwrap();
+    assert!(s.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
+    assert_eq!(counts(&s), [2, 1, 1, 1, 1, 1, 400_000], "counters survive pruning");
+    let text = crate::metrics::render(&s).unwrap();
+    assert!(text.contains("ojrunner_jobs_claimed_total 2\n"), "{text}");
+    assert!(text.contains("ojrunner_phase_seconds_count{phase=\"case\"} 1\n"), "{text}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_rejected_result_is_counted_as_an_abort_once() {
+    let d = tmp("rejected");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    s.mark_prepped(id, Path::new("/td"), &[]).unwrap();
+    s.start(id).unwrap();
+    s.mark_judged(id, &Outcome { tasks: vec![vec![ok()]] }).unwrap();
+    s.outbox_reject(id, "complete rejected: HTTP 400").unwrap();
+    s.outbox_reject(id, "complete rejected: HTTP 400").unwrap();
+    assert_eq!(counter(&s, Counter::JobsAborted.name(), "reason=\"rejected\""), 1);
+    s.outbox_settle(id, "202").unwrap();
+    assert_eq!(counter(&s, Counter::JobsReported.name(), "outcome=\"abort\""), 1);
+    assert_eq!(s.recent_timings(Phase::Total, "abort", 10).unwrap().len(), 1);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_spool_of_schema_1_is_migrated_keeping_its_claims_and_read_as_it_is_before() {
+    let d = tmp("v1");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    drop(s);
+    // What a runner of schema 1 left.
+    let c = Connection::open(d.join(DB_FILE)).unwrap();
+    c.execute_batch("DROP TABLE phases; DROP TABLE counters; PRAGMA user_version = 1;").unwrap();
+    drop(c);
+    let old = Spool::open_read_only(&d).unwrap();
+    assert!(old.counters().unwrap().is_empty(), "read as it is, the tables it lacks empty");
+    assert!(old.recent_timings(Phase::Case, "", 10).unwrap().is_empty());
+    assert!(crate::metrics::render(&old).unwrap().contains("ojrunner_claims{state=\"claimed\"} 1\n"));
+    drop(old);
+    let mut s = Spool::create(&d).unwrap();
+    let v: i64 = s.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    assert_eq!(s.claim(id).unwrap().unwrap().state, ClaimState::Claimed, "its claims kept");
+    assert!(s.mark_prepped(id, Path::new("/td"), &[Timing::new(Phase::Code, 5)]).unwrap());
+    assert_eq!(s.recent_timings(Phase::Code, "", 10).unwrap(), [5]);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn only_create_makes_a_spool_and_a_spool_deleted_or_replaced_is_gone() {
+    let d = tmp("gone");
+    assert!(Spool::open(&d).err().expect("no spool").0.contains("no database"));
+    assert!(!d.join(DB_FILE).exists(), "open made nothing");
+    let mut s = Spool::create(&d).unwrap();
+    let again = Spool::open_as(&d, s.file_id()).unwrap();
+    assert_eq!(s.gone(), None);
+    s.set_control("k", Some("v")).unwrap();
+    for f in ["spool.db", "spool.db-wal", "spool.db-shm"] {
+        let _ = std::fs::remove_file(d.join(f));
+    }
+    assert!(s.gone().unwrap().contains("was deleted"), "{:?}", s.gone());
+    assert!(s.set_control("k", None).unwrap_err().0.contains("was deleted"), "a write refused");
+    assert!(Spool::open(&d).is_err() && !d.join(DB_FILE).exists(), "never made again by open");
+    drop(Spool::create(&d).unwrap());
+    assert!(again.gone().unwrap().contains("was replaced"), "{:?}", again.gone());
+    assert!(Spool::open_as(&d, s.file_id()).err().expect("another file").0.contains("replaced"));
+    std::fs::write(d.join(DB_FILE), b"").unwrap();
+    assert!(Spool::open(&d).err().expect("empty").0.contains("holds no spool"));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let d = tmp("schema");
+    drop(Spool::create(&d).unwrap());
+    let c = Connection::open(d.join(DB_FILE)).unwrap();
+    c.pragma_update(None, "user_version", 99).unwrap();
+    drop(c);
+    let e = Spool::create(&d).err().expect("refused");
+    assert!(e.0.contains("newer"), "{e}");
+    let _ = std::fs::remove_dir_all(d);
+}
