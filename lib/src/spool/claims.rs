@@ -3,6 +3,7 @@
 
 use super::events::push_event;
 use super::metric_rows::{bump_in, time_in};
+use super::state::{sql_list, ClaimState, Transition};
 use super::{now_ms, Context, Result, Spool, SpoolError};
 use crate::counter::{self, Counter};
 use crate::outcome::{self, OutcomeKind};
@@ -11,61 +12,6 @@ use crate::protocol::{AbortReason, BadJob, CaseResult, Job, Outcome};
 use rusqlite::{params, OptionalExtension};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Where a claim is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ClaimState {
-    Claimed,
-    Prepped,
-    Started,
-    Judged,
-    Aborted,
-    Reported,
-    Discarded,
-}
-
-impl ClaimState {
-    pub const ALL: [ClaimState; 7] = [
-        ClaimState::Claimed,
-        ClaimState::Prepped,
-        ClaimState::Started,
-        ClaimState::Judged,
-        ClaimState::Aborted,
-        ClaimState::Reported,
-        ClaimState::Discarded,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimState::Claimed => "claimed",
-            ClaimState::Prepped => "prepped",
-            ClaimState::Started => "started",
-            ClaimState::Judged => "judged",
-            ClaimState::Aborted => "aborted",
-            ClaimState::Reported => "reported",
-            ClaimState::Discarded => "discarded",
-        }
-    }
-
-    fn parse(s: &str) -> Result<ClaimState> {
-        ClaimState::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| SpoolError(format!("spool: unknown claim state {s:?} (corrupt row?)")))
-    }
-
-    /// States in which the runner still holds the job at the hub: its lease
-    /// must be kept, and it counts against capacity.
-    pub fn holds_lease(self) -> bool {
-        matches!(
-            self,
-            ClaimState::Claimed | ClaimState::Prepped | ClaimState::Started | ClaimState::Judged | ClaimState::Aborted
-        )
-    }
-}
-
-/// The SQL list of the states that hold a lease.
-pub(super) const HELD: &str = "('claimed','prepped','started','judged','aborted')";
 
 /// One claim, as the spool keeps it (the hub's side of a claim is
 /// `ojrunner-hub`'s `queue::Claim`).
@@ -92,7 +38,10 @@ impl Spool {
     pub fn insert_claim(&mut self, runner_id: &str, job_id: &str, payload: &str) -> Result<(i64, Vec<i64>)> {
         self.write("record claim", |tx| {
             let old: Vec<i64> = tx
-                .prepare(&format!("SELECT claim_id FROM claims WHERE job_id = ? AND state IN {HELD}"))?
+                .prepare(&format!(
+                    "SELECT claim_id FROM claims WHERE job_id = ? AND state IN {}",
+                    sql_list(&ClaimState::HELD)
+                ))?
                 .query_map([job_id], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             for id in &old {
@@ -100,8 +49,8 @@ impl Spool {
             }
             let now = now_ms();
             tx.execute(
-                "INSERT INTO claims (job_id, runner_id, state, payload, claimed_at, updated_at) VALUES (?, ?, 'claimed', ?, ?, ?)",
-                params![job_id, runner_id, payload, now, now],
+                "INSERT INTO claims (job_id, runner_id, state, payload, claimed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                params![job_id, runner_id, ClaimState::Claimed.as_str(), payload, now, now],
             )?;
             let id = tx.last_insert_rowid();
             bump_in(tx, Counter::JobsClaimed, "", 1)?;
@@ -119,10 +68,9 @@ impl Spool {
 
     /// Claims in `states`, oldest first.
     pub fn claims_in(&self, states: &[ClaimState]) -> Result<Vec<ClaimRow>> {
-        let list = states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
         let mut st = self
             .conn
-            .prepare(&format!("{CLAIM_SELECT} WHERE state IN ({list}) ORDER BY claim_id"))
+            .prepare(&format!("{CLAIM_SELECT} WHERE state IN {} ORDER BY claim_id", sql_list(states)))
             .ctx("list claims")?;
         let rows = st.query_map([], claim_row).ctx("list claims")?;
         rows.map(|r| r.ctx("read claim row")?).collect()
@@ -131,7 +79,11 @@ impl Spool {
     /// How many claims hold a lease: what capacity counts.
     pub fn held_count(&self) -> Result<i64> {
         self.conn
-            .query_row(&format!("SELECT count(*) FROM claims WHERE state IN {HELD}"), [], |r| r.get(0))
+            .query_row(
+                &format!("SELECT count(*) FROM claims WHERE state IN {}", sql_list(&ClaimState::HELD)),
+                [],
+                |r| r.get(0),
+            )
             .ctx("count held claims")
     }
 
@@ -140,7 +92,10 @@ impl Spool {
     pub fn held_jobs(&self) -> Result<Vec<String>> {
         let mut st = self
             .conn
-            .prepare(&format!("SELECT DISTINCT job_id FROM claims WHERE state IN {HELD} ORDER BY job_id"))
+            .prepare(&format!(
+                "SELECT DISTINCT job_id FROM claims WHERE state IN {} ORDER BY job_id",
+                sql_list(&ClaimState::HELD)
+            ))
             .ctx("list held jobs")?;
         let rows = st.query_map([], |r| r.get(0)).ctx("list held jobs")?;
         rows.collect::<rusqlite::Result<_>>().ctx("list held jobs")
@@ -160,13 +115,10 @@ impl Spool {
         let td = testdata.to_string_lossy().into_owned();
         self.write("mark prepped", |tx| {
             let now = now_ms();
-            if tx.execute(
-                "UPDATE claims SET state = 'prepped', testdata = ?, updated_at = ? WHERE claim_id = ? AND state = 'claimed'",
-                params![td, now, claim_id],
-            )? != 1
-            {
+            if move_in(tx, claim_id, Transition::Prep, now, None)?.is_none() {
                 return Ok(false);
             }
+            tx.execute("UPDATE claims SET testdata = ? WHERE claim_id = ?", params![td, claim_id])?;
             for t in timings {
                 time_in(tx, claim_id, now, t)?;
             }
@@ -185,7 +137,10 @@ impl Spool {
     pub fn abort_unstarted(&mut self) -> Result<Vec<i64>> {
         self.write("abort unstarted claims", |tx| {
             let ids: Vec<i64> = tx
-                .prepare("SELECT claim_id FROM claims WHERE state IN ('claimed','prepped') ORDER BY claim_id")?
+                .prepare(&format!(
+                    "SELECT claim_id FROM claims WHERE state IN {} ORDER BY claim_id",
+                    sql_list(Transition::Abort.from())
+                ))?
                 .query_map([], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             for id in &ids {
@@ -205,7 +160,7 @@ impl Spool {
                 return Ok(false);
             }
             // The wait for a worker ends now.
-            advance(tx, claim_id, "prepped", "started", now_ms(), Phase::Queued)
+            advance(tx, claim_id, Transition::Start, now_ms(), Phase::Queued)
         })
     }
 
@@ -224,7 +179,7 @@ impl Spool {
         let result = serde_json::to_string(r).unwrap();
         let verdict = counter::labels(&[("verdict", r.status.as_str())]);
         self.write("record case", |tx| {
-            if !is_in(tx, claim_id, "started")? {
+            if !is_in(tx, claim_id, ClaimState::Started)? {
                 return Ok(false);
             }
             let fresh = tx.execute(
@@ -280,7 +235,7 @@ impl Spool {
         let body = outcome::complete_body(outcome);
         self.write("mark judged", |tx| {
             let now = now_ms();
-            if !advance(tx, claim_id, "started", "judged", now, Phase::Judge)? {
+            if !advance(tx, claim_id, Transition::Judge, now, Phase::Judge)? {
                 return Ok(false);
             }
             tx.execute(
@@ -296,11 +251,11 @@ impl Spool {
     /// with their case results: the spool keeps what is owed, not history.
     pub fn prune_ended(&mut self, before_ms: i64) -> Result<usize> {
         self.write("prune ended claims", |tx| {
-            let ended = "SELECT claim_id FROM claims WHERE state IN ('reported','discarded') AND updated_at < ?1";
-            tx.execute(&format!("DELETE FROM case_results WHERE claim_id IN ({ended})"), [before_ms])?;
-            tx.execute(&format!("DELETE FROM events WHERE claim_id IN ({ended})"), [before_ms])?;
-            tx.execute(&format!("DELETE FROM phases WHERE claim_id IN ({ended})"), [before_ms])?;
-            tx.execute("DELETE FROM claims WHERE state IN ('reported','discarded') AND updated_at < ?1", [before_ms])
+            let ended = format!("FROM claims WHERE state IN {} AND updated_at < ?1", sql_list(&ClaimState::ENDED));
+            tx.execute(&format!("DELETE FROM case_results WHERE claim_id IN (SELECT claim_id {ended})"), [before_ms])?;
+            tx.execute(&format!("DELETE FROM events WHERE claim_id IN (SELECT claim_id {ended})"), [before_ms])?;
+            tx.execute(&format!("DELETE FROM phases WHERE claim_id IN (SELECT claim_id {ended})"), [before_ms])?;
+            tx.execute(&format!("DELETE {ended}"), [before_ms])
         })
     }
 
@@ -314,8 +269,7 @@ impl Spool {
         let lease = crate::lease::assumed(id.config.heartbeat_interval_sec);
         let last_beat = self.last_beat()?;
         let now = now_ms();
-        let held: Vec<ClaimRow> =
-            self.claims_in(&ClaimState::ALL.into_iter().filter(|s| s.holds_lease()).collect::<Vec<_>>())?;
+        let held: Vec<ClaimRow> = self.claims_in(&ClaimState::HELD)?;
         let lost: Vec<ClaimRow> = held
             .into_iter()
             .filter(|c| c.runner_id == id.runner_id && crate::lease::is_lost(c.claimed_at, last_beat, lease, now))
@@ -360,7 +314,9 @@ const CLAIM_SELECT: &str = "SELECT claim_id, job_id, runner_id, state, payload, 
 fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<ClaimRow>> {
     let state: String = r.get(3)?;
     let testdata: Option<String> = r.get(6)?;
-    Ok(ClaimState::parse(&state).map(|state| ClaimRow {
+    let state = ClaimState::parse(&state)
+        .ok_or_else(|| SpoolError(format!("spool: unknown claim state {state:?} (corrupt row?)")));
+    Ok(state.map(|state| ClaimRow {
         id: r.get(0).unwrap_or_default(),
         job_id: r.get(1).unwrap_or_default(),
         runner_id: r.get(2).unwrap_or_default(),
@@ -372,10 +328,39 @@ fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<ClaimRow>> {
     }))
 }
 
-pub(super) fn is_in(tx: &rusqlite::Transaction, claim_id: i64, state: &str) -> rusqlite::Result<bool> {
+pub(super) fn is_in(tx: &rusqlite::Transaction, claim_id: i64, state: ClaimState) -> rusqlite::Result<bool> {
     let s: Option<String> =
         tx.query_row("SELECT state FROM claims WHERE claim_id = ?", [claim_id], |r| r.get(0)).optional()?;
-    Ok(s.as_deref() == Some(state))
+    Ok(s.as_deref() == Some(state.as_str()))
+}
+
+/// Moves a claim by `t` at `now` if it is in a state `t` leaves (the
+/// guard: [`Transition::from`]), to [`Transition::to`], noting why if
+/// `note` says. Returns when it last moved before, or `None` (nothing
+/// changed) if it is elsewhere: a stage acting on a claim that moved under
+/// it. The only way a claim's state changes; what must go with the move
+/// (its outcome queued, its counters) goes in the same transaction.
+pub(super) fn move_in(
+    tx: &rusqlite::Transaction,
+    claim_id: i64,
+    t: Transition,
+    now: i64,
+    note: Option<&str>,
+) -> rusqlite::Result<Option<i64>> {
+    let since: Option<i64> = tx
+        .query_row(
+            &format!("SELECT updated_at FROM claims WHERE claim_id = ? AND state IN {}", sql_list(t.from())),
+            [claim_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if since.is_some() {
+        tx.execute(
+            "UPDATE claims SET state = ?, note = coalesce(?, note), updated_at = ? WHERE claim_id = ?",
+            params![t.to().as_str(), note, now, claim_id],
+        )?;
+    }
+    Ok(since)
 }
 
 pub(super) fn abort_in(
@@ -385,11 +370,7 @@ pub(super) fn abort_in(
     note: &str,
 ) -> rusqlite::Result<bool> {
     let now = now_ms();
-    if tx.execute(
-        "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ? AND state IN ('claimed','prepped')",
-        params![note, now, claim_id],
-    )? != 1
-    {
+    if move_in(tx, claim_id, Transition::Abort, now, Some(note))?.is_none() {
         return Ok(false);
     }
     tx.execute(
@@ -402,38 +383,25 @@ pub(super) fn abort_in(
 
 /// Ends a claim unreported; counted under `reason` if it was held.
 pub(super) fn discard_in(tx: &rusqlite::Transaction, claim_id: i64, why: &str, reason: &str) -> rusqlite::Result<bool> {
-    let n = tx.execute(
-        &format!(
-            "UPDATE claims SET state = 'discarded', note = ?, updated_at = ? WHERE claim_id = ? AND state IN {HELD}"
-        ),
-        params![why, now_ms(), claim_id],
-    )?;
+    let moved = move_in(tx, claim_id, Transition::Discard, now_ms(), Some(why))?.is_some();
     tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
     tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
-    if n == 1 {
+    if moved {
         bump_in(tx, Counter::JobsDiscarded, &counter::labels(&[("reason", reason)]), 1)?;
     }
-    Ok(n == 1)
+    Ok(moved)
 }
 
-/// When a claim last moved (`updated_at`), if it is there.
-/// Moves a claim `from` -> `to` at `now`, timing `phase` from when it last
-/// moved; false (nothing done) if it is not in `from`.
+/// Moves a claim by `t` at `now` ([`move_in`]), timing `phase` from when
+/// it last moved; false (nothing done) if it is not in a state `t` leaves.
 pub(super) fn advance(
     tx: &rusqlite::Transaction,
     claim_id: i64,
-    from: &str,
-    to: &str,
+    t: Transition,
     now: i64,
     phase: Phase,
 ) -> rusqlite::Result<bool> {
-    let since = tx
-        .query_row("SELECT updated_at FROM claims WHERE claim_id = ? AND state = ?", params![claim_id, from], |r| {
-            r.get::<_, i64>(0)
-        })
-        .optional()?;
-    let Some(since) = since else { return Ok(false) };
-    tx.execute("UPDATE claims SET state = ?, updated_at = ? WHERE claim_id = ?", params![to, now, claim_id])?;
+    let Some(since) = move_in(tx, claim_id, t, now, None)? else { return Ok(false) };
     time_in(tx, claim_id, now, &Timing::new(phase, (now - since) * 1000))?;
     Ok(true)
 }

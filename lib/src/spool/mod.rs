@@ -13,11 +13,13 @@
 //! (any live state) -> discarded   (superseded, lease lost, identity gone)
 //! ```
 //!
-//! each step one `BEGIN IMMEDIATE` transaction whose `WHERE state = …`
-//! guard is the fence: a stage acting on a claim that moved under it
-//! changes nothing. The outcome of a claim (`complete` or `abort` body) is
-//! written in the same transaction that moves it to `judged`/`aborted`, so
-//! an outcome is never lost and never written twice.
+//! each step one `BEGIN IMMEDIATE` transaction guarded by the states it
+//! leaves: a stage acting on a claim that moved under it changes nothing.
+//! The states and the moves are one typed table, [`MOVES`] (`state.rs`),
+//! from which every guard's `state IN (…)` is made. The outcome of a
+//! claim (`complete` or `abort` body) is written in the same transaction
+//! that moves it to `judged`/`aborted`, so an outcome is never lost and
+//! never written twice.
 //!
 //! The drain latch lives here too: once set, [`Spool::start`] refuses, in
 //! the same transaction that would have started a claim, so no stage and no
@@ -34,7 +36,8 @@
 //! | part | what it owns |
 //! |---|---|
 //! | this file | the [`Spool`] handle: making, opening, [`Spool::gone`], the schema and its migrations, the one way to write (a `BEGIN IMMEDIATE` transaction), the identity and the control values (the drain latch) |
-//! | `claims.rs` | claims, their case results, and every guarded transition |
+//! | `state.rs` | the state machine as data: [`ClaimState`], [`Transition`], [`MOVES`] |
+//! | `claims.rs` | claims, their case results, and the one function that moves a claim (`move_in`) |
 //! | `outbox.rs` | the outcomes owed to the hub, and those given up on |
 //! | `events.rs` | progress events waiting to be sent, bounded per claim |
 //! | `metric_rows.rs` | the spool's metric rows: counters and phase timings (the `/metrics` text is [`crate::metrics`]) |
@@ -45,17 +48,20 @@ mod dir;
 mod events;
 mod metric_rows;
 mod outbox;
+mod state;
 #[cfg(test)]
 mod tests;
 
-pub use claims::{ClaimRow, ClaimState};
+pub use claims::ClaimRow;
 pub use dir::{BEAT_FILE, RESERVE_BYTES, RESERVE_FILE};
 pub use events::{EventRow, MAX_EVENTS_PER_CLAIM};
 pub use outbox::OutboxItem;
+pub use state::{ClaimState, Move, Transition, MOVES};
 
 use crate::protocol::{Registration, RunnerConfig};
-use claims::{discard_in, HELD};
+use claims::discard_in;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use state::sql_list;
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -413,7 +419,10 @@ impl Spool {
                 params![reg.runner_id, reg.token, config, now_ms()],
             )?;
             let gone: Vec<i64> = tx
-                .prepare(&format!("SELECT claim_id FROM claims WHERE state IN {HELD} AND runner_id != ?"))?
+                .prepare(&format!(
+                    "SELECT claim_id FROM claims WHERE state IN {} AND runner_id != ?",
+                    sql_list(&ClaimState::HELD)
+                ))?
                 .query_map([&reg.runner_id], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             for id in &gone {

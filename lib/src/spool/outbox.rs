@@ -1,8 +1,9 @@
 //! The outbox: the outcomes owed to the hub, at most one a claim, and
 //! those given up on (`dead_outcomes`).
 
-use super::claims::{discard_in, is_in, HELD};
+use super::claims::{discard_in, move_in};
 use super::metric_rows::{bump_in, time_in};
+use super::state::Transition;
 use super::{now_ms, Context, Result, Spool};
 use crate::counter::{self, Counter};
 use crate::outcome::{self, OutcomeKind};
@@ -79,11 +80,8 @@ impl Spool {
             tx.execute("DELETE FROM outbox WHERE claim_id = ?", [claim_id])?;
             tx.execute("DELETE FROM events WHERE claim_id = ?", [claim_id])?;
             let now = now_ms();
-            let moved = tx.execute(
-                &format!("UPDATE claims SET state = 'reported', note = ?, updated_at = ? WHERE claim_id = ? AND state IN {HELD}"),
-                params![note, now, claim_id],
-            )?;
-            if let (1, Some((kind, owed_at, claimed_at))) = (moved, owed) {
+            let moved = move_in(tx, claim_id, Transition::Report, now, Some(note))?.is_some();
+            if let (true, Some((kind, owed_at, claimed_at))) = (moved, owed) {
                 let outcome = OutcomeKind::from_row(&kind).map_or("abort", OutcomeKind::verb);
                 bump_in(tx, Counter::JobsReported, &counter::labels(&[("outcome", outcome)]), 1)?;
                 time_in(tx, claim_id, now, &Timing::labelled(Phase::Report, outcome, (now - owed_at) * 1000))?;
@@ -104,12 +102,7 @@ impl Spool {
                 "UPDATE outbox SET kind = ?, body = ?, next_try_at = ?, tries = 0, last_error = ? WHERE claim_id = ?",
                 params![kind, body, now, note, claim_id],
             )?;
-            let judged = is_in(tx, claim_id, "judged")?;
-            tx.execute(
-                "UPDATE claims SET state = 'aborted', note = ?, updated_at = ? WHERE claim_id = ?",
-                params![note, now, claim_id],
-            )?;
-            if judged {
+            if move_in(tx, claim_id, Transition::Reject, now, Some(note))?.is_some() {
                 bump_in(tx, Counter::JobsAborted, &counter::labels(&[("reason", AbortReason::Rejected.as_str())]), 1)?;
             }
             Ok(())

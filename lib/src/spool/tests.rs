@@ -4,7 +4,7 @@ use crate::outcome::OutcomeKind;
 use crate::phase::{Phase, Timing};
 use crate::protocol::Verdict;
 use crate::protocol::{AbortReason, CaseResult, Outcome};
-use rusqlite::Connection;
+use rusqlite::{params, Connection};
 use std::path::Path;
 use std::time::Duration;
 
@@ -250,5 +250,74 @@ fn a_newer_schema_is_refused() {
     drop(c);
     let e = Spool::create(&d).err().expect("refused");
     assert!(e.0.contains("newer"), "{e}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Puts claim `id` in `state` by hand, as a test only may.
+fn put(s: &Spool, id: i64, state: ClaimState) {
+    s.conn.execute("UPDATE claims SET state = ? WHERE claim_id = ?", params![state.as_str(), id]).unwrap();
+}
+
+fn state_of(s: &Spool, id: i64) -> ClaimState {
+    s.claim(id).unwrap().unwrap().state
+}
+
+#[test]
+fn every_move_leaves_exactly_its_from_states_for_its_to_state_and_nothing_else() {
+    let d = tmp("moves");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    assert_eq!(state_of(&s, id), ClaimState::Claimed, "a claim is born claimed");
+    for t in Transition::ALL {
+        for from in ClaimState::ALL {
+            put(&s, id, from);
+            let moved = s.write("try a move", |tx| claims::move_in(tx, id, t, now_ms(), Some("tried"))).unwrap();
+            let allowed = t.from().contains(&from);
+            assert_eq!(moved.is_some(), allowed, "{t:?} from {from:?}");
+            assert_eq!(state_of(&s, id), if allowed { t.to() } else { from }, "{t:?} from {from:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// What each of the spool's operations does to a claim in each state: the
+/// moves the code makes are the table's, each where the table has it.
+#[test]
+fn the_operations_move_claims_only_as_the_table_says() {
+    let d = tmp("ops");
+    let mut s = Spool::create(&d).unwrap();
+    type Op = fn(&mut Spool, i64) -> bool;
+    let ops: [(Transition, Op); 7] = [
+        (Transition::Prep, |s, id| s.mark_prepped(id, Path::new("/td"), &[]).unwrap()),
+        (Transition::Start, |s, id| s.start(id).unwrap()),
+        (Transition::Judge, |s, id| s.mark_judged(id, &Outcome { tasks: vec![vec![ok()]] }).unwrap()),
+        (Transition::Abort, |s, id| s.abort(id, AbortReason::PrepFailed, "bad").unwrap()),
+        (Transition::Reject, |s, id| {
+            let before = state_of(s, id);
+            s.outbox_reject(id, "complete rejected").unwrap();
+            state_of(s, id) != before
+        }),
+        (Transition::Report, |s, id| {
+            let before = state_of(s, id);
+            s.outbox_settle(id, "delivered").unwrap();
+            state_of(s, id) != before
+        }),
+        (Transition::Discard, |s, id| {
+            let before = state_of(s, id);
+            s.outbox_bury(id, "gone").unwrap();
+            state_of(s, id) != before
+        }),
+    ];
+    assert_eq!(ops.map(|o| o.0), Transition::ALL, "an operation for every move");
+    for (t, op) in ops {
+        for from in ClaimState::ALL {
+            let (id, _) = s.insert_claim("rn_1", &format!("jb_{t:?}_{from:?}"), PAYLOAD).unwrap();
+            put(&s, id, from);
+            let moved = op(&mut s, id);
+            let allowed = t.from().contains(&from);
+            assert_eq!(moved, allowed, "{t:?} from {from:?}");
+            assert_eq!(state_of(&s, id), if allowed { t.to() } else { from }, "{t:?} from {from:?}");
+        }
+    }
     let _ = std::fs::remove_dir_all(d);
 }
