@@ -315,7 +315,7 @@ fn claim_row(r: &rusqlite::Row) -> rusqlite::Result<Result<ClaimRow>> {
     let state: String = r.get(3)?;
     let testdata: Option<String> = r.get(6)?;
     let state = ClaimState::parse(&state)
-        .ok_or_else(|| SpoolError(format!("spool: unknown claim state {state:?} (corrupt row?)")));
+        .ok_or_else(|| SpoolError::Corrupt(format!("spool: unknown claim state {state:?} (corrupt row?)")));
     Ok(state.map(|state| ClaimRow {
         id: r.get(0).unwrap_or_default(),
         job_id: r.get(1).unwrap_or_default(),

@@ -46,7 +46,7 @@ impl Spool {
         let noted = match std::fs::metadata(&path).and_then(|m| m.modified()) {
             Ok(t) => t.duration_since(std::time::UNIX_EPOCH).map(ojrunner_daemon::clock::ms).unwrap_or(0),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(SpoolError(format!("spool: read the beat stamp {}: {e}", path.display()))),
+            Err(e) => return Err(SpoolError::Io(format!("spool: read the beat stamp {}: {e}", path.display()))),
         };
         let older: i64 = self.control(crate::lease::LAST_BEAT_AT)?.and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(noted.max(older))
@@ -59,7 +59,7 @@ impl Spool {
     /// are free for the work it brings. An error means the disk cannot
     /// spare them now: claiming waits.
     pub fn reserve(&self) -> Result<()> {
-        let full = |why: String| SpoolError(format!("spool: the disk of {} is full: {why}", self.dir.display()));
+        let full = |why: String| SpoolError::Full(format!("spool: the disk of {} is full: {why}", self.dir.display()));
         let stat = nix::sys::statvfs::statvfs(&self.dir).map_err(|e| full(format!("statvfs: {e}")))?;
         let free = stat.blocks_available() as u64 * stat.fragment_size() as u64;
         if free < RESERVE_BYTES {

@@ -41,10 +41,12 @@
 //! | `outbox.rs` | the outcomes owed to the hub, and those given up on |
 //! | `events.rs` | progress events waiting to be sent, bounded per claim |
 //! | `metric_rows.rs` | the spool's metric rows: counters and phase timings (the `/metrics` text is [`crate::metrics`]) |
+//! | `error.rs` | [`SpoolError`], by what a caller does about it ([`SpoolError::retry`]: later, skip the row, or stop) |
 //! | `dir.rs` | the directory around the database: the beat file, the claim reserve, the claims' work directories |
 
 mod claims;
 mod dir;
+mod error;
 mod events;
 mod metric_rows;
 mod outbox;
@@ -54,12 +56,14 @@ mod tests;
 
 pub use claims::ClaimRow;
 pub use dir::{BEAT_FILE, RESERVE_BYTES, RESERVE_FILE};
+pub use error::{Result, Retry, SpoolError};
 pub use events::{EventRow, MAX_EVENTS_PER_CLAIM};
 pub use outbox::OutboxItem;
 pub use state::{ClaimState, Move, Transition, MOVES};
 
 use crate::protocol::{Registration, RunnerConfig};
 use claims::discard_in;
+use error::Context;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use state::sql_list;
 use std::fmt;
@@ -73,30 +77,6 @@ pub const SCHEMA_VERSION: i64 = 2;
 
 /// The name of the database file inside the spool directory.
 pub const DB_FILE: &str = "spool.db";
-
-/// A spool error, with what was being done.
-#[derive(Debug)]
-pub struct SpoolError(pub String);
-
-impl fmt::Display for SpoolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SpoolError {}
-
-pub type Result<T> = std::result::Result<T, SpoolError>;
-
-trait Context<T> {
-    fn ctx(self, what: &str) -> Result<T>;
-}
-
-impl<T, E: fmt::Display> Context<T> for std::result::Result<T, E> {
-    fn ctx(self, what: &str) -> Result<T> {
-        self.map_err(|e| SpoolError(format!("spool: {what}: {e}")))
-    }
-}
 
 /// What the runner knows of itself at the hub (not the sandbox's
 /// `Identity`, the uid and gid a program runs as).
@@ -180,7 +160,7 @@ impl Spool {
     pub fn open(dir: &Path) -> Result<Spool> {
         let db = dir.join(DB_FILE);
         if !db.exists() {
-            return Err(SpoolError(format!(
+            return Err(SpoolError::Unusable(format!(
                 "spool: no database at {} (only a runner's start makes one; it is not made again)",
                 db.display()
             )));
@@ -196,7 +176,7 @@ impl Spool {
     pub fn open_as(dir: &Path, id: FileId) -> Result<Spool> {
         let s = Spool::open(dir)?;
         if s.id != id {
-            return Err(SpoolError(format!(
+            return Err(SpoolError::Gone(format!(
                 "spool: {} is not the database this runner started with (file {}, not {id}): it was replaced",
                 dir.join(DB_FILE).display(),
                 s.id
@@ -217,7 +197,7 @@ impl Spool {
         if !create {
             let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
             if v < 1 {
-                return Err(SpoolError(format!(
+                return Err(SpoolError::Unusable(format!(
                     "spool: {} holds no spool (schema version {v}): only a runner's start makes one",
                     db.display()
                 )));
@@ -259,7 +239,7 @@ impl Spool {
     pub fn open_read_only(dir: &Path) -> Result<Spool> {
         let db = dir.join(DB_FILE);
         if !db.exists() {
-            return Err(SpoolError(format!("spool: no database at {}", db.display())));
+            return Err(SpoolError::Unusable(format!("spool: no database at {}", db.display())));
         }
         let conn = Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .ctx(&format!("open {} read-only", db.display()))?;
@@ -268,7 +248,7 @@ impl Spool {
         // An older runner's spool is read as it is (the tables it lacks are
         // empty); a newer one's is not this program's to read.
         if !(1..=SCHEMA_VERSION).contains(&v) {
-            return Err(SpoolError(format!(
+            return Err(SpoolError::Unusable(format!(
                 "spool: {}: schema version {v}, not this program's {SCHEMA_VERSION}",
                 db.display()
             )));
@@ -291,7 +271,7 @@ impl Spool {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx("begin migration")?;
         let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read schema version")?;
         if v > SCHEMA_VERSION {
-            return Err(SpoolError(format!(
+            return Err(SpoolError::Unusable(format!(
                 "spool: schema version {v} is newer than this program's {SCHEMA_VERSION}: refusing to touch it"
             )));
         }
@@ -382,7 +362,7 @@ impl Spool {
     /// up front, so a read-then-write never fails half way with BUSY.
     fn write<T>(&mut self, what: &str, f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>) -> Result<T> {
         if let Some(why) = self.gone() {
-            return Err(SpoolError(format!("spool: {what}: {why}")));
+            return Err(SpoolError::Gone(format!("spool: {what}: {why}")));
         }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(what)?;
         let v = f(&tx).ctx(what)?;

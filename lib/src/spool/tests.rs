@@ -221,7 +221,8 @@ fn a_spool_of_schema_1_is_migrated_keeping_its_claims_and_read_as_it_is_before()
 #[test]
 fn only_create_makes_a_spool_and_a_spool_deleted_or_replaced_is_gone() {
     let d = tmp("gone");
-    assert!(Spool::open(&d).err().expect("no spool").0.contains("no database"));
+    let e = Spool::open(&d).err().expect("no spool");
+    assert!(matches!(e, SpoolError::Unusable(_)) && e.retry() == Retry::Stop && e.message().contains("no database"));
     assert!(!d.join(DB_FILE).exists(), "open made nothing");
     let mut s = Spool::create(&d).unwrap();
     let again = Spool::open_as(&d, s.file_id()).unwrap();
@@ -231,13 +232,16 @@ fn only_create_makes_a_spool_and_a_spool_deleted_or_replaced_is_gone() {
         let _ = std::fs::remove_file(d.join(f));
     }
     assert!(s.gone().unwrap().contains("was deleted"), "{:?}", s.gone());
-    assert!(s.set_control("k", None).unwrap_err().0.contains("was deleted"), "a write refused");
+    let e = s.set_control("k", None).unwrap_err();
+    assert!(e.is_gone() && e.retry() == Retry::Stop && e.message().contains("was deleted"), "a write refused: {e:?}");
     assert!(Spool::open(&d).is_err() && !d.join(DB_FILE).exists(), "never made again by open");
     drop(Spool::create(&d).unwrap());
     assert!(again.gone().unwrap().contains("was replaced"), "{:?}", again.gone());
-    assert!(Spool::open_as(&d, s.file_id()).err().expect("another file").0.contains("replaced"));
+    let e = Spool::open_as(&d, s.file_id()).err().expect("another file");
+    assert!(e.is_gone() && e.message().contains("replaced"), "{e:?}");
     std::fs::write(d.join(DB_FILE), b"").unwrap();
-    assert!(Spool::open(&d).err().expect("empty").0.contains("holds no spool"));
+    let e = Spool::open(&d).err().expect("empty");
+    assert!(matches!(e, SpoolError::Unusable(_)) && e.message().contains("holds no spool"), "{e:?}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -249,7 +253,7 @@ fn a_newer_schema_is_refused() {
     c.pragma_update(None, "user_version", 99).unwrap();
     drop(c);
     let e = Spool::create(&d).err().expect("refused");
-    assert!(e.0.contains("newer"), "{e}");
+    assert!(matches!(e, SpoolError::Unusable(_)) && e.retry() == Retry::Stop && e.message().contains("newer"), "{e}");
     let _ = std::fs::remove_dir_all(d);
 }
 
@@ -319,5 +323,23 @@ fn the_operations_move_claims_only_as_the_table_says() {
             assert_eq!(state_of(&s, id), if allowed { t.to() } else { from }, "{t:?} from {from:?}");
         }
     }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_busy_spool_is_tried_later_and_a_corrupt_row_is_left_aside() {
+    let d = tmp("policy");
+    let mut s = Spool::create(&d).unwrap();
+    let (id, _) = s.insert_claim("rn_1", "jb_1", PAYLOAD).unwrap();
+    let other = Connection::open(d.join(DB_FILE)).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    s.conn.busy_timeout(Duration::from_millis(20)).unwrap();
+    let e = s.set_control("k", Some("v")).unwrap_err();
+    assert!(matches!(e, SpoolError::Busy(_)) && e.retry() == Retry::Later, "{e:?}");
+    other.execute_batch("ROLLBACK").unwrap();
+    s.set_control("k", Some("v")).expect("the lock freed, it goes");
+    other.execute("UPDATE claims SET state = 'lost' WHERE claim_id = ?", [id]).unwrap();
+    let e = s.claim(id).unwrap_err();
+    assert!(matches!(e, SpoolError::Corrupt(_)) && e.retry() == Retry::Skip, "{e:?}");
     let _ = std::fs::remove_dir_all(d);
 }
