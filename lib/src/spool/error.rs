@@ -84,6 +84,10 @@ pub(super) trait Cause: fmt::Display {
 impl Cause for rusqlite::Error {
     fn kind(&self) -> fn(String) -> SpoolError {
         use rusqlite::ErrorCode as C;
+        if matches!(self, rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..)) {
+            // A field of a type no reader expects: that row's fault.
+            return SpoolError::Corrupt;
+        }
         match self.sqlite_error_code() {
             Some(C::DatabaseBusy | C::DatabaseLocked) => SpoolError::Busy,
             Some(C::DiskFull) => SpoolError::Full,

@@ -345,4 +345,7 @@ fn a_busy_spool_is_tried_later_and_a_corrupt_row_is_left_aside() {
     other.execute("UPDATE claims SET state = 'lost' WHERE claim_id = ?", [id]).unwrap();
     let e = s.claim(id).unwrap_err();
     assert!(matches!(e, SpoolError::Corrupt(_)) && e.retry() == Retry::Skip, "{e:?}");
+    other.execute("UPDATE claims SET state = 7 WHERE claim_id = ?", [id]).unwrap();
+    let e = s.claim(id).unwrap_err();
+    assert!(matches!(e, SpoolError::Corrupt(_)), "a field of another type: {e:?}");
 }
