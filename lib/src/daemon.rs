@@ -6,7 +6,7 @@
 use crate::config::ConfigError;
 use crate::control::{self, Inbox};
 use crate::signals::{Shutdown, Stops};
-use crate::spool::{FileId, Spool};
+use crate::spool::{FileId, Spool, SpoolError};
 use ojrunner_daemon::ExitCode;
 use std::path::Path;
 use std::sync::mpsc::RecvTimeoutError;
@@ -21,9 +21,17 @@ impl From<ConfigError> for Failure {
     }
 }
 
-impl From<crate::spool::SpoolError> for Failure {
-    fn from(e: crate::spool::SpoolError) -> Failure {
-        Failure(ExitCode::Temporary, e.0)
+/// A spool error that ends a stage, by its policy
+/// ([`SpoolError::retry`]): the spool gone, the stage stops (exit 100,
+/// [`spool_gone`]): restarted, it would find no spool or another one.
+/// Anything else is temporary (exit 111), the spool's pages say: a
+/// restarted stage tries again.
+impl From<SpoolError> for Failure {
+    fn from(e: SpoolError) -> Failure {
+        match e {
+            SpoolError::Gone(why) => spool_gone(why),
+            e => Failure(ExitCode::Temporary, e.to_string()),
+        }
     }
 }
 
@@ -56,7 +64,8 @@ impl Daemon {
             Ok(id) => {
                 let id = FileId::parse(&id)
                     .ok_or_else(|| Failure(ExitCode::Config, format!("{SPOOL_ID_ENV}={id:?} is not dev:ino")))?;
-                Spool::open_as(dir, id).map_err(|e| Failure(ExitCode::Config, e.0))?
+                // Not the spool runnerd made, whatever the reason: stop.
+                Spool::open_as(dir, id).map_err(|e| Failure(ExitCode::Config, e.to_string()))?
             }
             Err(_) => Spool::create(dir)?,
         };

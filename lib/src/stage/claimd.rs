@@ -36,7 +36,7 @@ use crate::metrics;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
 use crate::signals::{self, Shutdown, Stops};
-use crate::spool::{ClaimRow, ClaimState, FileId, RunnerIdentity, Spool};
+use crate::spool::{ClaimRow, ClaimState, FileId, Retry, RunnerIdentity, Spool, SpoolError};
 use crate::testdata::Cache;
 use log::{error, info, warn};
 use ojrunner_daemon::ExitCode;
@@ -431,7 +431,7 @@ impl Claimd {
                 if self.paused.is_none() {
                     warn!("claiming paused: {e}");
                 }
-                self.paused = Some(e.0);
+                self.paused = Some(e.to_string());
                 false
             }
         }
@@ -536,13 +536,19 @@ impl Claimd {
     /// Records a claim of `job_id` with `body` as its payload.
     fn record(&mut self, id: &RunnerIdentity, job_id: &str, body: &str) -> Result<Option<ClaimRow>, Failure> {
         let recorded = match self.spool.insert_claim(&id.runner_id, job_id, body) {
-            Err(e) if self.spool.release_reserve() => {
+            // Room or a lock may come: a full disk's room is the reserve.
+            Err(e) if e.retry() == Retry::Later && self.spool.release_reserve() => {
                 warn!("job {job_id}: recording the claim: {e}; recording it in the spool's reserve");
                 self.spool.insert_claim(&id.runner_id, job_id, body)
             }
             r => r,
         };
-        if let (Err(_), Some(why)) = (&recorded, self.spool.gone()) {
+        let gone = match &recorded {
+            Err(SpoolError::Gone(why)) => Some(why.clone()),
+            Err(_) => self.spool.gone(),
+            Ok(_) => None,
+        };
+        if let Some(why) = gone {
             // Nowhere to record it: handed back from memory, at once.
             let answer =
                 self.hub.abort(&id.runner_id, &id.token, job_id, &crate::outcome::abort_body(AbortReason::Drain));

@@ -134,9 +134,9 @@ impl Supervisor {
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
         // The one place a running runner makes its spool: its stages open
         // this very file (OJ_SPOOL_ID), never a new one.
-        let mut spool = Spool::create(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
+        let mut spool = Spool::create(&c.spool).map_err(|e| Failure(ExitCode::Temporary, e.to_string()))?;
         // A new run of the runner: a latch left by an earlier drain is lifted.
-        spool.set_draining(false).map_err(|e| Failure(ExitCode::Temporary, e.0))?;
+        spool.set_draining(false).map_err(|e| Failure(ExitCode::Temporary, e.to_string()))?;
         if let Some(addr) = &cfg.metrics_listen {
             use std::net::ToSocketAddrs;
             addr.to_socket_addrs()
