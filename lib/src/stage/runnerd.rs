@@ -119,7 +119,7 @@ impl Supervisor {
         // said once here; a table it cannot read, judge-exec refuses.
         let table = std::env::var_os("OJ_LANGUAGES").map(std::path::PathBuf::from);
         if let Ok(languages) = crate::daemon::languages(table.as_deref()) {
-            languages.log_toolchains();
+            crate::language::log_toolchains(&languages);
         }
         // Its stages are born where it is: on v2, in the leaf of the cgroup
         // it was started in, which must be its own (delegated).
