@@ -170,6 +170,7 @@ fn the_probe_tells_what_the_helper_and_a_run_get() {
     let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(probe["trial"]["ok"], true, "{probe}");
     // Every language of the table, its toolchain found or missing.
+    use ojrunner::language::Toolchain;
     let table = ojrunner::language::Languages::builtin();
     let listed = probe["languages"].as_array().unwrap_or_else(|| panic!("no languages: {probe}"));
     assert_eq!(listed.len(), table.all().len(), "{probe}");

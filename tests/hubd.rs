@@ -633,6 +633,55 @@ fn fault_rules_answer_matching_requests_then_expire() {
 }
 
 #[test]
+fn the_hub_names_languages_by_the_runners_table() {
+    let (dir, hub, _subs) = hub_with_submissions("hubd-table", 0);
+    // The shipped table, and one more language: a row of the table is all
+    // it takes.
+    let mut table: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("etc/languages.json")).unwrap()).unwrap();
+    table["languages"].as_array_mut().unwrap().push(json!({
+        "id": 6, "name": "c17", "source": "main.c",
+        "compile": ["/usr/bin/gcc", "-O2", "-std=c17", "main.c", "-lm", "-o", "main"], "run": ["./main"]
+    }));
+    let path = dir.path().join("languages.json");
+    std::fs::write(&path, table.to_string()).unwrap();
+    let src = examples().join("submissions/ab_ok.c");
+    let submit = |language: &str, env: Option<&Path>| {
+        let mut cmd = Command::new(bin("hubd"));
+        cmd.arg("--db").arg(&hub.db).env_remove("OJ_LANGUAGES");
+        if let Some(p) = env {
+            cmd.env("OJ_LANGUAGES", p);
+        }
+        cmd.args(["submit", "--problem", "1", "--language", language]).arg(&src).output().unwrap()
+    };
+    // --languages, or OJ_LANGUAGES as the runner reads it.
+    let (table_arg, src_arg) = (path.to_str().unwrap(), src.to_str().unwrap());
+    let by_flag = hub.cli(&["--languages", table_arg, "submit", "--problem", "1", "--language", "c17", src_arg]);
+    assert_eq!(hub.submission(by_flag.trim())["language"], 6);
+    let by_env = submit("c17", Some(&path));
+    assert!(by_env.status.success(), "{}", String::from_utf8_lossy(&by_env.stderr));
+    let job = runner(&hub).claim(LIMIT);
+    let (code, zip) = call("GET", job["code_url"].as_str().unwrap(), None, None);
+    assert_eq!(code, 200);
+    let names: Vec<String> =
+        zip::ZipArchive::new(std::io::Cursor::new(zip)).unwrap().file_names().map(String::from).collect();
+    assert_eq!(names, ["main.c"], "the code zip's file is the table's");
+    // Without the table it is not a language: refused, naming the table.
+    let out = submit("c17", None);
+    assert_eq!(out.status.code(), Some(2), "an unknown language name is a usage error");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("unknown language \"c17\"") && said.contains("built-in language table"), "{said}");
+    let out = submit("cobol", Some(&path));
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(&path.display().to_string()) && said.contains("c17"), "{said}");
+    // A table that cannot be read is the configuration's (exit 100).
+    let out = submit("c11", Some(&dir.path().join("none.json")));
+    assert_eq!(out.status.code(), Some(100));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.json"));
+}
+
+#[test]
 fn submissions_take_language_names_zips_and_raw_payloads() {
     let (dir, hub, _subs) = hub_with_submissions("hubd-submit", 0);
     let src = dir.path().join("main.py");

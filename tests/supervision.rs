@@ -21,7 +21,7 @@ use testkit::*;
 /// a file added to `etc/` without a test fails the suite).
 const EXERCISED: &[(&str, &str)] = &[
     ("etc/hubd.env", "systemd_units_run_as_systemd_would_with_readiness_and_stopping_over_notify_socket"),
-    ("etc/languages.json", "tests/manpages.rs and lib/src/language.rs (compiled in)"),
+    ("etc/languages.json", "tests/manpages.rs and crates/protocol/src/languages.rs (compiled in)"),
     ("etc/ojrunner.env", "runit_split_layout_drains_in_order_with_its_drain_script"),
     ("etc/ojrunner.env", "s6_split_layout_drains_in_order_with_its_drain_script"),
     ("etc/ojrunner.env", "systemd_units_run_as_systemd_would_with_readiness_and_stopping_over_notify_socket"),

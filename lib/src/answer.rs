@@ -114,7 +114,7 @@ impl Answer {
             }
             HttpReply::Status(status, body) => Answer::Done { status, body },
             HttpReply::Unreadable(status, why, body) => Answer::Garbled { status, body, why },
-            r => Answer::NoWord(r),
+            r @ HttpReply::Unreachable(_) => Answer::NoWord(r),
         };
         match (call, code) {
             (Register, 201) | (NextJob, 200) | (Abort, 202) => done(reply, !hubs),
@@ -130,7 +130,11 @@ impl Answer {
             (Events, 400..=499) if hubs && !matches!(code, 401 | 408 | 429) => Answer::Refused(reply),
             (Testdata | Code, 408 | 429) => Answer::NoWord(reply),
             (Testdata | Code, 400..=499) if hubs => Answer::NotServed(reply),
-            _ => Answer::NoWord(reply),
+            // Every other status, call by call: a new call is a compile
+            // error here until its rows are written above.
+            (Register | Heartbeat | NextJob | CancelPoll | Complete | Abort | Events | Testdata | Code, _) => {
+                Answer::NoWord(reply)
+            }
         }
     }
 

@@ -127,11 +127,7 @@ pub fn serving<T: Send + 'static>(
 
 /// The language table: `path`, or the built-in copy of etc/languages.json.
 pub fn languages(path: Option<&Path>) -> Result<crate::language::Languages, Failure> {
-    match path {
-        Some(p) => crate::language::Languages::load(p)
-            .map_err(|e| Failure(ExitCode::Config, format!("languages {}: {e}", p.display()))),
-        None => Ok(crate::language::Languages::builtin()),
-    }
+    crate::language::Languages::load_or_builtin(path).map_err(|why| Failure(ExitCode::Config, why))
 }
 
 #[cfg(test)]

@@ -266,7 +266,14 @@ impl HubClient {
         let reach = match answer {
             Answer::Unauthorized(_) => Reach::Refused,
             Answer::NotServed(_) => Reach::Answered,
-            _ => Reach::Away,
+            // What is left of a download's answers (not 200) is no word of
+            // the hub's: waited out. The others never answer a download.
+            Answer::NoWord(_)
+            | Answer::Garbled { .. }
+            | Answer::Done { .. }
+            | Answer::NoWork
+            | Answer::NotHeld(_)
+            | Answer::Refused(_) => Reach::Away,
         };
         Err(FetchError(format!("{shown}: {}", answer.describe()), reach))
     }

@@ -40,9 +40,19 @@ pub enum Meaning {
 pub fn classify(call: HubCall, answer: &Answer) -> Meaning {
     match answer {
         Answer::Done { .. } | Answer::NoWork => Meaning::Settled,
-        // next-job 401: idle and ask again; the heartbeat decides.
-        Answer::Unauthorized(_) if call == HubCall::NextJob => Meaning::Retry,
-        Answer::Unauthorized(_) | Answer::Refused(_) => Meaning::Rejected,
+        Answer::Unauthorized(_) => match call {
+            // next-job 401: idle and ask again; the heartbeat decides.
+            HubCall::NextJob => Meaning::Retry,
+            HubCall::Register
+            | HubCall::Heartbeat
+            | HubCall::CancelPoll
+            | HubCall::Complete
+            | HubCall::Abort
+            | HubCall::Events
+            | HubCall::Testdata
+            | HubCall::Code => Meaning::Rejected,
+        },
+        Answer::Refused(_) => Meaning::Rejected,
         Answer::NotHeld(_) | Answer::NotServed(_) => Meaning::Final,
         Answer::Garbled { .. } | Answer::NoWord(_) => Meaning::Retry,
     }

@@ -9,7 +9,7 @@
 //! per core; their lines come in order.
 
 use crate::judge::{Case, CaseRun, Judge, Slot, Slots, Submitted};
-use crate::language::Languages;
+use crate::language::{Languages, Toolchain};
 use crate::protocol::Verdict;
 use crate::sandbox::slot::SlotPool;
 use log::error;

@@ -32,6 +32,7 @@ fn run() -> i32 {
     )
     .expect("submissions.json is a JSON list");
     let mut subs = Vec::new();
+    use ojrunner::language::Toolchain;
     let languages = ojrunner::language::Languages::builtin();
     for s in &list {
         let lang = languages.by_name(s["language"].as_str().unwrap_or_default());

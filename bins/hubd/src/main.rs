@@ -13,6 +13,10 @@ struct Cli {
     /// The hub's database (created if missing).
     #[arg(long, global = true, default_value = "hubd.db", value_name = "FILE")]
     db: PathBuf,
+    /// The language table whose names submit takes: the runner's (default:
+    /// the built-in copy of etc/languages.json).
+    #[arg(long, global = true, env = "OJ_LANGUAGES", value_name = "FILE")]
+    languages: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -28,9 +32,9 @@ enum Command {
     Submit {
         #[arg(long)]
         problem: i64,
-        /// A language id, or one of c11, cpp17, python3, cpp20, rust, java.
-        #[arg(long, value_parser = submission::parse_language)]
-        language: i64,
+        /// A language id, or a name in the language table (--languages).
+        #[arg(long, value_name = "LANG")]
+        language: String,
         /// Send this JSON instead of the job payload ({{job_id}}, {{submission_id}}
         /// and {{code_url}} are replaced).
         #[arg(long, value_name = "JSON")]
@@ -152,7 +156,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Submit { problem, language, raw_job, file } => {
-            let code = submission::code_zip(&file, language)?;
+            let table = submission::LanguageTable::load(cli.languages.as_deref())?;
+            let language = table.parse_language(&language)?;
+            let code = submission::code_zip(&file, language, &table)?;
             println!("{}", submission::submit(&mut db::open(&cli.db)?, problem, language, &code, raw_job.as_deref())?);
             wake::hint(&cli.db);
             Ok(())

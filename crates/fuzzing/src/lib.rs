@@ -247,7 +247,7 @@ pub fn hubd_request(data: &[u8]) {
 pub fn problem_add(data: &[u8]) {
     let f: Vec<&[u8]> = data.split(|&b| b == 0).collect();
     let (meta, skip) = (f[0], f.get(1).copied().unwrap_or_default());
-    let _ = submission::parse_language(&text(skip));
+    let _ = submission::LanguageTable::builtin().parse_language(&text(skip));
     let dir = scratch();
     let problem = dir.join("p");
     std::fs::create_dir(&problem).expect("the problem directory");

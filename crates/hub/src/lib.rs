@@ -19,9 +19,10 @@
 //! [`metrics`] (the Prometheus page) and [`pyjson`] (Normal-OJ's checksum). The `hubd` program's command
 //! line, signals and exit code are `bins/hubd`'s.
 //!
-//! It shares the wire types with the runner (`ojrunner-protocol`) and the
-//! daemon plumbing too (`ojrunner-daemon`: exit codes, logging, readiness,
-//! signals), and nothing else: no sandbox, no spool.
+//! It shares the wire types and the language table with the runner
+//! (`ojrunner-protocol`) and the daemon plumbing too (`ojrunner-daemon`:
+//! exit codes, logging, readiness, signals), and nothing else: no sandbox,
+//! no spool.
 
 pub mod db;
 pub mod fault;

@@ -14,6 +14,7 @@ use std::fmt;
 
 pub mod archive;
 pub mod icpc;
+pub mod languages;
 pub mod testdata;
 
 /// A verdict, in the hub's order: the numeric code is the severity, so a

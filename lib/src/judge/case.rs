@@ -11,6 +11,7 @@ use super::files::{annotate, create_fresh, run_output, set_mode, CheckDir};
 use super::spec::RunSpec;
 use super::{Case, CaseRun, Judge, Slot, Submission, CHECKER_DIR, CHECK_DIR, SRC};
 use crate::checker::{Checker, Program};
+use crate::language::Toolchain;
 use crate::protocol::{CaseResult, Task, Verdict};
 use crate::sandbox::{self, Bind, Limits};
 use crate::verdict;

@@ -8,7 +8,7 @@ use super::files::{annotate, create_fresh, own_tree, set_mode};
 use super::spec::RunSpec;
 use super::{Compiled, Judge, Slot, SRC};
 use crate::archive;
-use crate::language::{Language, Placeholders};
+use crate::language::{Language, Placeholders, Toolchain};
 use crate::sandbox::{self, Bind, Identity};
 use crate::verdict;
 use crate::workspace::Workspace;

@@ -189,7 +189,12 @@ impl Claimd {
                 Answer::Unauthorized(_) => {
                     return Err(Failure(ExitCode::Failure, "the hub refused the registration token (401)".into()));
                 }
-                _ => answer.describe(),
+                Answer::Garbled { .. }
+                | Answer::NoWord(_)
+                | Answer::NoWork
+                | Answer::NotHeld(_)
+                | Answer::Refused(_)
+                | Answer::NotServed(_) => answer.describe(),
             };
             let delay = patience::REGISTER.delay(tries).unwrap_or(Duration::from_secs(30));
             warn!("register: {why}; trying again in {delay:?}");
@@ -369,7 +374,14 @@ impl Claimd {
             match &answer {
                 Answer::Done { .. } => info!("draining: the hub ends the waiting poll"),
                 Answer::NotServed(_) => info!("draining: the hub cannot end a poll; waiting it out"),
-                a => warn!("draining: asking the hub to end the poll: {}; waiting it out", a.describe()),
+                a @ (Answer::NoWord(_)
+                | Answer::Garbled { .. }
+                | Answer::Unauthorized(_)
+                | Answer::NoWork
+                | Answer::NotHeld(_)
+                | Answer::Refused(_)) => {
+                    warn!("draining: asking the hub to end the poll: {}; waiting it out", a.describe())
+                }
             }
             // Counted on a connection of its own, as a prep counts.
             if let Ok(mut spool) = Spool::open_as(&dir, spool_id) {
@@ -470,7 +482,7 @@ impl Claimd {
                 self.last_contact = Some(crate::spool::now_ms());
                 self.hand_back_unreadable(&id, &body, &why)
             }
-            a => {
+            a @ (Answer::NoWord(_) | Answer::NotHeld(_) | Answer::Refused(_) | Answer::NotServed(_)) => {
                 // Never retried through a lost connection: we simply ask again later.
                 warn!("next-job: {}", a.describe());
                 Ok(None)
@@ -554,7 +566,9 @@ impl Claimd {
                 self.hub.abort(&id.runner_id, &id.token, job_id, &crate::outcome::abort_body(AbortReason::Drain));
             match crate::outcome::classify(HubCall::Abort, &answer) {
                 crate::outcome::Meaning::Settled => warn!("job {job_id}: {why}; handed back as abort(drain)"),
-                _ => error!("job {job_id}: {why}; handing it back: {}; its lease expires", answer.describe()),
+                crate::outcome::Meaning::Rejected | crate::outcome::Meaning::Final | crate::outcome::Meaning::Retry => {
+                    error!("job {job_id}: {why}; handing it back: {}; its lease expires", answer.describe())
+                }
             }
             return Err(daemon::spool_gone(why));
         }

@@ -80,7 +80,7 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
     }
     config::notify_ready(c.notify_fd);
     info!("{n} worker(s)");
-    languages.read().unwrap_or_else(|e| e.into_inner()).log_toolchains();
+    crate::language::log_toolchains(&languages.read().unwrap_or_else(|e| e.into_inner()));
     let mut busy: HashSet<i64> = HashSet::new();
     let mut free: Vec<usize> = (0..n).rev().collect();
     let mut owner: Vec<Option<i64>> = vec![None; n];

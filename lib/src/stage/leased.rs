@@ -171,7 +171,9 @@ fn hand_back(hub: &HubClient, id: &RunnerIdentity, jobs: &[String]) {
         let answer = hub.abort(&id.runner_id, &id.token, job, &body);
         match outcome::classify(HubCall::Abort, &answer) {
             Meaning::Settled => info!("job {job}: handed back as abort(drain)"),
-            _ => warn!("job {job}: handing it back: {}; its lease expires instead", answer.describe()),
+            Meaning::Rejected | Meaning::Final | Meaning::Retry => {
+                warn!("job {job}: handing it back: {}; its lease expires instead", answer.describe())
+            }
         }
     }
 }

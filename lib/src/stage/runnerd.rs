@@ -36,8 +36,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// The stages, in start order; the drain goes through them in reverse.
-pub const STAGES: [&str; 4] = ["leased", "reportd", "judge-exec", "claimd"];
+/// The stages, in start order: the drain's ([`drain::ORDER`]) reversed, so
+/// that what the drain stops last (leased) runs before anything is
+/// claimed, and claimd, stopped first, starts last. The one source of the
+/// order in which runnerd starts its stages, passes signals on to them,
+/// and lists them in its status.
+pub const STAGES: [&str; drain::ORDER.len()] = start_order();
+
+/// [`drain::ORDER`]'s stages, last first.
+const fn start_order() -> [&'static str; drain::ORDER.len()] {
+    let mut order = [""; drain::ORDER.len()];
+    let mut i = 0;
+    while i < order.len() {
+        order[i] = drain::ORDER[order.len() - 1 - i].stage;
+        i += 1;
+    }
+    order
+}
 
 /// What the supervisor is told (its command line, and the commands that
 /// talk to a running one, are `bins/runnerd`'s).
@@ -119,7 +134,7 @@ impl Supervisor {
         // said once here; a table it cannot read, judge-exec refuses.
         let table = std::env::var_os("OJ_LANGUAGES").map(std::path::PathBuf::from);
         if let Ok(languages) = crate::daemon::languages(table.as_deref()) {
-            languages.log_toolchains();
+            crate::language::log_toolchains(&languages);
         }
         // Its stages are born where it is: on v2, in the leaf of the cgroup
         // it was started in, which must be its own (delegated).
@@ -680,7 +695,22 @@ pub fn check(spool_dir: &Path) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::stages_beside;
+    use super::{drain, stages_beside, STAGES};
+
+    #[test]
+    fn stages_start_in_the_reverse_of_the_drain_order() {
+        let drained_last_first: Vec<&str> = drain::ORDER.iter().rev().map(|r| r.stage).collect();
+        assert_eq!(STAGES.to_vec(), drained_last_first);
+        // Each stage once; the one stopped first starts last, and the leases
+        // are kept from before the first claim.
+        let mut unique = STAGES.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), STAGES.len(), "{STAGES:?}");
+        assert_eq!(STAGES.last(), Some(&drain::ORDER[0].stage));
+        let at = |name: &str| STAGES.iter().position(|s| *s == name).unwrap();
+        assert!(at("leased") < at("claimd"), "{STAGES:?}");
+    }
 
     #[test]
     fn stages_are_found_beside_runnerd_then_in_the_installed_libexec() {
