@@ -4,8 +4,9 @@
 //! [`signals`]), its [`control`] socket, the descriptors it keeps to
 //! itself ([`fds`]), and the small things both sides need the same way
 //! (a [`Failure`] and its exit code, [`token_file`]s, every [`user_file`] read with a bound, [`lock`] files, the
-//! [`clock`], a [`duration`] in seconds), and what a server says of itself
-//! on its metrics page ([`process`]).
+//! [`clock`], a [`duration`] in seconds, a database in WAL mode:
+//! [`sqlite`]), and what a server says of itself on its metrics page
+//! ([`process`]).
 //!
 //! Nothing here knows the hub protocol, the spool or the sandbox, so the
 //! hub can link it without the runner, and the runner without the hub.
@@ -21,6 +22,7 @@ pub mod logger;
 pub mod process;
 pub mod readiness;
 pub mod signals;
+pub mod sqlite;
 pub mod token_file;
 pub mod user_file;
 

@@ -121,7 +121,7 @@ pub fn open(path: &Path) -> Result<Connection, Failure> {
     let bad = |e: rusqlite::Error| Failure::config(format!("database {}: {e}", path.display()));
     let mut conn = Connection::open(path).map_err(bad)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(bad)?;
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(bad)?;
+    ojrunner_daemon::sqlite::wal(&conn, Duration::from_secs(10)).map_err(bad)?;
     // Answers to runners acknowledge results: they must survive a power cut.
     conn.pragma_update(None, "synchronous", "FULL").map_err(bad)?;
     conn.pragma_update(None, "foreign_keys", true).map_err(bad)?;
@@ -193,6 +193,25 @@ mod tests {
         drop(conn);
         super::open(&path).unwrap();
         conn_too_new(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn commands_opening_a_new_database_at_once_all_open_it() {
+        // `hubd serve` and `hubd problem add` started together on a new file.
+        let dir = ojrunner_daemon::test_dir("hubd-db-race");
+        for round in 0..60 {
+            let path = dir.join(format!("hub-{round}.db"));
+            let opened: Vec<_> = (0..4)
+                .map(|_| {
+                    let p = path.clone();
+                    std::thread::spawn(move || super::open(&p).map(drop).map_err(|e| e.to_string()))
+                })
+                .collect();
+            for o in opened {
+                assert_eq!(o.join().unwrap(), Ok(()), "round {round}");
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

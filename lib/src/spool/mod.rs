@@ -189,20 +189,8 @@ impl Spool {
         let db = dir.join(DB_FILE);
         let id = FileId::of(&std::fs::metadata(&db).ctx(&format!("stat {}", db.display()))?);
         conn.busy_timeout(Duration::from_secs(30)).ctx("busy_timeout")?;
-        // Two stages started at once on a new spool both switch it to WAL,
-        // and SQLite may answer BUSY at once rather than wait (its deadlock
-        // guard): tried again, for as long as the busy timeout.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
-                Err(rusqlite::Error::SqliteFailure(e, _))
-                    if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                r => break r.ctx("journal_mode").map(drop)?,
-            }
-        }
+        // Two stages started at once on a new spool both switch it.
+        ojrunner_daemon::sqlite::wal(&conn, Duration::from_secs(30)).ctx("journal_mode")?;
         // Rows here acknowledge the hub (a claim taken, a result owed): a
         // power cut must not forget them.
         conn.pragma_update(None, "synchronous", "FULL").ctx("synchronous")?;
