@@ -130,8 +130,22 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
     eprintln!("{n} heartbeats with {RUNNERS} polls waiting: p50 {p50:?}, p99 {p99:?}, max {max:?}");
     assert!(n >= 2 * RUNNERS, "every runner beat at least twice ({n} beats)");
     assert!(max < Duration::from_secs(5), "a heartbeat took {max:?} with {RUNNERS} polls waiting");
+    // The holders go on beating to the end: a lease lapsed meanwhile would
+    // be reclaimed by a waiting poll before the new job below.
+    let holders = {
+        let (stop, pairs) = (stop.clone(), runners[..HOLDERS].iter().cloned().zip(held.clone()).collect::<Vec<_>>());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for (r, jb) in &pairs {
+                    assert_eq!(r.heartbeat(&[jb.as_str()]), 204);
+                }
+                std::thread::sleep(Duration::from_millis(500)); // the pace of the beats, well inside the lease
+            }
+        })
+    };
+    let status = hub.status();
     for (i, jb) in held.iter().enumerate() {
-        let s = hub.status().into_iter().find(|s| s["job_id"] == jb.as_str()).unwrap();
+        let s = status.iter().find(|s| s["job_id"] == jb.as_str()).unwrap();
         assert_eq!(
             (s["leased_by"].as_str(), s["attempts"].as_i64()),
             (Some(runners[i].id.as_str()), Some(1)),
@@ -155,6 +169,7 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
     assert_eq!((s["job_id"].as_str(), s["attempts"].as_i64()), (Some(job.as_str()), Some(1)));
 
     stop.store(true, Ordering::SeqCst);
+    holders.join().unwrap();
     hub.proc.signal(nix::sys::signal::Signal::SIGTERM);
     for p in pollers {
         p.join().unwrap();
