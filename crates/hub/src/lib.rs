@@ -23,6 +23,8 @@
 //! daemon plumbing too (`ojrunner-daemon`: exit codes, logging, readiness,
 //! signals), and nothing else: no sandbox, no spool.
 
+#![forbid(unsafe_code)]
+
 pub mod db;
 pub mod fault;
 pub mod limits;
