@@ -17,6 +17,9 @@ use super::sys::{
     become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
 };
 use super::timeline::{now_ns, Mark, Stamps};
+use nix::sched::CloneFlags;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::File;
@@ -47,14 +50,14 @@ pub fn helper_oom_score_adj() -> i32 {
 /// The mechanisms a helper started now would use, without changing this
 /// process (for `judge-exec --probe`).
 pub fn probe_mechanisms() -> Mechanisms {
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     Mechanisms { namespaces: probe_namespaces(), cgroup: if root { Hierarchy::detect() } else { None } }
 }
 
 /// Whether helpers started now will jail their runs (root, and the
 /// namespaces can be made).
 pub fn probe_namespaces() -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     root && {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -115,8 +118,8 @@ impl Executor {
     /// lives), the cgroup parents; it adopts orphans (for the basic level).
     pub(super) fn start() -> Executor {
         become_subreaper();
-        let root = unsafe { libc::geteuid() } == 0;
-        let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
+        let root = nix::unistd::geteuid().is_root();
+        let namespaces = root && nix::sched::unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).is_ok();
         let jail_ready = namespaces
             .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
         let cgroup = if root { Hierarchy::detect() } else { None };
@@ -491,7 +494,7 @@ impl Executor {
         self.stamps.mark(Mark::Exited);
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
-        unsafe { libc::killpg(pid, libc::SIGKILL) };
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
         let wall = start.elapsed();
         if let Some(id) = identity {

@@ -45,6 +45,10 @@ use super::slot;
 use super::streams::{Input, Outputs};
 use super::sys::{describe, recv, send};
 use super::timeline::{now_ns, Mark};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -301,10 +305,8 @@ impl Helper {
     /// Closes the socket (the helper exits), kills and reaps it.
     fn discard(self) {
         drop(self.sock);
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(self.pid), None);
     }
 
     /// Reaps a helper whose socket closed (killing it if it is still
@@ -318,10 +320,8 @@ impl Helper {
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, &mut status, 0);
-        }
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(self.pid), None);
         "closed its socket and hung".into()
     }
 
@@ -329,24 +329,25 @@ impl Helper {
     fn close(self) {
         drop(self.sock);
         for _ in 0..2500 {
-            let r = unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) };
-            if r == self.pid || (r < 0 && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()) {
-                return;
+            match waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(_) => return,
+                Err(_) if !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() => return,
+                Err(_) => {}
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         eprintln!("ojrunner: sandbox helper {} did not exit; killing it", self.pid);
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(self.pid), None);
     }
 }
 
 /// The helper's loop on socket `fd`: one request, one run, one reply; exits
 /// when the socket closes.
 fn serve(fd: RawFd) -> i32 {
-    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // Its socket (stdin): not for the runs.
+    let _ = fcntl(std::io::stdin(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     let mut executor = Executor::start();
     let mut buf = vec![0u8; 256 * 1024];
     let code = loop {

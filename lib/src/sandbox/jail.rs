@@ -10,6 +10,7 @@ use super::mounts;
 use super::seccomp;
 use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, reread, send_fd};
 use super::timeline::{Mark, Stamps};
+use nix::sched::CloneFlags;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
@@ -212,9 +213,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     if let Some(g) = j.group {
         g.join().map_err(Step::JoinCgroup.err())?;
         j.joined_at.set(own_cpu());
-        if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
-            return Err(Step::JoinCgroup.failed(io::Error::last_os_error()));
-        }
+        nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| Step::JoinCgroup.failed(io::Error::from(e)))?;
     }
     j.stamps.mark(Mark::Joined);
     // Inherited by the program and its whole tree (init itself, a vfork
@@ -359,7 +358,7 @@ fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
 /// In init: kills every process of the run (its PID namespace), init
 /// itself aside.
 fn kill_run() {
-    unsafe { libc::kill(-1, libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
 }
 
 /// What the program's side needs, made before the `clone`: sharing init's
@@ -474,10 +473,7 @@ pub fn renew_netns_if_used(sockstat: &mut Option<File>) -> io::Result<()> {
         return Ok(());
     }
     *sockstat = None;
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(nix::sched::unshare(CloneFlags::CLONE_NEWNET)?)
 }
 
 /// The calling thread's network namespace's socket counts.

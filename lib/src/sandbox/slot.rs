@@ -67,7 +67,7 @@ impl Slot {
             let id = slot_uid_base() + i as u32;
             Slot { uid: id, gid: id }
         } else {
-            Slot { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }
+            Slot { uid: nix::unistd::getuid().as_raw(), gid: nix::unistd::getgid().as_raw() }
         }
     }
 
@@ -92,7 +92,7 @@ impl Slot {
 }
 
 pub(crate) fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
 /// The slot locks' directory for this process: `OJ_SLOT_LOCK_DIR` (read

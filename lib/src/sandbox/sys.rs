@@ -156,7 +156,7 @@ pub(super) fn sysconf(name: libc::c_int) -> u64 {
 /// by the slot's sweep (`slot::sweep`) rather than left as zombies under an init that may never reap
 /// them (counting against the slot's `RLIMIT_NPROC` forever).
 pub(super) fn become_subreaper() {
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
 /// Marks every descriptor above stderr close-on-exec (raw system calls
@@ -189,9 +189,6 @@ pub(super) fn annotate(e: io::Error, p: &std::path::Path) -> io::Error {
 
 /// A pipe, both ends close-on-exec: (read, write).
 pub(super) fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok((File::from(r), File::from(w)))
 }
