@@ -157,6 +157,7 @@ fn sweep(root: &Path) {
 /// 16 random hex digits: a name that says nothing of the host.
 fn random_name() -> io::Result<String> {
     let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most bytes.len() bytes into `bytes`.
     if unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) } != bytes.len() as isize {
         return Err(io::Error::last_os_error());
     }

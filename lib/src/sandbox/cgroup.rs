@@ -500,6 +500,7 @@ impl Group {
     /// calls it, sharing the helper's memory). See the module doc for its cost.
     pub fn join(&self) -> io::Result<()> {
         for f in &self.procs {
+            // SAFETY: a 1-byte static buffer, on a descriptor `f` keeps open across the call.
             if unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) } != 1 {
                 return Err(io::Error::last_os_error());
             }

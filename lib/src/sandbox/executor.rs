@@ -59,10 +59,12 @@ pub fn probe_mechanisms() -> Mechanisms {
 pub fn probe_namespaces() -> bool {
     let root = nix::unistd::geteuid().is_root();
     root && {
+        // SAFETY: the child only calls unshare and _exit (async-signal-safe), whatever locks other threads held at the fork.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             let f =
                 libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+            // SAFETY: in the forked child: two system calls, no allocation, no lock.
             unsafe { libc::_exit(if libc::unshare(f) == 0 { 0 } else { 1 }) };
         }
         pid > 0 && reap(pid).map(|(s, _)| s == 0).unwrap_or(false)
@@ -523,6 +525,7 @@ impl Executor {
         }
         for (resource, soft, hard) in &mut v {
             let mut own = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit writes only `own`, a live local.
             if unsafe { libc::getrlimit(*resource, &mut own) } != 0 || own.rlim_max >= *hard {
                 continue;
             }
@@ -551,6 +554,8 @@ fn child_setup(
     parent: libc::pid_t,
 ) -> io::Result<()> {
     let check = |r: libc::c_long| if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) };
+    // SAFETY: between fork and exec: system calls only, on locals and on what the parent made before the fork; nothing
+    // allocates or locks.
     unsafe {
         for &(resource, soft, hard) in rlimits {
             let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
@@ -616,6 +621,7 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
             libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
         ];
+        // SAFETY: poll reads and writes the two entries of `fds`, a live local array.
         unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
         if fds[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             w.hangup = true;

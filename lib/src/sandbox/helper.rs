@@ -285,11 +285,13 @@ impl Helper {
         // file system must be in it.
         crate::workspace::root();
         let mut sv = [0; 2];
+        // SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
         if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) }
             != 0
         {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
         let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), File::from_raw_fd(sv[1])) };
         let child = Command::new(program)
             .arg0("ojrunner-sandbox-helper")
@@ -315,6 +317,7 @@ impl Helper {
         drop(self.sock);
         let mut status = 0;
         for _ in 0..500 {
+            // SAFETY: waitpid writes only `status`, a live local.
             if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
                 return describe(status);
             }
@@ -361,6 +364,7 @@ fn serve(fd: RawFd) -> i32 {
             }
         };
         let received = now_ns();
+        // SAFETY: each was just received (SCM_RIGHTS) into this process; nothing else owns it.
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
         let ran: Result<Usage, Error> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
             (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd, received),
@@ -406,12 +410,15 @@ mod tests {
         // once a request waits there, unread, as a retiring helper does.
         let mut sv = [0; 2];
         let r =
+// SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
             unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) };
         assert_eq!(r, 0);
+        // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
         let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
         let child = Command::new("sleep").arg("60").spawn().unwrap();
         let retiring = std::thread::spawn(move || {
             let mut p = libc::pollfd { fd: theirs.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: poll reads and writes `p`, a live local.
             let ready = unsafe { libc::poll(&mut p, 1, 10_000) };
             drop(theirs);
             ready

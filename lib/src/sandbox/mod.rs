@@ -387,6 +387,7 @@ mod tests {
                         else {
                             continue;
                         };
+                        // SAFETY: kill takes no pointer.
                         unsafe { libc::kill(ppid, libc::SIGKILL) };
                         return ppid;
                     }

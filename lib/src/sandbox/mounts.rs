@@ -178,6 +178,7 @@ fn mount_api_works(probe: &Path) -> Option<BindTree> {
     let tree = detach_binds(&[Bind { path: probe.to_path_buf(), writable: false, at: None }]).ok()?.pop()?;
     // With no tree to move, nor a place: EBADF where the call may be made.
     let empty = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
+    // SAFETY: NUL-terminated literals and no descriptor (-1): the kernel moves nothing.
     let r = unsafe { libc::syscall(libc::SYS_move_mount, -1, c"".as_ptr(), -1, c"".as_ptr(), empty) };
     (r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)).then_some(tree)
 }
@@ -286,16 +287,19 @@ pub fn detach_binds(binds: &[Bind]) -> io::Result<Vec<BindTree>> {
             let dir = std::fs::metadata(&b.path).map_err(err)?.is_dir();
             let path = CString::new(b.path.as_os_str().as_bytes()).map_err(io::Error::other)?;
             let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint;
+            // SAFETY: `path` is NUL-terminated and lives across the call.
             let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
             if fd < 0 {
                 return Err(err(io::Error::last_os_error()));
             }
+            // SAFETY: `fd` was just returned by open_tree; nothing else owns it.
             let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
             let mut set = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
             if !b.writable {
                 set |= libc::MOUNT_ATTR_RDONLY;
             }
             let attr = libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
+            // SAFETY: a NUL-terminated literal and `attr`, a live mount_attr passed with its size.
             let r = unsafe {
                 libc::syscall(
                     libc::SYS_mount_setattr,
@@ -361,6 +365,7 @@ fn pivot_into_template() -> io::Result<()> {
 fn attach(t: &BindTree, dst: &Path) -> io::Result<()> {
     make_mount_point(dst, t.dir)?;
     let dst_c = CString::new(dst.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: NUL-terminated paths that live across the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
@@ -435,6 +440,7 @@ mod tests {
             ins(libc::BPF_RET as u16, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
             ins(libc::BPF_RET as u16, 0, 0, libc::SECCOMP_RET_ALLOW),
         ];
+        // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes no pointer.
         assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
         super::super::seccomp::install(&prog).expect("install the filter");
     }
@@ -443,6 +449,7 @@ mod tests {
     /// refuses one of them: the helper then takes the pivot, not a JE a run.
     #[test]
     fn the_mount_api_is_tried_not_guessed() {
+        // SAFETY: no descriptor (-1) and no attributes: the kernel changes nothing, it only says whether it has the call.
         let has_calls = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, 0, 0) } != 0
             && io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
         if !nix::unistd::geteuid().is_root() || !initial_userns() || !has_calls {
