@@ -6,6 +6,8 @@
 //! plain `cargo test` runs the tests of one binary side by side, each
 //! taking whichever helper is idle), and one test at a time.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -13,6 +15,7 @@ use std::time::Duration;
 use testkit::{slot_spec, TempDir};
 
 fn is_root() -> bool {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 

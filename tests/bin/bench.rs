@@ -24,6 +24,8 @@
 //! Every target is printed with PASS or MISS. The exit status is 0 unless the
 //! bench itself failed (a benchmark reports; it does not gate).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
@@ -105,6 +107,7 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let work = TempDir::new("bench");
     let dir = work.path().join("bin");
@@ -463,6 +466,8 @@ fn bare_run(program: &Path) {
     let path = CString::new(program.to_str().unwrap()).unwrap();
     let argv = [path.as_ptr(), std::ptr::null()];
     let envp = [std::ptr::null::<libc::c_char>()];
+    // SAFETY: the child only calls execve and _exit (async-signal-safe) on arrays made before the fork; waitpid
+    // writes only `status`.
     unsafe {
         let pid = libc::fork();
         if pid == 0 {
@@ -480,6 +485,7 @@ fn ensure_bwrap() -> Result<PathBuf, String> {
     if let Some(p) = found() {
         return Ok(p);
     }
+    // SAFETY: geteuid takes no pointer and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err("not installed, and installing needs root".into());
     }
