@@ -10,6 +10,8 @@
 //! (`tests/cgroup2/run-in-guest`), where programs run 20 to 100 times
 //! slower: limits here are generous, and only C is compiled.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -27,6 +29,7 @@ fn on_v2() -> bool {
         .lines()
         .any(|l| l.split_whitespace().nth(1) == Some(CG) && l.split_whitespace().nth(2) == Some("cgroup2"));
     let offered = std::fs::read_to_string(Path::new(CG).join("cgroup.controllers")).unwrap_or_default();
+    // SAFETY: geteuid takes no pointer and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if v2 && root && ["memory", "pids", "cpu"].iter().all(|c| offered.split_whitespace().any(|o| o == *c)) {
         return true;
@@ -69,6 +72,7 @@ fn service_cgroup(name: &str, delegated: bool) -> PathBuf {
     std::fs::create_dir(&unit).unwrap();
     if delegated {
         let path = std::ffi::CString::new(unit.to_str().unwrap()).unwrap();
+        // SAFETY: NUL-terminated path and name, and a 1-byte value, all alive across the call.
         let set = unsafe { libc::setxattr(path.as_ptr(), c"trusted.delegate".as_ptr(), c"1".as_ptr().cast(), 1, 0) };
         assert_eq!(set, 0, "setxattr trusted.delegate on {}: {}", unit.display(), std::io::Error::last_os_error());
     }

@@ -5,6 +5,8 @@
 //! Pinning needs slot uids, so root: as another user the test says
 //! "skipped".
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use ojrunner::sandbox::{self, cores, Spec};
 use std::io::{Read, Seek};
 use testkit::*;
@@ -36,6 +38,7 @@ fn tempfile_in(dir: &std::path::Path) -> std::fs::File {
 
 #[test]
 fn a_run_is_pinned_to_its_slots_core_and_cannot_leave_it() {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         skip("slots (and so pinning) need root");
         return;

@@ -6,6 +6,8 @@
 //! each job gets one verdict, the right one, and no attempt is spent by the
 //! runner's own trouble.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

@@ -6,6 +6,8 @@
 //! plain `cargo test` runs the tests of one binary side by side, each
 //! taking whichever helper is idle), and one test at a time.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -13,6 +15,7 @@ use std::time::Duration;
 use testkit::{slot_spec, TempDir};
 
 fn is_root() -> bool {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -113,6 +116,24 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
         assert_eq!(run.exit, Exit::Code(0), "{run:?} {said}");
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "clean\n", "run {n} met an earlier run's socket: {said}");
     }
+}
+
+#[test]
+fn a_jailed_program_starts_with_sigpipe_at_its_default() {
+    let Some(_one) = root_turn() else {
+        return; // no jail without root
+    };
+    use ojrunner::sandbox;
+    let dir = TempDir::new("sigign");
+    let out = dir.path().join("out");
+    // Ignored signals cross `exec`: a helper's (Rust ignores SIGPIPE before
+    // `main`) would reach every program, which would outlive a closed pipe.
+    let mut spec = slot_spec(&["/bin/grep", "^SigIgn:", "/proc/self/status"], dir.path(), 77, 64, 16);
+    spec.stdout = std::fs::File::create(&out).unwrap();
+    assert_eq!(sandbox::run(spec).unwrap().exit, sandbox::Exit::Code(0));
+    let said = std::fs::read_to_string(&out).unwrap();
+    let ignored = u64::from_str_radix(said.trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_eq!(ignored & 1 << (libc::SIGPIPE - 1), 0, "the program starts with SIGPIPE ignored: {said}");
 }
 
 #[test]

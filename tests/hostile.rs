@@ -6,6 +6,8 @@
 //! `Judge` exactly as `judge-exec` runs them. Isolation needs root: as
 //! another user the suite is skipped.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use ojrunner::checker::Checker;
 use ojrunner::judge::{self, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
@@ -116,6 +118,7 @@ const CASES: &[Case] = &[
 ];
 
 fn is_root() -> bool {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -203,7 +206,9 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
     std::fs::write(&inherited, "the inherited secret\n").unwrap();
     std::fs::set_permissions(&inherited, std::fs::Permissions::from_mode(0o600)).unwrap();
     let path = std::ffi::CString::new(inherited.to_str().unwrap()).unwrap();
+    // SAFETY: `path` is NUL-terminated and lives across the call.
     let leaked_fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY) };
+    // SAFETY: F_GETFD takes no pointer.
     assert!(leaked_fd >= 0 && unsafe { libc::fcntl(leaked_fd, libc::F_GETFD) } & libc::FD_CLOEXEC == 0);
     let host_cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default().trim().to_string();
 
@@ -305,6 +310,7 @@ fn hostile_programs_get_their_verdicts_and_the_host_is_unharmed() {
             harm.push(format!("{p} was written"));
         }
     }
+    // SAFETY: `leaked_fd` is this test's own descriptor (opened above), used by nothing after.
     unsafe { libc::close(leaked_fd) };
     for e in walk(work.path()) {
         use std::os::unix::fs::MetadataExt;

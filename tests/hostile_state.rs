@@ -10,6 +10,8 @@
 //!
 //! Isolation needs root: as another user each test says "skipped".
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use ojrunner::judge::{Compiled, Judge, Slot};
 use ojrunner::language::Languages;
 use ojrunner::workspace::Workspace;
@@ -20,6 +22,7 @@ use std::time::Duration;
 use testkit::*;
 
 fn is_root() -> bool {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -103,6 +106,8 @@ fn cached_pages(path: &str) -> (usize, usize) {
     let page = 4096;
     let pages = len.div_ceil(page);
     let mut vec = vec![0u8; pages];
+    // SAFETY: a fresh read-only mapping of `f` (alive across it), unmapped here; mincore writes one byte a page into
+    // `vec`, sized so.
     unsafe {
         let m = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
         assert_ne!(m, libc::MAP_FAILED);
@@ -217,9 +222,11 @@ fn last_error(what: &str) -> Result<(), String> {
 
 fn host_aio() -> Result<(), String> {
     let mut ctx: libc::c_ulong = 0;
+    // SAFETY: io_setup writes only `ctx`, a live local.
     if unsafe { libc::syscall(libc::SYS_io_setup, 1, &mut ctx) } != 0 {
         return last_error("io_setup");
     }
+    // SAFETY: io_destroy takes the context by value.
     unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
     Ok(())
 }
@@ -238,6 +245,7 @@ struct FlowLabelReq {
 }
 
 fn host_flowlabel() -> Result<(), String> {
+    // SAFETY: socket takes no pointer.
     let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         // No IPv6 on this host: no table to fill either.
@@ -253,25 +261,30 @@ fn host_flowlabel() -> Result<(), String> {
     dst[15] = 1;
     let r = FlowLabelReq { dst, label: label.to_be(), action: 0, share: 1, flags: 3, expires: 0, linger: 0, pad: 0 };
     let size = std::mem::size_of::<FlowLabelReq>() as libc::socklen_t;
+    // SAFETY: `r` is a live repr(C) request, passed with its size.
     let got = unsafe {
         libc::setsockopt(fd, libc::SOL_IPV6, libc::IPV6_FLOWLABEL_MGR, &r as *const FlowLabelReq as *const _, size)
     };
     let result = if got == 0 { Ok(()) } else { last_error("a flow label") };
+    // SAFETY: `fd` is the socket made above, used by nothing after.
     unsafe { libc::close(fd) };
     result
 }
 
 fn host_inotify() -> Result<(), String> {
+    // SAFETY: inotify_init1 takes no pointer.
     let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
     if fd < 0 {
         return last_error("inotify_init1");
     }
+    // SAFETY: `fd` is the descriptor made above, used by nothing after.
     unsafe { libc::close(fd) };
     Ok(())
 }
 
 fn host_keys() -> Result<(), String> {
     // The thread's keyring: the key goes with the checking thread.
+    // SAFETY: NUL-terminated literals and a 1-byte payload, alive across the call.
     let id = unsafe {
         libc::syscall(libc::SYS_add_key, c"user".as_ptr(), c"ojrunner-test".as_ptr(), c"x".as_ptr(), 1, -1i32)
     };
@@ -282,41 +295,50 @@ fn host_keys() -> Result<(), String> {
 }
 
 fn host_shm() -> Result<(), String> {
+    // SAFETY: shmget takes no pointer.
     let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
     if id < 0 {
         return last_error("shmget");
     }
+    // SAFETY: IPC_RMID reads no buffer: a null one is allowed.
     unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
     Ok(())
 }
 
 fn host_msg() -> Result<(), String> {
+    // SAFETY: msgget takes no pointer.
     let id = unsafe { libc::msgget(libc::IPC_PRIVATE, libc::IPC_CREAT | 0o600) };
     if id < 0 {
         return last_error("msgget");
     }
+    // SAFETY: IPC_RMID reads no buffer: a null one is allowed.
     unsafe { libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
     Ok(())
 }
 
 fn host_sem() -> Result<(), String> {
+    // SAFETY: semget takes no pointer.
     let id = unsafe { libc::semget(libc::IPC_PRIVATE, 1, libc::IPC_CREAT | 0o600) };
     if id < 0 {
         return last_error("semget");
     }
+    // SAFETY: IPC_RMID takes no further argument.
     unsafe { libc::semctl(id, 0, libc::IPC_RMID) };
     Ok(())
 }
 
 fn host_mq() -> Result<(), String> {
     let name = std::ffi::CString::new(format!("/ojrunner-test-{}", std::process::id())).unwrap();
+    // SAFETY: mq_attr is plain data: all zeroes is valid.
     let mut attr: libc::mq_attr = unsafe { std::mem::zeroed() };
     attr.mq_maxmsg = 1;
     attr.mq_msgsize = 64;
+    // SAFETY: `name` is NUL-terminated and `attr` a live mq_attr, both alive across the call.
     let q = unsafe { libc::mq_open(name.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600, &attr) };
     if q < 0 {
         return last_error("mq_open");
     }
+    // SAFETY: `q` is the queue opened above, `name` alive and NUL-terminated.
     unsafe {
         libc::mq_close(q);
         libc::mq_unlink(name.as_ptr());
@@ -326,11 +348,14 @@ fn host_mq() -> Result<(), String> {
 
 fn host_pipes() -> Result<(), String> {
     let mut p = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `p`, a live two-element array.
     if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return last_error("pipe2");
     }
+    // SAFETY: F_SETPIPE_SZ takes an int.
     let size = unsafe { libc::fcntl(p[1], libc::F_SETPIPE_SZ, 1 << 20) };
     let result = if size >= 1 << 20 { Ok(()) } else { last_error("a 1 MiB pipe") };
+    // SAFETY: the two ends made above, used by nothing after.
     unsafe {
         libc::close(p[0]);
         libc::close(p[1]);

@@ -3,6 +3,8 @@
 //! hand-outs. A real hubd on loopback each time; waits are on conditions
 //! with generous deadlines (liveness), and the latencies seen are printed.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -6,6 +6,8 @@
 //! is killed). As another user they run as that user, and the checks that
 //! need a slot are skipped.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use testkit::{examples, processes_of, slot_spec, source_dir, TempDir};
 
 fn is_root() -> bool {
+    // SAFETY: geteuid takes no pointer and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -553,6 +556,7 @@ fn a_run_whose_helper_dies_is_judged_again_and_leaves_nothing_behind() {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 if String::from_utf8_lossy(&cmdline).contains("main.py\0") {
                     if let Some(helper) = parent(pid).and_then(parent) {
+                        // SAFETY: kill takes no pointer.
                         unsafe { libc::kill(helper, libc::SIGKILL) };
                         return helper;
                     }
@@ -789,11 +793,13 @@ fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error
     };
     let t = Instant::now();
     let (init, first) = init_of_the_sleeper(None);
+    // SAFETY: kill takes no pointer.
     assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
     // The judge's fault, not the program's: run again, in a new helper; the
     // first retires (what init shared with it may be half-changed).
     let (init, second) = init_of_the_sleeper(Some(&first));
     gone(&first);
+    // SAFETY: kill takes no pointer.
     assert_eq!(unsafe { libc::kill(init.parse().unwrap(), libc::SIGKILL) }, 0);
     // Once only: then it is the judge's error, at once.
     let e = run.join().unwrap().expect_err("a run that lost its init twice");
@@ -832,6 +838,8 @@ fn a_judge_with_a_low_hard_stack_limit_still_judges() {
         standalone_job(&dir, "ok.c", "#include <stdio.h>\nint main(void) { puts(\"ok\"); return 0; }\n", "ok\n");
     let mut judge = std::process::Command::new(testkit::bin("judge-exec"));
     judge.args(["run", "--lang", "c11", "--src"]).arg(&src).arg("--tests").arg(&tests);
+    // SAFETY: the closure only calls setrlimit (async-signal-safe) on a local: nothing allocates between fork and
+    // exec.
     unsafe {
         judge.pre_exec(|| {
             let low = libc::rlimit { rlim_cur: 8 << 20, rlim_max: 16 << 20 };

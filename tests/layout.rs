@@ -12,7 +12,7 @@ use testkit::*;
 const RUNNER: [&str; 5] = ["claimd", "judge-exec", "reportd", "leased", "runnerd"];
 
 /// The sandbox's module path, as it appears in demangled names: the helper
-/// and its `.init_array` hook, the jail, the seccomp filter all live under it.
+/// and its pool, the jail, the seccomp filter all live under it.
 const SANDBOX: [&str; 1] = ["ojrunner::sandbox::"];
 
 /// Crate paths of a hub server: the hub crate and its HTTP server.

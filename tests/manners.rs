@@ -2,6 +2,8 @@
 //! HUP reloads what can be reloaded, CONT is harmless, `runnerd status`
 //! tells the runner's state.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use nix::sys::signal::Signal;
 use std::io::Read;
 use std::os::fd::AsRawFd;

@@ -548,20 +548,25 @@ mod tests {
         let _ = ALLOCATED.try_with(|a| a.set(a.get() + bytes as u64));
     }
 
+    // SAFETY: each method only counts, then hands its arguments unchanged to System, which keeps GlobalAlloc's contract.
     unsafe impl GlobalAlloc for CountingAllocator {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
             count_allocation(layout.size());
+            // SAFETY: our caller's guarantees for `layout` are the ones System.alloc needs.
             unsafe { System.alloc(layout) }
         }
         unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
             count_allocation(layout.size());
+            // SAFETY: our caller's guarantees for `layout` are the ones System.alloc_zeroed needs.
             unsafe { System.alloc_zeroed(layout) }
         }
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from System (every allocation here is System's) with this `layout`.
             unsafe { System.dealloc(ptr, layout) }
         }
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
             count_allocation(new_size.saturating_sub(layout.size()));
+            // SAFETY: `ptr` came from System with `layout`; the caller vouches for `new_size`.
             unsafe { System.realloc(ptr, layout, new_size) }
         }
     }

@@ -198,10 +198,12 @@ mod tests {
         extern "C" fn refuse_exit() {
             if RUNNING.load(std::sync::atomic::Ordering::SeqCst) {
                 eprintln!("claimd ended the whole process instead of returning from run");
+                // SAFETY: _exit takes no pointer; ending the test binary here, flushing nothing, is the point.
                 unsafe { libc::_exit(70) };
             }
         }
         RUNNING.store(true, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: refuse_exit is a plain extern fn of this binary, alive until the process ends.
         unsafe { libc::atexit(refuse_exit) };
         let dir = std::env::temp_dir().join(format!("ojstop-{}-claimd", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

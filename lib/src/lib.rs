@@ -12,6 +12,10 @@
 //! hub (`ojrunner-hub`), which this library does not contain; they are
 //! re-exported under their old paths.
 
+// Every unsafe block says why it is sound (`// SAFETY:`); raw libc only
+// where no safe wrapper fits (between clone and exec: no allocation).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub use ojrunner_daemon::{control, logger, signals};
 pub use ojrunner_protocol as protocol;
 pub use ojrunner_protocol::archive;

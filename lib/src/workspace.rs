@@ -104,7 +104,7 @@ impl Drop for Workspace {
 pub fn root() -> Option<&'static Path> {
     static ROOT_READY: OnceLock<Option<&'static Path>> = OnceLock::new();
     *ROOT_READY.get_or_init(|| {
-        if unsafe { libc::geteuid() } != 0 {
+        if !nix::unistd::geteuid().is_root() {
             return None;
         }
         match mount_root() {
@@ -126,16 +126,13 @@ fn mount_root() -> io::Result<()> {
         // Another judge of this boot mounted it.
         return std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711));
     }
-    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
     // Searchable, not listable: a run that is not jailed (no namespaces)
     // cannot find another submission's workspace by its random name.
-    let (src, dst, fs, data) = (c("ojrunner-work"), c(ROOT), c("tmpfs"), c("mode=0711"));
-    let flags = libc::MS_NOSUID | libc::MS_NODEV;
-    if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), flags, data.as_ptr().cast()) } != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("mounting a tmpfs: {e}")));
-    }
-    Ok(())
+    let flags = nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV;
+    nix::mount::mount(Some("ojrunner-work"), ROOT, Some("tmpfs"), flags, Some("mode=0711")).map_err(|e| {
+        let e = io::Error::from(e);
+        io::Error::new(e.kind(), format!("mounting a tmpfs: {e}"))
+    })
 }
 
 /// Removes the workspaces no live judge holds (their judge died).
@@ -160,6 +157,7 @@ fn sweep(root: &Path) {
 /// 16 random hex digits: a name that says nothing of the host.
 fn random_name() -> io::Result<String> {
     let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most bytes.len() bytes into `bytes`.
     if unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) } != bytes.len() as isize {
         return Err(io::Error::last_os_error());
     }
@@ -194,7 +192,7 @@ mod tests {
         std::fs::write(from.join("pkg/a.py"), "x = 1\n").unwrap();
         std::os::unix::fs::symlink("/etc/shadow", from.join("link")).unwrap();
         let ws = Workspace::stage(&from).unwrap();
-        if unsafe { libc::geteuid() } == 0 {
+        if nix::unistd::geteuid().is_root() {
             let dir = ws.path().to_path_buf();
             assert!(dir.starts_with(ROOT), "{}", dir.display());
             use std::os::unix::fs::PermissionsExt;
@@ -215,7 +213,7 @@ mod tests {
 
     #[test]
     fn a_workspace_whose_judge_died_is_swept_and_a_live_one_is_not() {
-        if unsafe { libc::geteuid() } != 0 {
+        if !nix::unistd::geteuid().is_root() {
             return;
         }
         let root = root().expect("the work file system mounts as root");

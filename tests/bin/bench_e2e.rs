@@ -23,6 +23,8 @@
 //! Every target prints PASS or MISS. The exit status is 0 unless the bench
 //! itself could not run (a benchmark reports; it does not gate).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -916,6 +918,7 @@ fn ms(d: Duration) -> f64 {
 /// limit now.
 fn raise_nofile() -> u64 {
     let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write `l`, a live local.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 {
             l.rlim_cur = l.rlim_max;

@@ -81,6 +81,8 @@ enum Command {
 }
 
 fn main() {
+    // A sandbox helper is a fresh exec of this binary: it serves and exits here.
+    ojrunner::sandbox::enter_if_asked();
     let cli = ojrunner_daemon::start("judge-exec", Cli::parse);
     ojrunner::sandbox::set_netns_per_run(cli.netns_per_run);
     // The settings the library reads once from the environment: a flag

@@ -11,6 +11,8 @@
 //! Nothing here knows the hub protocol, the spool or the sandbox, so the
 //! hub can link it without the runner, and the runner without the hub.
 
+#![forbid(unsafe_code)]
+
 pub mod clock;
 pub mod control;
 pub mod duration;

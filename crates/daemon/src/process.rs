@@ -44,16 +44,14 @@ pub fn render(whose: &str) -> String {
 pub fn start_time_seconds() -> Option<f64> {
     let ticks = starttime_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
     let btime = boot_time(&std::fs::read_to_string("/proc/stat").ok()?)?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(-1);
     (hz > 0).then(|| btime as f64 + ticks as f64 / hz as f64)
 }
 
 /// This process's resident set, in bytes (`/proc/self/statm`).
 pub fn resident_memory_bytes() -> Option<u64> {
     let pages: u64 = std::fs::read_to_string("/proc/self/statm").ok()?.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(-1);
     u64::try_from(page).ok().map(|p| pages * p)
 }
 

@@ -3,19 +3,10 @@
 //! `--notify-fd` flag) and state lines to `$NOTIFY_SOCKET` (systemd's
 //! `Type=notify`).
 
-use std::io::{Error, ErrorKind, Write};
-use std::os::fd::FromRawFd;
-
 /// Writes the readiness newline to `fd` and closes it. An `fd` that is not
 /// open is an error, never a write to whatever opens as `fd` later.
 pub fn notify_fd(fd: i32) -> std::io::Result<()> {
-    // SAFETY: fcntl only asks whether fd is open.
-    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-        return Err(Error::new(ErrorKind::InvalidInput, "not an open file descriptor"));
-    }
-    // SAFETY: the supervisor handed us this fd for exactly this; we own it from here.
-    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-    f.write_all(b"\n")
+    ojrunner_unix::write_inherited_fd(fd, b"\n")
 }
 
 /// Tells a supervisor the program is ready, on `fd` if one was given and

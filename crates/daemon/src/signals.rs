@@ -132,8 +132,5 @@ pub fn name(sig: i32) -> String {
 /// Unix filter: `runnerd status | head -n 1` ends quietly instead of
 /// panicking on a closed pipe.
 pub fn default_sigpipe() {
-    // SAFETY: setting a signal's disposition to its default is always sound.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    ojrunner_unix::default_sigpipe();
 }

@@ -8,7 +8,6 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// The most a token file holds (`--*-token-file`, `*_TOKEN_FILE`).
@@ -70,12 +69,9 @@ pub fn read_user_text(path: &Path, max: u64, what: &str) -> io::Result<String> {
 }
 
 fn clear_nonblock(file: &File) -> io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on a descriptor this function's caller owns.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_retain(fcntl(file, FcntlArg::F_GETFL)?);
+    fcntl(file, FcntlArg::F_SETFL(flags & !OFlag::O_NONBLOCK))?;
     Ok(())
 }
 

@@ -24,6 +24,8 @@
 //! exit codes, logging, readiness, signals), and nothing else: no sandbox,
 //! no spool.
 
+#![forbid(unsafe_code)]
+
 pub mod db;
 pub mod fault;
 pub mod limits;

@@ -276,9 +276,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("real.out"), dir.join("0000.out")).unwrap();
         assert!(refusal(&dir).contains("0000.out is a symbolic link"), "{}", refusal(&dir));
         let dir = problem_dir("fifo", meta, &["0000.in", "0000.out"]);
-        let pipe = std::ffi::CString::new(dir.join("include/pipe").into_os_string().into_encoded_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path; mkfifo only reads it.
-        assert_eq!(unsafe { libc::mkfifo(pipe.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&dir.join("include/pipe"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert!(refusal(&dir).contains("include/pipe is not a regular file"), "{}", refusal(&dir));
         let _ = std::fs::remove_dir_all(&dir);
     }

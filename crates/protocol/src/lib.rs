@@ -9,6 +9,8 @@
 //! `{"status","message","data"}`) and strict where a mistake would judge the
 //! wrong thing (task scores must sum to 100, at least one task).
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 

@@ -86,7 +86,7 @@ pub(super) fn create_fresh(p: &Path, mode: u32) -> std::io::Result<File> {
     let reuse = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(p);
     if let Ok(f) = reuse {
         let ours = f.metadata().is_ok_and(|m| {
-            m.is_file() && m.uid() == unsafe { libc::geteuid() } && m.nlink() == 1 && m.mode() & 0o7777 == mode
+            m.is_file() && m.uid() == nix::unistd::geteuid().as_raw() && m.nlink() == 1 && m.mode() & 0o7777 == mode
         });
         if ours && f.set_len(0).is_ok() {
             return Ok(f);

@@ -242,7 +242,7 @@ impl Hierarchy {
     /// parents made. `None` without root or without cgroups; `Err` where v2
     /// is there but not the runner's to use (exit 100 at start).
     pub fn find() -> Result<Option<Hierarchy>, Refused> {
-        if unsafe { libc::geteuid() } != 0 {
+        if !nix::unistd::geteuid().is_root() {
             return Ok(None);
         }
         let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
@@ -500,6 +500,7 @@ impl Group {
     /// calls it, sharing the helper's memory). See the module doc for its cost.
     pub fn join(&self) -> io::Result<()> {
         for f in &self.procs {
+            // SAFETY: a 1-byte static buffer, on a descriptor `f` keeps open across the call.
             if unsafe { libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) } != 1 {
                 return Err(io::Error::last_os_error());
             }
@@ -622,7 +623,7 @@ fn kill_procs(dir: &Path) -> usize {
     let list = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
     let pids: Vec<libc::pid_t> = list.split_whitespace().filter_map(|p| p.parse().ok()).filter(|&p| p != me).collect();
     for &p in &pids {
-        unsafe { libc::kill(p, libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
     }
     pids.len()
 }

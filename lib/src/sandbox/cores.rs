@@ -40,9 +40,11 @@ pub fn judge_cpus() -> &'static [u32] {
     CPUS.get_or_init(|| {
         // SAFETY: a zeroed cpu_set_t is an empty set; the kernel writes at most its size.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes, into `set`, a live local.
         if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
             return Vec::new();
         }
+        // SAFETY: CPU_ISSET reads `set` at an index below CPU_SETSIZE.
         (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) }).collect()
     })
 }
@@ -63,6 +65,7 @@ pub fn core_of(identity: Option<Identity>) -> Option<u32> {
 pub(super) fn only(core: u32) -> libc::cpu_set_t {
     // SAFETY: a zeroed cpu_set_t is an empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the index is taken modulo CPU_SETSIZE: inside `set`.
     unsafe { libc::CPU_SET(core as usize % libc::CPU_SETSIZE as usize, &mut set) };
     set
 }
@@ -85,7 +88,9 @@ mod tests {
         assert_eq!(core_of(None), None, "a run as the caller is not pinned");
         assert_eq!(core_of(id(base - 1)), None, "not a slot uid");
         let set = only(cpus[0]);
+        // SAFETY: CPU_ISSET reads `set` at a core number below CPU_SETSIZE.
         assert!(unsafe { libc::CPU_ISSET(cpus[0] as usize, &set) });
+        // SAFETY: CPU_COUNT only reads `set`, a live local.
         assert_eq!(unsafe { libc::CPU_COUNT(&set) }, 1);
     }
 }

@@ -109,6 +109,8 @@ fn marked_delegated(dir: &Path) -> bool {
     let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
     [c"trusted.delegate", c"user.delegate"].iter().any(|name| {
         let mut value = [0u8; 8];
+        // SAFETY: path and name are NUL-terminated and live across the call; at most value.len() bytes are written to
+        // `value`.
         let n = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
         n > 0 && value[0] == b'1'
     })

@@ -17,6 +17,9 @@ use super::sys::{
     become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
 };
 use super::timeline::{now_ns, Mark, Stamps};
+use nix::sched::CloneFlags;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::File;
@@ -47,19 +50,21 @@ pub fn helper_oom_score_adj() -> i32 {
 /// The mechanisms a helper started now would use, without changing this
 /// process (for `judge-exec --probe`).
 pub fn probe_mechanisms() -> Mechanisms {
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     Mechanisms { namespaces: probe_namespaces(), cgroup: if root { Hierarchy::detect() } else { None } }
 }
 
 /// Whether helpers started now will jail their runs (root, and the
 /// namespaces can be made).
 pub fn probe_namespaces() -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     root && {
+        // SAFETY: the child only calls unshare and _exit (async-signal-safe), whatever locks other threads held at the fork.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             let f =
                 libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+            // SAFETY: in the forked child: two system calls, no allocation, no lock.
             unsafe { libc::_exit(if libc::unshare(f) == 0 { 0 } else { 1 }) };
         }
         pid > 0 && reap(pid).map(|(s, _)| s == 0).unwrap_or(false)
@@ -115,8 +120,8 @@ impl Executor {
     /// lives), the cgroup parents; it adopts orphans (for the basic level).
     pub(super) fn start() -> Executor {
         become_subreaper();
-        let root = unsafe { libc::geteuid() } == 0;
-        let namespaces = root && unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS) } == 0;
+        let root = nix::unistd::geteuid().is_root();
+        let namespaces = root && nix::sched::unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).is_ok();
         let jail_ready = namespaces
             .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
         let cgroup = if root { Hierarchy::detect() } else { None };
@@ -491,7 +496,7 @@ impl Executor {
         self.stamps.mark(Mark::Exited);
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
-        unsafe { libc::killpg(pid, libc::SIGKILL) };
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
         let wall = start.elapsed();
         if let Some(id) = identity {
@@ -520,6 +525,7 @@ impl Executor {
         }
         for (resource, soft, hard) in &mut v {
             let mut own = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit writes only `own`, a live local.
             if unsafe { libc::getrlimit(*resource, &mut own) } != 0 || own.rlim_max >= *hard {
                 continue;
             }
@@ -548,6 +554,8 @@ fn child_setup(
     parent: libc::pid_t,
 ) -> io::Result<()> {
     let check = |r: libc::c_long| if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) };
+    // SAFETY: between fork and exec: system calls only, on locals and on what the parent made before the fork; nothing
+    // allocates or locks.
     unsafe {
         for &(resource, soft, hard) in rlimits {
             let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
@@ -613,6 +621,7 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
             libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
         ];
+        // SAFETY: poll reads and writes the two entries of `fds`, a live local array.
         unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
         if fds[1].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             w.hangup = true;

@@ -6,10 +6,12 @@
 //! pages in its page tables, and `exec` records that size in the program's
 //! `ru_maxrss` (a 1 MiB program forked from a 200 MiB judge reads 200 MiB).
 //! The helper is a fresh `exec` of the judge's own binary (`/proc/self/exe`
-//! with the hidden argument [`HELPER_ARG`]), taken over before `main` by a
-//! constructor in `.init_array` (`hook`), so it works the same in
-//! `judge-exec` and in every test binary. Its resident size is the few pages
-//! it touched since its own `exec`, whatever the judge's size.
+//! with the hidden argument [`HELPER_ARG`]), whose `main` hands itself
+//! over first thing ([`enter_if_asked`]: `judge-exec`, `ojrunner-bench`).
+//! A binary whose `main` is not its own (a test harness's) execs
+//! `judge-exec` of the same build instead (`program`). Its resident size
+//! is the few pages it touched since its own `exec`, whatever the judge's
+//! size.
 //!
 //! # Protocol
 //!
@@ -43,17 +45,85 @@ use super::slot;
 use super::streams::{Input, Outputs};
 use super::sys::{describe, recv, send};
 use super::timeline::{now_ns, Mark};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// The hidden argument that turns a process into a helper.
 pub const HELPER_ARG: &str = "--ojrunner-sandbox-helper";
+
+/// This build's sources (`lib/build.rs`): the argument after [`HELPER_ARG`],
+/// which a helper of another build refuses.
+const BUILD: &str = env!("OJ_SANDBOX_BUILD");
+
+/// Whether this process's `main` called [`enter_if_asked`], so that a
+/// fresh `exec` of its own binary becomes a helper.
+static HOSTS_HELPERS: AtomicBool = AtomicBool::new(false);
+
+/// Called first thing in the `main` of a binary that runs sandboxes: when
+/// this process was started as a helper ([`HELPER_ARG`]), serves and exits,
+/// never returning; otherwise notes that its binary can be the helper.
+pub fn enter_if_asked() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|a| a != HELPER_ARG) {
+        HOSTS_HELPERS.store(true, Ordering::Relaxed);
+        return;
+    }
+    if args.next().is_none_or(|b| b != BUILD) {
+        let exe = std::env::current_exe().unwrap_or_default();
+        eprintln!("ojrunner-sandbox-helper: {} is of another build than its judge: rebuild it (cargo build --workspace --bins)", exe.display());
+        exit_now(2);
+    }
+    // Rust's runtime ignored SIGPIPE before `main`; the runs inherit the
+    // helper's disposition, and must get the default.
+    ojrunner_daemon::signals::default_sigpipe();
+    exit_now(serve(0));
+}
+
+/// Ends the helper at once, as `_exit` (no exit handlers, nothing flushed).
+fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` takes no pointer; nothing of the helper waits to be
+    // flushed or dropped (its stdout is /dev/null, its runs are reaped).
+    unsafe { libc::_exit(code) }
+}
+
+/// The binary a helper is a fresh `exec` of: this one when its `main`
+/// enters helpers ([`enter_if_asked`]); else (a test harness) the
+/// `judge-exec` beside it (in `$OJ_BIN_DIR` when set, as the tests'
+/// binaries are found), which refuses to serve unless of this build.
+fn program() -> io::Result<PathBuf> {
+    if HOSTS_HELPERS.load(Ordering::Relaxed) {
+        return Ok("/proc/self/exe".into());
+    }
+    let dir = match std::env::var_os("OJ_BIN_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let exe = std::env::current_exe()?;
+            let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+            // A test runs from target/<profile>/deps/.
+            if dir.ends_with("deps") {
+                dir.pop();
+            }
+            dir
+        }
+    };
+    let judge = dir.join("judge-exec");
+    if !judge.exists() {
+        let why = format!("no sandbox helper: this program's main does not enter one, and {} is missing (cargo build --workspace --bins)", judge.display());
+        return Err(io::Error::new(io::ErrorKind::NotFound, why));
+    }
+    Ok(judge)
+}
 
 /// The helper's answer to a [`Request`].
 #[derive(Debug, Serialize, Deserialize)]
@@ -210,21 +280,22 @@ struct Helper {
 
 impl Helper {
     fn start() -> io::Result<Helper> {
-        // Keeps the constructor (and its section) in every binary that runs sandboxes.
-        std::hint::black_box(&HOOK);
+        let program = program()?;
         // The helper's mount namespace is a copy of ours: the workspaces'
         // file system must be in it.
         crate::workspace::root();
         let mut sv = [0; 2];
+        // SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
         if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) }
             != 0
         {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
         let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), File::from_raw_fd(sv[1])) };
-        let child = Command::new("/proc/self/exe")
+        let child = Command::new(program)
             .arg0("ojrunner-sandbox-helper")
-            .arg(HELPER_ARG)
+            .args([HELPER_ARG, BUILD])
             .env_clear()
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
@@ -236,10 +307,8 @@ impl Helper {
     /// Closes the socket (the helper exits), kills and reaps it.
     fn discard(self) {
         drop(self.sock);
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(self.pid), None);
     }
 
     /// Reaps a helper whose socket closed (killing it if it is still
@@ -248,15 +317,14 @@ impl Helper {
         drop(self.sock);
         let mut status = 0;
         for _ in 0..500 {
+            // SAFETY: waitpid writes only `status`, a live local.
             if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
                 return describe(status);
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, &mut status, 0);
-        }
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(self.pid), None);
         "closed its socket and hung".into()
     }
 
@@ -264,41 +332,25 @@ impl Helper {
     fn close(self) {
         drop(self.sock);
         for _ in 0..2500 {
-            let r = unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) };
-            if r == self.pid || (r < 0 && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()) {
-                return;
+            match waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(_) => return,
+                Err(_) if !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() => return,
+                Err(_) => {}
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         eprintln!("ojrunner: sandbox helper {} did not exit; killing it", self.pid);
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(self.pid), None);
     }
 }
-
-/// The constructor: runs before `main` in every process of a binary linked
-/// with this library; takes over the process when `argv[1]` is [`HELPER_ARG`].
-extern "C" fn hook(argc: libc::c_int, argv: *const *const libc::c_char, _envp: *const *const libc::c_char) {
-    if argc < 2 || argv.is_null() {
-        return;
-    }
-    let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(1)) };
-    if arg.to_bytes() == HELPER_ARG.as_bytes() {
-        let code = serve(0);
-        unsafe { libc::_exit(code) };
-    }
-}
-
-#[used]
-#[link_section = ".init_array"]
-static HOOK: extern "C" fn(libc::c_int, *const *const libc::c_char, *const *const libc::c_char) = hook;
 
 /// The helper's loop on socket `fd`: one request, one run, one reply; exits
 /// when the socket closes.
 fn serve(fd: RawFd) -> i32 {
-    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // Its socket (stdin): not for the runs.
+    let _ = fcntl(std::io::stdin(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     let mut executor = Executor::start();
     let mut buf = vec![0u8; 256 * 1024];
     let code = loop {
@@ -312,6 +364,7 @@ fn serve(fd: RawFd) -> i32 {
             }
         };
         let received = now_ns();
+        // SAFETY: each was just received (SCM_RIGHTS) into this process; nothing else owns it.
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
         let ran: Result<Usage, Error> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
             (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd, received),
@@ -357,12 +410,15 @@ mod tests {
         // once a request waits there, unread, as a retiring helper does.
         let mut sv = [0; 2];
         let r =
+// SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
             unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) };
         assert_eq!(r, 0);
+        // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
         let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
         let child = Command::new("sleep").arg("60").spawn().unwrap();
         let retiring = std::thread::spawn(move || {
             let mut p = libc::pollfd { fd: theirs.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: poll reads and writes `p`, a live local.
             let ready = unsafe { libc::poll(&mut p, 1, 10_000) };
             drop(theirs);
             ready

@@ -10,6 +10,7 @@ use super::mounts;
 use super::seccomp;
 use super::sys::{has_exited, only_stdio_across_exec, own_cpu, pipe, reap, recv_fd, reread, send_fd};
 use super::timeline::{Mark, Stamps};
+use nix::sched::CloneFlags;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
@@ -135,6 +136,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         report: Report,
     }
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is spawn's `&mut init`, which the helper leaves alone while init runs (CLONE_VFORK).
         let init = unsafe { &mut *(arg as *mut Init) };
         run_init(init.j, &mut init.report);
         0
@@ -149,6 +151,8 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         | if j.netns { libc::CLONE_NEWNET } else { 0 }
         | libc::SIGCHLD;
     let stack = stack_top(&j.stacks.init, INIT_STACK)?;
+    // SAFETY: `stack` tops a mapping of INIT_STACK bytes kept for the helper's life; `init` outlives the child's use of
+    // it (CLONE_VFORK suspends the helper until init exits).
     let pid = unsafe { libc::clone(entry, stack, flags, &mut init as *mut Init as *mut libc::c_void) };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -165,8 +169,10 @@ fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut li
     if let Some(&t) = top.get() {
         return Ok(t as *mut libc::c_void);
     }
+    // SAFETY: sysconf takes no pointer.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
     let total = len.next_multiple_of(page) + page;
+    // SAFETY: a new anonymous mapping at an address of the kernel's choice: it aliases nothing.
     let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -180,8 +186,10 @@ fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut li
     if base == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: the first page of the mapping just made, which nothing uses yet.
     if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
         let e = io::Error::last_os_error();
+        // SAFETY: the mapping just made, never handed out.
         unsafe { libc::munmap(base, total) };
         return Err(e);
     }
@@ -191,6 +199,7 @@ fn stack_top(top: &std::sync::OnceLock<usize>, len: usize) -> io::Result<*mut li
 fn run_init(j: &Jail, rep: &mut Report) {
     j.stamps.mark(Mark::InitStarted);
     // The helper's death kills the run: nobody else would ever stop it.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes no pointer.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     // A panic is caught here, in init: unwound through the clone it would
     // abort init with the helper's panic count raised.
@@ -212,9 +221,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     if let Some(g) = j.group {
         g.join().map_err(Step::JoinCgroup.err())?;
         j.joined_at.set(own_cpu());
-        if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
-            return Err(Step::JoinCgroup.failed(io::Error::last_os_error()));
-        }
+        nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| Step::JoinCgroup.failed(io::Error::from(e)))?;
     }
     j.stamps.mark(Mark::Joined);
     // Inherited by the program and its whole tree (init itself, a vfork
@@ -222,15 +229,18 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     let oom_score_set = set_oom_score_adj(j.host_proc);
     // init's own copies (the helper keeps its own): nothing of the run holds one.
     for &fd in j.way_out.iter().chain([&j.host_proc]) {
+        // SAFETY: init's own copies (no CLONE_FILES: its table is its own), which nothing in init uses again.
         unsafe { libc::close(fd) };
     }
     oom_score_set.map_err(Step::OomScore.err())?;
     mounts::enter_root(j.binds, j.trees, j.tmp_size).map_err(Step::EnterRoot.err())?;
     j.stamps.mark(Mark::RootEntered);
     let mut sv = [0; 2];
+    // SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
         return Err(Step::SocketPair.failed(io::Error::last_os_error()));
     }
+    // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
     let (mut err_r, err_w) = pipe().map_err(Step::Pipe.err())?;
     let pointers = |v: &[CString]| v.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -247,6 +257,8 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
     // copied address space torn down by the `exec` (fork cost 0.1 ms).
     let stack = stack_top(&j.stacks.program, PROGRAM_STACK).map_err(Step::ProgramStack.err())?;
+    // SAFETY: `stack` tops a PROGRAM_STACK mapping one program uses at a time; `launch` lives until init resumes, after
+    // the program's exec or exit (CLONE_VFORK).
     let pid = unsafe {
         libc::clone(
             launched,
@@ -263,6 +275,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // init's copies of the program's stdio: a pipe's reader (an interactor)
     // sees its end when the program's copies are gone, not at init's exit.
     for fd in j.stdio {
+        // SAFETY: init's own copies of the program's stdio (no CLONE_FILES), which nothing in init uses again.
         unsafe { libc::close(fd) };
     }
     let listener = recv_fd(ours.as_raw_fd());
@@ -277,6 +290,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         return Err(Error::CannotStart { program, during: Some(during), why: e.to_string() });
     }
     j.stamps.mark(Mark::Execed);
+    // SAFETY: pidfd_open takes no pointer.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
     let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
     let mut hangup = j.hangup;
@@ -296,6 +310,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
             libc::pollfd { fd: listening, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
         ];
+        // SAFETY: poll reads and writes the three entries of `fds`, a live local array.
         if unsafe { libc::poll(fds.as_mut_ptr(), 3, wait) } < 0 {
             continue;
         }
@@ -331,6 +346,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // forked while the first kill went round is not waited for in vain.
     loop {
         kill_run();
+        // SAFETY: a null status pointer is allowed: nothing is written.
         if unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } < 0
             && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
         {
@@ -348,10 +364,12 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
 /// In init: its `oom_score_adj` (the program's and its tree's) set to
 /// [`OOM_FIRST`], through `host_proc` (`self` there is init).
 fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
+    // SAFETY: a NUL-terminated literal, relative to `host_proc`, which init closes only after this.
     let fd = unsafe { libc::openat(host_proc, c"self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `fd` was just opened; nothing else owns it.
     let mut f = unsafe { File::from_raw_fd(fd) };
     io::Write::write_all(&mut f, OOM_FIRST.as_bytes())
 }
@@ -359,7 +377,7 @@ fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
 /// In init: kills every process of the run (its PID namespace), init
 /// itself aside.
 fn kill_run() {
-    unsafe { libc::kill(-1, libc::SIGKILL) };
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
 }
 
 /// What the program's side needs, made before the `clone`: sharing init's
@@ -378,8 +396,10 @@ struct Launch<'a> {
 }
 
 extern "C" fn launched(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is supervise's `&launch`, alive while init waits for this exec (CLONE_VFORK).
     let l = unsafe { &*(arg as *const Launch) };
     l.j.stamps.mark(Mark::ProgramStarted);
+    // SAFETY: the program's copy of init's end (no CLONE_FILES: its table is its own), unused here.
     unsafe { libc::close(l.not_ours) };
     program(l)
 }
@@ -389,6 +409,7 @@ extern "C" fn launched(arg: *mut libc::c_void) -> libc::c_int {
 fn program(l: &Launch) -> ! {
     let (j, sock, err) = (l.j, l.sock, l.err);
     let fail = |code: i32| -> ! {
+        // SAFETY: write reads 4 bytes of a live local; _exit ends the child at once, allocating nothing.
         unsafe {
             libc::write(err, code.to_ne_bytes().as_ptr().cast(), 4);
             libc::_exit(127)
@@ -400,6 +421,8 @@ fn program(l: &Launch) -> ! {
             fail(os())
         }
     };
+    // SAFETY: between clone and exec, in init's memory: system calls only, on locals and on what init made before the
+    // clone (alive: init waits); nothing allocates or locks.
     unsafe {
         // The run's cgroup: init's, which it joined (`supervise`).
         // stdio: first out of the way (they may sit on 0-2), then into place.
@@ -474,10 +497,7 @@ pub fn renew_netns_if_used(sockstat: &mut Option<File>) -> io::Result<()> {
         return Ok(());
     }
     *sockstat = None;
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(nix::sched::unshare(CloneFlags::CLONE_NEWNET)?)
 }
 
 /// The calling thread's network namespace's socket counts.
@@ -509,6 +529,7 @@ pub fn drop_bounding_set() -> io::Result<()> {
         .parse()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("cap_last_cap: {e}")))?;
     for cap in 0..=last {
+        // SAFETY: prctl(PR_CAPBSET_DROP) takes no pointer.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }

@@ -42,10 +42,11 @@
 //! pages in its page tables, and `exec` records that size in the program's
 //! `ru_maxrss` (a 1 MiB program forked from a 200 MiB judge reads 200 MiB).
 //! The helper is a fresh `exec` of the judge's own binary (`/proc/self/exe`
-//! with the hidden argument [`HELPER_ARG`](helper::HELPER_ARG)), taken over before `main` by a
-//! constructor in `.init_array` (`hook`), so it works the same in
-//! `judge-exec` and in every test binary. Its resident size is the few pages
-//! it touched since its own `exec`, whatever the judge's size.
+//! with the hidden argument [`HELPER_ARG`](helper::HELPER_ARG)), whose `main` hands itself
+//! over first thing ([`enter_if_asked`]: `judge-exec`, `ojrunner-bench`);
+//! a test harness, whose `main` is not its own, execs `judge-exec` of the
+//! same build instead. Its resident size is the few pages it touched since
+//! its own `exec`, whatever the judge's size.
 //!
 //! ## The jail's processes
 //!
@@ -188,7 +189,7 @@ pub mod timeline;
 
 pub use error::Error;
 pub use executor::{helper_oom_score_adj, probe_mechanisms, probe_namespaces, Mechanisms};
-pub use helper::{netns_per_run, set_netns_per_run, set_timed};
+pub use helper::{enter_if_asked, netns_per_run, set_netns_per_run, set_timed};
 pub use limits::SLOT_LOCK_DIR;
 pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL, UNLIMITED};
 pub use slot::slot_lock_dir;
@@ -386,6 +387,7 @@ mod tests {
                         else {
                             continue;
                         };
+                        // SAFETY: kill takes no pointer.
                         unsafe { libc::kill(ppid, libc::SIGKILL) };
                         return ppid;
                     }

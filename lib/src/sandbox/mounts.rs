@@ -4,6 +4,11 @@
 //! sandbox's theory of operation (`sandbox/mod.rs`).
 
 use super::limits::Bind;
+use nix::fcntl::OFlag;
+use nix::mount::{umount2, MntFlags, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+use nix::unistd::{chdir, fchdir, pivot_root};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -75,10 +80,7 @@ pub fn build_template() -> io::Result<()> {
     let dev = root.join("dev");
     std::fs::create_dir(&dev)?;
     for (n, minor) in [("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)] {
-        let path = CString::new(dev.join(n).as_os_str().as_bytes()).map_err(io::Error::other)?;
-        if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, minor)) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        mknod(&dev.join(n), SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(1, minor))?;
         // Whatever the helper's umask.
         std::fs::set_permissions(dev.join(n), std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
     }
@@ -176,6 +178,7 @@ fn mount_api_works(probe: &Path) -> Option<BindTree> {
     let tree = detach_binds(&[Bind { path: probe.to_path_buf(), writable: false, at: None }]).ok()?.pop()?;
     // With no tree to move, nor a place: EBADF where the call may be made.
     let empty = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
+    // SAFETY: NUL-terminated literals and no descriptor (-1): the kernel moves nothing.
     let r = unsafe { libc::syscall(libc::SYS_move_mount, -1, c"".as_ptr(), -1, c"".as_ptr(), empty) };
     (r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)).then_some(tree)
 }
@@ -197,9 +200,7 @@ impl JailNs {
     fn make() -> io::Result<JailNs> {
         let helper = open_path(c"/proc/self/ns/mnt", libc::O_RDONLY)?;
         let cwd = open_path(c".", libc::O_PATH | libc::O_DIRECTORY)?;
-        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-            return Err(context("unshare the jail's mount namespace", io::Error::last_os_error()));
-        }
+        unshare(CloneFlags::CLONE_NEWNS).map_err(|e| context("unshare the jail's mount namespace", e.into()))?;
         let jail = open_path(c"/proc/self/ns/mnt", libc::O_RDONLY);
         let built = jail.and_then(|jail| {
             pivot_into_template().map_err(|e| context("pivot into the template", e))?;
@@ -225,8 +226,7 @@ impl JailNs {
     fn binds_work(&self, trial: &BindTree) -> io::Result<bool> {
         self.enter()?;
         let attached = attach(trial, Path::new("/tmp")).is_ok();
-        // SAFETY: a path that lives across the call.
-        let let_go = attached && unsafe { libc::umount2(c"/tmp".as_ptr(), libc::MNT_DETACH) } == 0;
+        let let_go = attached && umount2("/tmp", MntFlags::MNT_DETACH).is_ok();
         self.leave()?;
         Ok(let_go)
     }
@@ -250,26 +250,17 @@ impl JailNs {
 
 fn return_to(helper: &OwnedFd, cwd: &OwnedFd) -> io::Result<()> {
     setns(helper).map_err(|e| context("return to the helper's mount namespace", e))?;
-    if unsafe { libc::fchdir(cwd.as_raw_fd()) } != 0 {
-        return Err(context("return to the helper's directory", io::Error::last_os_error()));
-    }
-    Ok(())
+    fchdir(cwd).map_err(|e| context("return to the helper's directory", e.into()))
 }
 
 fn setns(ns: &OwnedFd) -> io::Result<()> {
-    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(nix::sched::setns(ns, CloneFlags::CLONE_NEWNS)?)
 }
 
 fn open_path(path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(context(&format!("open {}", path.to_string_lossy()), e));
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = OFlag::from_bits_retain(flags) | OFlag::O_CLOEXEC;
+    nix::fcntl::open(path, flags, Mode::empty())
+        .map_err(|e| context(&format!("open {}", path.to_string_lossy()), e.into()))
 }
 
 fn context(what: &str, e: io::Error) -> io::Error {
@@ -296,16 +287,19 @@ pub fn detach_binds(binds: &[Bind]) -> io::Result<Vec<BindTree>> {
             let dir = std::fs::metadata(&b.path).map_err(err)?.is_dir();
             let path = CString::new(b.path.as_os_str().as_bytes()).map_err(io::Error::other)?;
             let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint;
+            // SAFETY: `path` is NUL-terminated and lives across the call.
             let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
             if fd < 0 {
                 return Err(err(io::Error::last_os_error()));
             }
+            // SAFETY: `fd` was just returned by open_tree; nothing else owns it.
             let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
             let mut set = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
             if !b.writable {
                 set |= libc::MOUNT_ATTR_RDONLY;
             }
             let attr = libc::mount_attr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
+            // SAFETY: a NUL-terminated literal and `attr`, a live mount_attr passed with its size.
             let r = unsafe {
                 libc::syscall(
                     libc::SYS_mount_setattr,
@@ -349,8 +343,7 @@ pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u
             None => bind_as(&b.path, &dst, !b.writable, false)?,
         }
     }
-    let host = b"sandbox";
-    unsafe { libc::sethostname(host.as_ptr().cast(), host.len()) };
+    let _ = nix::unistd::sethostname("sandbox");
     if trees.is_none() {
         pivot_into_template()?;
     }
@@ -361,18 +354,10 @@ pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u
 /// Makes the template at [`ROOT`] this mount namespace's root and lets go
 /// of the old root, with every host mount below it.
 fn pivot_into_template() -> io::Result<()> {
-    let root = CString::new(ROOT).map_err(io::Error::other)?;
-    // SAFETY: plain system calls on NUL-terminated paths.
-    unsafe {
-        if libc::chdir(root.as_ptr()) != 0
-            || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
-            || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
-            || libc::chdir(c"/".as_ptr()) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    chdir(ROOT)?;
+    pivot_root(".", ".")?;
+    umount2(".", MntFlags::MNT_DETACH)?;
+    Ok(chdir("/")?)
 }
 
 /// Attaches a detached bind tree at `dst` (created, as a directory or an
@@ -380,6 +365,7 @@ fn pivot_into_template() -> io::Result<()> {
 fn attach(t: &BindTree, dst: &Path) -> io::Result<()> {
     make_mount_point(dst, t.dir)?;
     let dst_c = CString::new(dst.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: NUL-terminated paths that live across the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
@@ -434,16 +420,10 @@ fn mount(
     flags: libc::c_ulong,
     data: Option<&str>,
 ) -> io::Result<()> {
-    let cs = |s: &str| CString::new(s).unwrap();
-    let (src, fstype, data) = (src.map(cs), fstype.map(cs), data.map(cs));
-    let dst_c = CString::new(dst.as_os_str().as_bytes()).unwrap();
-    let ptr = |o: &Option<CString>| o.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-    let r = unsafe { libc::mount(ptr(&src), dst_c.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("mount {}: {e}", dst.display())));
-    }
-    Ok(())
+    nix::mount::mount(src, dst, fstype, MsFlags::from_bits_retain(flags), data).map_err(|e| {
+        let e = io::Error::from(e);
+        io::Error::new(e.kind(), format!("mount {}: {e}", dst.display()))
+    })
 }
 
 #[cfg(test)]
@@ -460,6 +440,7 @@ mod tests {
             ins(libc::BPF_RET as u16, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
             ins(libc::BPF_RET as u16, 0, 0, libc::SECCOMP_RET_ALLOW),
         ];
+        // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes no pointer.
         assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
         super::super::seccomp::install(&prog).expect("install the filter");
     }
@@ -468,9 +449,10 @@ mod tests {
     /// refuses one of them: the helper then takes the pivot, not a JE a run.
     #[test]
     fn the_mount_api_is_tried_not_guessed() {
+        // SAFETY: no descriptor (-1) and no attributes: the kernel changes nothing, it only says whether it has the call.
         let has_calls = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, 0, 0) } != 0
             && io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
-        if unsafe { libc::geteuid() } != 0 || !initial_userns() || !has_calls {
+        if !nix::unistd::geteuid().is_root() || !initial_userns() || !has_calls {
             eprintln!("skipped: the mount API needs root in the host's user namespace, Linux 5.12 or later");
             return;
         }

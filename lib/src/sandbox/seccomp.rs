@@ -531,10 +531,12 @@ pub fn install(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     // Not SECCOMP_FILTER_FLAG_SPEC_ALLOW: where the kernel's Spectre v2
     // user mitigation is in seccomp mode, it is what shields the judge and
     // the other runs from this program's branch-predictor games.
+    // SAFETY: `fprog` points at `prog`, both alive across the call; the kernel copies the filter.
     let fd = unsafe { libc::syscall(libc::SYS_seccomp, SET_MODE_FILTER, FLAG_NEW_LISTENER, &fprog) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `fd` is the listener seccomp just returned; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
@@ -567,10 +569,12 @@ const IOCTL_NOTIF_SEND: libc::c_ulong = 0xc018_2101; // _IOWR('!', 1, struct sec
 /// denied call. `None` if the notification vanished (its caller died).
 pub fn receive(listener: RawFd) -> Option<Call> {
     let mut n = Notif::default();
+    // SAFETY: `n` is a live seccomp_notif (repr(C)) the kernel fills.
     if unsafe { libc::ioctl(listener, IOCTL_NOTIF_RECV, &mut n) } != 0 {
         return None;
     }
     let r = Resp { id: n.id, val: 0, error: -libc::EPERM, flags: 0 };
+    // SAFETY: `r` is a live seccomp_notif_resp (repr(C)) the kernel reads.
     unsafe { libc::ioctl(listener, IOCTL_NOTIF_SEND, &r) };
     Some(Call { nr: n.nr, args: [n.args[0], n.args[1], n.args[2]] })
 }
@@ -754,6 +758,7 @@ mod tests {
         let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(0);
         // In the child of a threaded process: system calls only, no allocation.
         let checks = || -> i32 {
+            // SAFETY: in the forked child: system calls on locals only; nothing allocates or locks.
             unsafe {
                 // The kill would dump core otherwise.
                 let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -811,12 +816,15 @@ mod tests {
                 24
             }
         };
+        // SAFETY: the child only runs `checks` (system calls) and _exits, whatever locks other threads held.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: _exit takes no pointer; the child ends without unwinding into the test harness.
             unsafe { libc::_exit(checks()) };
         }
         assert!(pid > 0, "fork: {}", io::Error::last_os_error());
         let mut status = 0;
+        // SAFETY: waitpid writes only `status`, a live local.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         assert!(
             libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS,

@@ -67,7 +67,7 @@ impl Slot {
             let id = slot_uid_base() + i as u32;
             Slot { uid: id, gid: id }
         } else {
-            Slot { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() } }
+            Slot { uid: nix::unistd::getuid().as_raw(), gid: nix::unistd::getgid().as_raw() }
         }
     }
 
@@ -92,7 +92,7 @@ impl Slot {
 }
 
 pub(crate) fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
 /// The slot locks' directory for this process: `OJ_SLOT_LOCK_DIR` (read
@@ -133,9 +133,11 @@ pub(crate) fn clear_after_dead_helper(id: Identity) -> bool {
 /// survived (or the sweep could not run).
 pub(super) fn sweep(id: Identity) -> bool {
     // kill(-1) from a process of that uid reaches exactly that uid's processes.
+    // SAFETY: the child makes system calls only and _exits, whatever locks other threads held at the fork.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // The forked child of a multi-threaded process: raw system calls only.
+        // SAFETY: in the forked child: system calls with a null group list, no allocation, no lock.
         unsafe {
             let ok = libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) == 0
                 && libc::syscall(libc::SYS_setresgid, id.gid, id.gid, id.gid) == 0
@@ -178,6 +180,7 @@ fn reap_orphans(uid: u32, within: Duration) -> bool {
             left += 1;
             if ppid == me {
                 let mut status = 0;
+                // SAFETY: waitpid writes only `status`, a live local.
                 unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
             }
         }

@@ -47,15 +47,18 @@ impl Input {
             return Ok(Input { replayable: kind.is_char_device(), file });
         }
         let name = c"stdin";
+        // SAFETY: a NUL-terminated literal name.
         let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: `fd` was just returned by memfd_create; nothing else owns it.
         let mut copy = unsafe { File::from_raw_fd(fd) };
         let mut from = &file;
         from.seek(SeekFrom::Start(0))?;
         io::copy(&mut from, &mut copy)?;
         let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+        // SAFETY: F_ADD_SEALS takes an int, on a descriptor `copy` owns.
         if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -192,6 +195,7 @@ impl Drain<'_> {
                     as libc::c_int,
                 false => -1,
             };
+            // SAFETY: poll reads and writes the entries of `fds`, a live local array, and no more (its length).
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -246,6 +250,7 @@ impl Drain<'_> {
         let (limit, buf) = (self.limit, &mut self.buf);
         let p = &mut self.pipes[i];
         let Some(read) = p.read.as_ref() else { return false };
+        // SAFETY: read writes at most buf.len() bytes into `buf`.
         let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -290,6 +295,7 @@ pub fn pipe() -> io::Result<(File, File)> {
 /// An output's pipe: [`pipe`], the judge's end non-blocking.
 fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let (read, write) = pipe()?;
+    // SAFETY: F_SETFL takes an int, on a descriptor `read` owns.
     if unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -350,6 +356,7 @@ mod tests {
         drain.finish().unwrap();
         assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"0123456789");
         assert_eq!(read_all(&mut err.try_clone().unwrap()).unwrap(), b"err");
+        // SAFETY: SIG_IGN installs no handler: no code of ours runs in signal context.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         assert_eq!(w_out.write_all(b"more").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
     }

@@ -16,13 +16,17 @@ use std::time::Duration;
 pub(super) fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: data.len() };
     let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain data: all zeroes is a valid, empty one.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     if !fds.is_empty() {
         let len = std::mem::size_of_val(fds) as u32;
         msg.msg_control = cbuf.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE only computes a size.
         msg.msg_controllen = unsafe { libc::CMSG_SPACE(len) } as usize;
+        // SAFETY: `cbuf` (64 bytes, aligned) holds one header and the few descriptors sent (3 at most: 32 bytes), as
+        // msg_controllen says.
         unsafe {
             let c = libc::CMSG_FIRSTHDR(&msg);
             (*c).cmsg_level = libc::SOL_SOCKET;
@@ -32,6 +36,7 @@ pub(super) fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
         }
     }
     loop {
+        // SAFETY: `msg` points at `iov` (over `data`) and `cbuf`, all alive across the call.
         if unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) } >= 0 {
             return Ok(());
         }
@@ -47,12 +52,14 @@ pub(super) fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
 pub(crate) fn recv(sock: RawFd, buf: &mut [u8], fds: &mut [RawFd]) -> io::Result<usize> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain data: all zeroes is a valid, empty one.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&cbuf);
     let n = loop {
+        // SAFETY: `msg` points at `iov` (over `buf`) and `cbuf`, all alive; the kernel writes within their lengths.
         let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if n >= 0 {
             break n as usize;
@@ -63,6 +70,8 @@ pub(crate) fn recv(sock: RawFd, buf: &mut [u8], fds: &mut [RawFd]) -> io::Result
         }
     };
     let mut got = 0;
+    // SAFETY: the CMSG walk stays within what the kernel wrote to `cbuf` (msg_controllen); the descriptors read are ours,
+    // just received.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
@@ -97,6 +106,7 @@ pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
 pub(crate) fn recv_fd(sock: RawFd) -> Option<OwnedFd> {
     let (mut buf, mut fds) = ([0u8; 1], [-1]);
     match recv(sock, &mut buf, &mut fds) {
+        // SAFETY: just received (SCM_RIGHTS): this process's own; nothing else owns it.
         Ok(n) if n > 0 && fds[0] >= 0 => Some(unsafe { OwnedFd::from_raw_fd(fds[0]) }),
         _ => None,
     }
@@ -114,29 +124,37 @@ pub(crate) fn describe(status: libc::c_int) -> String {
 /// The calling process's own CPU time (its threads, not its children).
 pub(crate) fn own_cpu() -> Duration {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only `t`, a live local.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 pub(super) fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes no pointer.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor pidfd_open just returned; nothing else owns it.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// Whether the program has exited (it stays a zombie: `WNOWAIT`).
 pub(crate) fn has_exited(pid: libc::pid_t) -> bool {
+    // SAFETY: siginfo_t is plain data: all zeroes is valid (si_pid 0: no child).
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only `info`, a live local.
     let r = unsafe {
         libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
     };
+    // SAFETY: `info` is zeroed or filled by waitid for a child, whose si_pid is set.
     r != 0 || unsafe { info.si_pid() } != 0
 }
 
 /// Reaps the program: its wait status and resource usage.
 pub(crate) fn reap(pid: libc::pid_t) -> io::Result<(libc::c_int, libc::rusage)> {
     let mut status = 0;
+    // SAFETY: rusage is plain data: all zeroes is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
+        // SAFETY: wait4 writes only `status` and `ru`, live locals.
         if unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } == pid {
             return Ok((status, ru));
         }
@@ -148,6 +166,7 @@ pub(crate) fn reap(pid: libc::pid_t) -> io::Result<(libc::c_int, libc::rusage)> 
 }
 
 pub(super) fn sysconf(name: libc::c_int) -> u64 {
+    // SAFETY: sysconf takes no pointer.
     (unsafe { libc::sysconf(name) }).max(1) as u64
 }
 
@@ -156,7 +175,7 @@ pub(super) fn sysconf(name: libc::c_int) -> u64 {
 /// by the slot's sweep (`slot::sweep`) rather than left as zombies under an init that may never reap
 /// them (counting against the slot's `RLIMIT_NPROC` forever).
 pub(super) fn become_subreaper() {
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
 /// Marks every descriptor above stderr close-on-exec (raw system calls
@@ -189,9 +208,6 @@ pub(super) fn annotate(e: io::Error, p: &std::path::Path) -> io::Error {
 
 /// A pipe, both ends close-on-exec: (read, write).
 pub(super) fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok((File::from(r), File::from(w)))
 }

@@ -130,6 +130,7 @@ impl Mark {
 /// Now on the host's monotonic clock, in ns (0 never is).
 pub fn now_ns() -> u64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only `t`, a live local.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     (t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64).max(1)
 }
