@@ -38,24 +38,7 @@ fn chaos_costs_no_submission_anything() {
     // retried), and a lapse with no beat from its holder since counts as an
     // attempt, so the hub allows more of them here; drains cost none.
     let mut hub = Hub::start(dir.path(), &["--max-attempts", "20"]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    hub.add_problem(2, &examples().join("problems/2"));
-    let slow = write_file(
-        dir.path(),
-        "slow.py",
-        "import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep(0.3)\nprint(a + b)\n",
-    );
-    let ex = |f: &str| examples().join("submissions").join(f);
-    let menu = [
-        (1, "c11", ex("ab_ok.c"), "AC", 100),
-        (1, "python3", ex("ab_ok.py"), "AC", 100),
-        (1, "python3", slow.clone(), "AC", 100),
-        (1, "c11", ex("ab_wa.c"), "WA", 0),
-        (1, "c11", ex("ab_re_exit.c"), "RE", 0),
-        (1, "c11", ex("ab_ce.c"), "CE", 0),
-        (2, "c11", ex("sum_int32.c"), "WA", 40),
-        (2, "python3", ex("sum_ok.py"), "AC", 100),
-    ];
+    let menu = stream_menu(&hub, dir.path(), 0.3);
     let spool = dir.path().join("spool");
     let mut runner = start_runner(&hub, &spool, &[]);
     let mut expected = Vec::new();

@@ -15,7 +15,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use testkit::{bin, repo, source_dir, TempDir};
+use testkit::{bin, judge_cases, repo, source_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/checkers").join(name)
@@ -43,29 +43,7 @@ fn testdata(work: &Path, cases: &[(&str, &str)], extra: &[(&str, PathBuf)]) -> P
 /// Judges `source` (c11) on every case of `td` with the checker `name` as
 /// worker `slot` would: prepare the checker, compile, run each case.
 fn judge(work: &Path, source: &str, td: &Path, name: Option<&str>, time: i64, slot: usize) -> Vec<CaseRun> {
-    let j = Judge::default();
-    let langs = Languages::builtin();
-    let lang = langs.by_name("c11").unwrap();
-    let slot = Slot::for_index(slot);
-    let checker = j.prepare_checker(name, td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{name:?}: {e}"));
-    let src = source_dir(work, &lang.source, source);
-    let src = Workspace::stage(&src).unwrap();
-    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
-    let count = std::fs::read_dir(td)
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "in"))
-        .count();
-    let task = Task { task_score: 100, memory_limit: 65536, time_limit: time, case_count: count as i64 };
-    (0..count)
-        .map(|c| {
-            let scratch = work.join("cases").join(format!("00{c:02}"));
-            let _ = std::fs::remove_dir_all(&scratch);
-            std::fs::create_dir_all(&scratch).unwrap();
-            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
-            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
-            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
-        })
-        .collect()
+    judge_cases(work, "c11", source, td, name, time, slot)
 }
 
 fn statuses(runs: &[CaseRun]) -> Vec<Verdict> {

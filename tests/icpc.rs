@@ -8,13 +8,11 @@
 //! Run as root (programs run as slot uids 60080–60089, validators as their
 //! auxiliary uids 61080–61089).
 
-use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
-use ojrunner::language::Languages;
-use ojrunner::protocol::{Task, Verdict};
-use ojrunner::workspace::Workspace;
+use ojrunner::judge::CaseRun;
+use ojrunner::protocol::Verdict;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use testkit::{repo, source_dir, TempDir};
+use testkit::{judge_cases, repo, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/icpc").join(name)
@@ -45,29 +43,7 @@ fn testdata(work: &Path, cases: &[(&str, &str)], extra: &[(&str, String)]) -> Pa
 /// Judges the c11 `source` on every case of `td` with the checker `name`,
 /// as worker `slot` would.
 fn judge(work: &Path, source: &str, td: &Path, name: &str, slot: usize) -> Vec<CaseRun> {
-    let j = Judge::default();
-    let langs = Languages::builtin();
-    let lang = langs.by_name("c11").unwrap();
-    let slot = Slot::for_index(slot);
-    let checker =
-        j.prepare_checker(Some(name), td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let src = source_dir(work, &lang.source, source);
-    let src = Workspace::stage(&src).unwrap();
-    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
-    let count = std::fs::read_dir(td)
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "in"))
-        .count();
-    let task = Task { task_score: 100, memory_limit: 65536, time_limit: 1000, case_count: count as i64 };
-    (0..count)
-        .map(|c| {
-            let scratch = work.join("cases").join(format!("00{c:02}"));
-            std::fs::create_dir_all(&scratch).unwrap();
-            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
-            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
-            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
-        })
-        .collect()
+    judge_cases(work, "c11", source, td, Some(name), 1000, slot)
 }
 
 fn statuses(runs: &[CaseRun]) -> Vec<Verdict> {

@@ -13,14 +13,12 @@
 //! Run as root (programs run as slot uids 90–99 above the base, the
 //! interactors as their auxiliary uids).
 
-use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
-use ojrunner::language::Languages;
-use ojrunner::protocol::{Task, Verdict};
-use ojrunner::workspace::Workspace;
+use ojrunner::judge::CaseRun;
+use ojrunner::protocol::Verdict;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use testkit::{bin, repo, source_dir, TempDir};
+use testkit::{bin, judge_cases, repo, TempDir};
 
 fn interactor() -> PathBuf {
     repo().join("tests/interactive_rules/interactor.c")
@@ -45,24 +43,7 @@ fn testdata(work: &Path, modes: &[&str]) -> PathBuf {
 fn judge(tag: &str, lang: &str, source: &str, modes: &[&str], time: i64, slot: usize) -> Vec<CaseRun> {
     let work = TempDir::new(tag);
     let td = testdata(work.path(), modes);
-    let j = Judge::default();
-    let langs = Languages::builtin();
-    let lang = langs.by_name(lang).unwrap();
-    let slot = Slot::for_index(slot);
-    let checker = j.prepare_checker(Some("interactive"), &td, &work.path().join("cache"), &slot).unwrap();
-    let src = source_dir(work.path(), &lang.source, source);
-    let src = Workspace::stage(&src).unwrap();
-    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
-    let task = Task { task_score: 100, memory_limit: 65536, time_limit: time, case_count: modes.len() as i64 };
-    (0..modes.len())
-        .map(|c| {
-            let scratch = work.path().join("cases").join(format!("00{c:02}"));
-            std::fs::create_dir_all(&scratch).unwrap();
-            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
-            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
-            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
-        })
-        .collect()
+    judge_cases(work.path(), lang, source, &td, Some("interactive"), time, slot)
 }
 
 fn statuses(runs: &[CaseRun]) -> Vec<Verdict> {

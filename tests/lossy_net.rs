@@ -296,24 +296,7 @@ fn runners_on_a_lossy_network_judge_every_submission_once_on_its_first_attempt()
     let (proc, hub_port) = start_hubd(&net.hub, &db, 0, lease);
     let proxy = delay_proxy(&net.hub, hub_port, dice.roll());
     let mut hub = Hub { proc, url: Net::hub_url(0, proxy), db: db.clone(), listen: String::new(), extra: Vec::new() };
-    hub.add_problem(1, &examples().join("problems/1"));
-    hub.add_problem(2, &examples().join("problems/2"));
-    let slow = write_file(
-        dir.path(),
-        "slow.py",
-        "import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep(1.5)\nprint(a + b)\n",
-    );
-    let ex = |f: &str| examples().join("submissions").join(f);
-    let menu = [
-        (1, "c11", ex("ab_ok.c"), "AC", 100),
-        (1, "python3", ex("ab_ok.py"), "AC", 100),
-        (1, "python3", slow, "AC", 100),
-        (1, "c11", ex("ab_wa.c"), "WA", 0),
-        (1, "c11", ex("ab_re_exit.c"), "RE", 0),
-        (1, "c11", ex("ab_ce.c"), "CE", 0),
-        (2, "c11", ex("sum_int32.c"), "WA", 40),
-        (2, "python3", ex("sum_ok.py"), "AC", 100),
-    ];
+    let menu = stream_menu(&hub, dir.path(), 1.5);
     let spools: Vec<PathBuf> = (0..runners).map(|i| dir.path().join(format!("spool-{i}"))).collect();
     let mut procs: Vec<Proc> = net
         .runners

@@ -1025,3 +1025,75 @@ pub fn skip(why: &str) {
         let _ = writeln!(f, "{suite}::{test}: {why}");
     }
 }
+
+/// Judges `source` in the language `lang` on every case of task 0 in `td`
+/// (`00CC.in` with `00CC.out`) with the checker `checker` (a job's name;
+/// `None` is diff), as worker `slot` would below `judge-exec`: prepares
+/// the checker, compiles, runs each case in `work/cases/00CC/` under
+/// `time_ms` of CPU. For the suites of checkers and interactors.
+pub fn judge_cases(
+    work: &Path,
+    lang: &str,
+    source: &str,
+    td: &Path,
+    checker: Option<&str>,
+    time_ms: i64,
+    slot: usize,
+) -> Vec<ojrunner::judge::CaseRun> {
+    use ojrunner::judge::{Case, Compiled, Judge, Slot, Submission};
+    use ojrunner::protocol::Task;
+    let j = Judge::default();
+    let langs = ojrunner::language::Languages::builtin();
+    let lang = langs.by_name(lang).unwrap();
+    let slot = Slot::for_index(slot);
+    let checker =
+        j.prepare_checker(checker, td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{checker:?}: {e}"));
+    let src = source_dir(work, &lang.source, source);
+    let src = ojrunner::workspace::Workspace::stage(&src).unwrap();
+    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
+    let count = std::fs::read_dir(td)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "in"))
+        .count();
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: time_ms, case_count: count as i64 };
+    (0..count)
+        .map(|c| {
+            let scratch = work.join("cases").join(format!("00{c:02}"));
+            let _ = std::fs::remove_dir_all(&scratch);
+            std::fs::create_dir_all(&scratch).unwrap();
+            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
+            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
+            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
+        })
+        .collect()
+}
+
+/// One submission of a stream and what it must get: problem, language,
+/// source, verdict, score.
+pub type Dish = (i64, &'static str, PathBuf, &'static str, i64);
+
+/// Example problems 1 and 2 added to `hub`, and a stream's menu of their
+/// submissions with the verdict each must get; one of them, `slow.py` in
+/// `dir`, sleeps `slow_secs` (a job held that long).
+pub fn stream_menu(hub: &Hub, dir: &Path, slow_secs: f64) -> Vec<Dish> {
+    hub.add_problem(1, &examples().join("problems/1"));
+    hub.add_problem(2, &examples().join("problems/2"));
+    let slow = write_file(
+        dir,
+        "slow.py",
+        &format!(
+            "import sys, time\na, b = map(int, sys.stdin.read().split())\ntime.sleep({slow_secs})\nprint(a + b)\n"
+        ),
+    );
+    let ex = |f: &str| examples().join("submissions").join(f);
+    vec![
+        (1, "c11", ex("ab_ok.c"), "AC", 100),
+        (1, "python3", ex("ab_ok.py"), "AC", 100),
+        (1, "python3", slow, "AC", 100),
+        (1, "c11", ex("ab_wa.c"), "WA", 0),
+        (1, "c11", ex("ab_re_exit.c"), "RE", 0),
+        (1, "c11", ex("ab_ce.c"), "CE", 0),
+        (2, "c11", ex("sum_int32.c"), "WA", 40),
+        (2, "python3", ex("sum_ok.py"), "AC", 100),
+    ]
+}

@@ -77,6 +77,24 @@ fn scratch() -> PathBuf {
     dir
 }
 
+/// Writes up to `most` files into `dir` from `fields` taken two by two (a
+/// path, its bytes); a path that would leave `dir` is skipped: the target
+/// writes these files itself.
+fn write_inside(dir: &Path, fields: &[&[u8]], most: usize) {
+    for pair in fields.chunks(2).take(most) {
+        let name = text(pair[0]);
+        let rel = Path::new(&name);
+        if name.is_empty() || name.len() > 100 || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = std::fs::write(&path, pair.get(1).copied().unwrap_or_default());
+    }
+}
+
 // ---- the hub's answers, as the runner reads them ---------------------------------
 
 /// A `register` answer's body (201): the registration the runner keeps.
@@ -267,19 +285,7 @@ pub fn problem_add(data: &[u8]) {
             }
         }
     }
-    for pair in f.get(2..).unwrap_or_default().chunks(2).take(8) {
-        let name = text(pair[0]);
-        // Only names inside the directory: the target writes them itself.
-        let rel = Path::new(&name);
-        if name.is_empty() || name.len() > 100 || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            continue;
-        }
-        let path = problem.join(rel);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let _ = std::fs::write(&path, pair.get(1).copied().unwrap_or_default());
-    }
+    write_inside(&problem, f.get(2..).unwrap_or_default(), 8);
     if let Ok(p) = problem::load_dir(1, &problem) {
         assert_eq!(problem::md5_hex(&[p.testdata.as_slice(), p.meta.as_bytes()].concat()), p.checksum);
         assert_eq!(problem::tasks_of(&p.meta), p.tasks, "the stored meta reads back as the tasks");
@@ -302,19 +308,7 @@ pub fn icpc_package(data: &[u8]) {
     if let Some(limit) = f.get(1).filter(|l| !l.is_empty()) {
         std::fs::write(package.join(".timelimit"), limit).expect(".timelimit");
     }
-    for pair in f.get(2..).unwrap_or_default().chunks(2).take(12) {
-        let name = text(pair[0]);
-        // Only names inside the directory: the target writes them itself.
-        let rel = Path::new(&name);
-        if name.is_empty() || name.len() > 100 || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            continue;
-        }
-        let path = package.join(rel);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let _ = std::fs::write(&path, pair.get(1).copied().unwrap_or_default());
-    }
+    write_inside(&package, f.get(2..).unwrap_or_default(), 12);
     if let Ok(p) = icpc::read(&package, None) {
         assert!(ojrunner::protocol::check_tasks(&p.tasks).is_ok(), "a package read is a protocol problem: {p:?}");
         let cases: i64 = p.tasks.iter().map(|t| t.case_count).sum();
