@@ -100,6 +100,20 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
     eprintln!("hubd with {RUNNERS} polls waiting: {threads} threads, {} resident", field("VmRSS:"));
     assert!(threads < 64, "hubd runs {threads} threads with {RUNNERS} polls waiting");
 
+    // The holders beat on a thread of their own, from now to the end: a
+    // round of a thousand beats on a busy machine may take longer than a
+    // lease, and a lease lapsed would be reclaimed by a waiting poll.
+    let holders = {
+        let (stop, pairs) = (stop.clone(), runners[..HOLDERS].iter().cloned().zip(held.clone()).collect::<Vec<_>>());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for (r, jb) in &pairs {
+                    assert_eq!(r.heartbeat(&[jb.as_str()]), 204);
+                }
+                std::thread::sleep(Duration::from_millis(500)); // the pace of the beats, well inside the lease
+            }
+        })
+    };
     // Two lease times of heartbeats from every runner, the holders listing
     // their job: each answered 204, promptly, and no lease lapses.
     let beat_until = Instant::now() + Duration::from_secs(12);
@@ -111,7 +125,7 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
             .map(|(k, slice)| {
                 let held = &held;
                 s.spawn(move || {
-                    // Each thread walks its runners in turn; a round is well inside the lease.
+                    // Each thread walks its runners in turn.
                     let mut seen = Vec::new();
                     while Instant::now() < beat_until {
                         for (j, r) in slice.iter().enumerate() {
@@ -132,19 +146,6 @@ fn a_thousand_waiting_polls_leave_heartbeats_prompt_and_every_lease_kept() {
     eprintln!("{n} heartbeats with {RUNNERS} polls waiting: p50 {p50:?}, p99 {p99:?}, max {max:?}");
     assert!(n >= 2 * RUNNERS, "every runner beat at least twice ({n} beats)");
     assert!(max < Duration::from_secs(5), "a heartbeat took {max:?} with {RUNNERS} polls waiting");
-    // The holders go on beating to the end: a lease lapsed meanwhile would
-    // be reclaimed by a waiting poll before the new job below.
-    let holders = {
-        let (stop, pairs) = (stop.clone(), runners[..HOLDERS].iter().cloned().zip(held.clone()).collect::<Vec<_>>());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                for (r, jb) in &pairs {
-                    assert_eq!(r.heartbeat(&[jb.as_str()]), 204);
-                }
-                std::thread::sleep(Duration::from_millis(500)); // the pace of the beats, well inside the lease
-            }
-        })
-    };
     let status = hub.status();
     for (i, jb) in held.iter().enumerate() {
         let s = status.iter().find(|s| s["job_id"] == jb.as_str()).unwrap();

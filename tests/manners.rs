@@ -140,8 +140,10 @@ fn sigquit_during_a_long_poll_stops_claimd_once_the_job_handed_out_is_recorded()
     // reads the answer: claimd reads it, records the claim (the next claimd
     // prepares it), then stops; a poll is not cut short to lose a job.
     let Scenario { dir: _dir, hub, spool } = scenario("m-quitpoll", &[]);
-    let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30")]);
-    hub.wait_for_a_poll_lasting(Duration::from_secs(2));
+    // Real time, and time to spare: were the poll to end while the fault is
+    // set, the next poll's GET would take the 405 meant for the DELETE.
+    let mut claimd = start_stage(&hub, &spool, "claimd", &[("OJ_CLAIM_WAIT", "30"), ("OJ_TIME_SCALE", "1")]);
+    hub.wait_for_a_poll_lasting(Duration::from_secs(20));
     // A hub that cannot end the poll (claimd's DELETE is answered 405).
     hub.cli(&["fault", "--status", "405", "--count", "1", "--path-contains", "next-job"]);
     claimd.signal(Signal::SIGQUIT);
