@@ -441,7 +441,7 @@ fn pinning(dir: &Path) -> Result<(), String> {
     let (plo, pmed, phi, psp) = spread(&mut pinned);
     println!();
     println!(
-        "pinning: the CPU time of a fixed piece of work ({rounds} rounds), 50 runs each, the next slot busy all along"
+        "pinning: the CPU time of a fixed piece of work ({rounds} rounds), 50 runs each, the next slot sweeping memory in two processes all along"
     );
     println!("  {:<24} {:>9} {:>9} {:>9} {:>9}", "", "min ms", "median", "max", "spread");
     println!("  {:<24} {lo:>9.1} {med:>9.1} {hi:>9.1} {:>8.1}%", "not pinned", sp * 100.0);
