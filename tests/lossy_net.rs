@@ -59,12 +59,17 @@ impl Net {
     fn new(runners: usize) -> Net {
         Net::clear_stale();
         let tag = format!("ojnet{}", std::process::id());
-        let net = Net { hub: format!("{tag}h"), runners: (0..runners).map(|i| format!("{tag}r{i}")).collect() };
+        // Each namespace is the net's as soon as it is made: a failed step
+        // below drops the net, and its namespaces with it.
+        let mut net = Net { hub: format!("{tag}h"), runners: Vec::new() };
         sh("ip", &["netns", "add", &net.hub], None);
         sh("ip", &["-n", &net.hub, "link", "set", "lo", "up"], None);
-        for (i, ns) in net.runners.iter().enumerate() {
+        for i in 0..runners {
+            let ns = format!("{tag}r{i}");
             let (hub_end, runner_end) = (format!("vh{i}"), format!("vr{i}"));
-            sh("ip", &["netns", "add", ns], None);
+            sh("ip", &["netns", "add", &ns], None);
+            net.runners.push(ns.clone());
+            let ns = &ns;
             sh("ip", &["-n", ns, "link", "set", "lo", "up"], None);
             sh(
                 "ip",

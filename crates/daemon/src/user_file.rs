@@ -23,7 +23,24 @@ pub const CONFIG_MAX: u64 = 1 << 20;
 /// `fstat`, and only then read (blocking again). `what` names the kind of
 /// file in the error, which does not repeat the path (callers name it).
 pub fn read_user_file(path: &Path, max: u64, what: &str) -> io::Result<Vec<u8>> {
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    read(path, max, what, 0)
+}
+
+/// [`read_user_file`] of a file inside a tree a user gave (an ICPC
+/// package's): a symbolic link is refused too, at the open itself
+/// (`O_NOFOLLOW`), so a link put in a checked file's place is never read.
+pub fn read_user_file_in_tree(path: &Path, max: u64, what: &str) -> io::Result<Vec<u8>> {
+    read(path, max, what, libc::O_NOFOLLOW).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("is a symbolic link (a {what} must be a regular file)"))
+        } else {
+            e
+        }
+    })
+}
+
+fn read(path: &Path, max: u64, what: &str, flags: i32) -> io::Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | flags).open(path)?;
     let meta = file.metadata()?;
     let kind = meta.file_type();
     let other = if kind.is_fifo() {
@@ -78,6 +95,18 @@ fn clear_nonblock(file: &File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_in_a_tree_is_never_read_through_a_link() {
+        let dir = crate::test_dir("user-file-tree");
+        std::fs::write(dir.join("f"), "data").unwrap();
+        std::os::unix::fs::symlink(dir.join("f"), dir.join("link")).unwrap();
+        assert_eq!(read_user_file_in_tree(&dir.join("f"), 10, "file").unwrap(), b"data");
+        assert_eq!(read_user_file(&dir.join("link"), 10, "file").unwrap(), b"data", "a token file may be a link");
+        let e = read_user_file_in_tree(&dir.join("link"), 10, "package file").unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     use std::time::{Duration, Instant};
 
     #[test]

@@ -169,8 +169,9 @@ impl Package {
             if let Some(parent) = to.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
             }
-            let bytes = ojrunner_daemon::user_file::read_user_file(from, archive::TESTDATA.max_bytes, "package file")
-                .map_err(|e| io(from, e))?;
+            let bytes =
+                ojrunner_daemon::user_file::read_user_file_in_tree(from, archive::TESTDATA.max_bytes, "package file")
+                    .map_err(|e| io(from, e))?;
             total += bytes.len() as u64;
             if total > archive::TESTDATA.max_bytes {
                 return bad(format!("the testdata passes {} bytes (a runner's bound)", archive::TESTDATA.max_bytes));
@@ -568,21 +569,36 @@ fn source_ext(shown: &str, file: &str) -> Result<&'static str, BadPackage> {
     }
 }
 
+/// How deep a package's YAML may nest: problem.yaml's deepest key is 3
+/// levels down; the tree is built and dropped by recursion, so a file of
+/// nothing but `- - - …` would overflow the stack.
+const YAML_DEPTH: usize = 32;
+
 /// A package's YAML file: bounded, aliases refused (a few lines of them
-/// can expand to gigabytes), one document.
+/// can expand to gigabytes), nesting bounded ([`YAML_DEPTH`]), one document.
 fn load_yaml(path: &Path, shown: &str) -> Result<Yaml, BadPackage> {
     let text = config_text(path, shown)?;
-    struct Aliases(bool);
-    impl yaml_rust2::parser::EventReceiver for Aliases {
-        fn on_event(&mut self, ev: yaml_rust2::parser::Event) {
-            self.0 |= matches!(ev, yaml_rust2::parser::Event::Alias(_));
+    // The events one by one, before any tree is built (the parser's own
+    // `load` recurses as deep as the text nests): aliases, and the depth.
+    let mut parser = yaml_rust2::parser::Parser::new_from_str(&text);
+    let mut depth = 0usize;
+    loop {
+        use yaml_rust2::parser::Event;
+        let (event, _) = parser.next_token().map_err(|e| BadPackage(format!("{shown}: {e}")))?;
+        match event {
+            Event::StreamEnd => break,
+            Event::Alias(_) => return bad(format!("{shown}: YAML aliases (*name) are not read")),
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > YAML_DEPTH {
+                    return bad(format!(
+                        "{shown}: nested more than {YAML_DEPTH} levels deep, more than a package needs"
+                    ));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
         }
-    }
-    let mut aliases = Aliases(false);
-    let parsed = yaml_rust2::parser::Parser::new_from_str(&text).load(&mut aliases, true);
-    parsed.map_err(|e| BadPackage(format!("{shown}: {e}")))?;
-    if aliases.0 {
-        return bad(format!("{shown}: YAML aliases (*name) are not read"));
     }
     let docs = yaml_rust2::YamlLoader::load_from_str(&text).map_err(|e| BadPackage(format!("{shown}: {e}")))?;
     match docs.len() {
@@ -820,6 +836,14 @@ mod tests {
                 "data/secret",
             ),
             ("a: &x [1]\nb: *x\n".into(), with(&[]), "YAML aliases"),
+            // 100,000 levels of a block sequence: the tree's recursion would
+            // overflow the stack (an abort, seen before the bound).
+            ("- ".repeat(100_000) + "x\n", with(&[]), "nested more than 32 levels deep"),
+            (
+                "a:\n".to_string() + &(1..40).map(|i| format!("{}b{i}:\n", " ".repeat(i))).collect::<String>(),
+                with(&[]),
+                "levels deep",
+            ),
             ("[1, 2]\n".into(), with(&[]), "problem.yaml: not a mapping"),
             ("name: {\n".into(), with(&[]), "problem.yaml: "),
         ] {

@@ -89,8 +89,11 @@ impl CaseContext<'_> {
         let (mut unread, program_end, interactor_ends) =
             held.map_err(|e| format!("duplicating the interactor's pipes: {e}"))?;
         let limits = self.limits();
-        // It waits for the program: its wall time is the program's and more.
-        let ilimits = self.judge.checker_limits(Some(limits.wall));
+        // It waits for the program: its wall time is the program's and more;
+        // and it reads all the program writes: its CPU time is too, so that a
+        // flood cannot make it fail first (JE) under a long limit.
+        let mut ilimits = self.judge.checker_limits(Some(limits.wall));
+        ilimits.cpu = ilimits.cpu.max(limits.cpu + std::time::Duration::from_secs(10));
         let program = self.program(limits.clone())?;
         let program = program.stdio(to_prog_r, from_prog_w, err_w);
         let interactor = interactor(ilimits).stdio(from_prog_r, to_prog_w, log_w);
