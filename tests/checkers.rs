@@ -15,7 +15,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use testkit::{bin, judge_cases, repo, source_dir, TempDir};
+use testkit::{bin, judge_cases, repo, source_dir, testdata_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/checkers").join(name)
@@ -27,17 +27,8 @@ const ECHO: &str = "#include <stdio.h>\nint main(void){int c;while((c=getchar())
 /// A testdata directory (root-only, as claimd makes them) under `work`:
 /// cases `00CC.in`/`00CC.out`, and `extra` files copied in under new names.
 fn testdata(work: &Path, cases: &[(&str, &str)], extra: &[(&str, PathBuf)]) -> PathBuf {
-    let dir = work.join("testdata");
-    std::fs::create_dir(&dir).unwrap();
-    for (c, (input, answer)) in cases.iter().enumerate() {
-        std::fs::write(dir.join(format!("00{c:02}.in")), input).unwrap();
-        std::fs::write(dir.join(format!("00{c:02}.out")), answer).unwrap();
-    }
-    for (name, from) in extra {
-        std::fs::copy(from, dir.join(name)).unwrap();
-    }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
+    let extra: Vec<(&str, Vec<u8>)> = extra.iter().map(|(name, from)| (*name, std::fs::read(from).unwrap())).collect();
+    testdata_dir(work, cases, &extra)
 }
 
 /// Judges `source` (c11) on every case of `td` with the checker `name` as

@@ -12,7 +12,7 @@ use ojrunner::judge::CaseRun;
 use ojrunner::protocol::Verdict;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use testkit::{judge_cases, repo, TempDir};
+use testkit::{judge_cases, repo, testdata_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/icpc").join(name)
@@ -25,19 +25,8 @@ fn read_fixture(name: &str) -> String {
 /// A testdata directory as a runner unpacks one (root-only): cases
 /// `00CC.in`/`00CC.out`, and `extra` files (a relative name, its text).
 fn testdata(work: &Path, cases: &[(&str, &str)], extra: &[(&str, String)]) -> PathBuf {
-    let dir = work.join("testdata");
-    std::fs::create_dir(&dir).unwrap();
-    for (c, (input, answer)) in cases.iter().enumerate() {
-        std::fs::write(dir.join(format!("00{c:02}.in")), input).unwrap();
-        std::fs::write(dir.join(format!("00{c:02}.out")), answer).unwrap();
-    }
-    for (name, text) in extra {
-        let p = dir.join(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
+    let extra: Vec<(&str, Vec<u8>)> = extra.iter().map(|(name, text)| (*name, text.clone().into_bytes())).collect();
+    testdata_dir(work, cases, &extra)
 }
 
 /// Judges the c11 `source` on every case of `td` with the checker `name`,

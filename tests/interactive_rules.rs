@@ -15,10 +15,9 @@
 
 use ojrunner::judge::CaseRun;
 use ojrunner::protocol::Verdict;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use testkit::{bin, judge_cases, repo, TempDir};
+use testkit::{bin, judge_cases, repo, testdata_dir, TempDir};
 
 fn interactor() -> PathBuf {
     repo().join("tests/interactive_rules/interactor.c")
@@ -27,15 +26,9 @@ fn interactor() -> PathBuf {
 /// A testdata directory (root-only, as claimd makes them) under `work`: a
 /// case per mode of the interactor, and the interactor.
 fn testdata(work: &Path, modes: &[&str]) -> PathBuf {
-    let dir = work.join("testdata");
-    std::fs::create_dir(&dir).unwrap();
-    for (c, mode) in modes.iter().enumerate() {
-        std::fs::write(dir.join(format!("00{c:02}.in")), format!("{mode}\n")).unwrap();
-        std::fs::write(dir.join(format!("00{c:02}.out")), "ok\n").unwrap();
-    }
-    std::fs::copy(interactor(), dir.join("interactor.c")).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
+    let inputs: Vec<String> = modes.iter().map(|mode| format!("{mode}\n")).collect();
+    let cases: Vec<(&str, &str)> = inputs.iter().map(|i| (i.as_str(), "ok\n")).collect();
+    testdata_dir(work, &cases, &[("interactor.c", std::fs::read(interactor()).unwrap())])
 }
 
 /// Judges `source` in `lang` against the interactor, a case per mode, as

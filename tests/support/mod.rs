@@ -1097,3 +1097,23 @@ pub fn stream_menu(hub: &Hub, dir: &Path, slow_secs: f64) -> Vec<Dish> {
         (2, "python3", ex("sum_ok.py"), "AC", 100),
     ]
 }
+
+/// A testdata directory as claimd unpacks one (root's, mode 0700) under
+/// `work`: cases `00CC.in` with `00CC.out`, and `extra` files (a relative
+/// name, its bytes).
+pub fn testdata_dir(work: &Path, cases: &[(&str, &str)], extra: &[(&str, Vec<u8>)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = work.join("testdata");
+    std::fs::create_dir(&dir).unwrap();
+    for (c, (input, answer)) in cases.iter().enumerate() {
+        std::fs::write(dir.join(format!("00{c:02}.in")), input).unwrap();
+        std::fs::write(dir.join(format!("00{c:02}.out")), answer).unwrap();
+    }
+    for (name, bytes) in extra {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
