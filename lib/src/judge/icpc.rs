@@ -24,7 +24,10 @@ use crate::verdict;
 use std::fs::File;
 use std::io::Seek;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// What a validator is called in a case's errors.
+const VALIDATOR: &str = "validator";
 
 /// The feedback file whose words are the case's message.
 const JUDGE_MESSAGE: &str = "judgemessage.txt";
@@ -47,44 +50,52 @@ impl CaseContext<'_> {
         v: &Validator,
         output: &mut File,
     ) -> Result<(Verdict, Option<String>), CheckError> {
-        let what = "validator";
         let prepared = (|| {
-            let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
-            let feedback = self.feedback_dir(&dir)?;
-            let log = create_fresh(&dir.path.join("validator.log"), 0o600)?;
-            dir.hand_to(&self.slot.auxiliary())?;
+            let (dir, feedback, log) = self.validator_dir()?;
             output.rewind()?;
             let streams = [output.try_clone()?, log.try_clone()?, log.try_clone()?];
             Ok::<_, std::io::Error>((dir, feedback, log, streams))
         })();
         let (dir, feedback, mut log, [stdin, out, err]) =
-            prepared.map_err(|e| CheckError::Preparing { what, source: e })?;
+            prepared.map_err(|e| CheckError::Preparing { what: VALIDATOR, source: e })?;
         let spec = self.validator(v, &dir, &feedback, self.judge.checker_limits(None)).stdio(stdin, out, err);
-        let usage = sandbox::run(spec).map_err(|e| CheckError::Run { what, source: e })?;
+        let usage = sandbox::run(spec);
         let message = read_feedback(&feedback.join(JUDGE_MESSAGE), message_cap(self.judge.output_cap));
-        match verdict::icpc_validator(what, &usage) {
-            Ok(status) => Ok((status, message)),
-            Err(failed) => {
-                let said = read_back(&mut log, self.judge.output_cap).trim_end().to_string();
-                let said = [Some(said), message].into_iter().flatten().filter(|s| !s.is_empty()).collect();
-                Err(CheckError::Failed { failed, said: said_together(said) })
-            }
-        }
+        let status = self.validator_verdict(&usage, &mut log, &message)?;
+        Ok((status, message))
+    }
+
+    /// The case's check directory, an empty feedback directory in it and a
+    /// fresh log, handed to the auxiliary slot: a validator's place.
+    fn validator_dir(&self) -> std::io::Result<(CheckDir, PathBuf, File)> {
+        let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
+        let feedback = self.feedback_dir(&dir)?;
+        let log = create_fresh(&dir.path.join("validator.log"), 0o600)?;
+        dir.hand_to(&self.slot.auxiliary())?;
+        Ok((dir, feedback, log))
+    }
+
+    /// A validator's verdict from its run: 42 AC, 43 WA; else why it
+    /// failed, with what it said (its log, then its message).
+    fn validator_verdict(
+        &self,
+        usage: &Result<sandbox::Usage, sandbox::Error>,
+        log: &mut File,
+        message: &Option<String>,
+    ) -> Result<Verdict, CheckError> {
+        let usage = usage.as_ref().map_err(|e| CheckError::Run { what: VALIDATOR, source: e.clone() })?;
+        verdict::icpc_validator(VALIDATOR, usage).map_err(|failed| {
+            let said = read_back(log, self.judge.output_cap).trim_end().to_string();
+            let said = [Some(said), message.clone()].into_iter().flatten().filter(|s| !s.is_empty()).collect();
+            CheckError::Failed { failed, said: said_together(said) }
+        })
     }
 
     /// Runs the program against an ICPC interactor `v`: the validator's
     /// stdout is the program's stdin, the program's stdout the validator's
     /// (`interactive.rs`'s dialogue, its rules).
     pub(super) fn run_icpc_interactive(&self, v: &Validator) -> CaseRun {
-        let what = "validator";
-        let opened = (|| {
-            let dir = CheckDir::new(self.scratch, self.input, self.answer)?;
-            let feedback = self.feedback_dir(&dir)?;
-            let log = create_fresh(&dir.path.join("validator.log"), 0o600)?;
-            dir.hand_to(&self.slot.auxiliary())?;
-            Ok::<_, std::io::Error>((dir, feedback, log))
-        })();
-        let (dir, feedback, mut log) = match opened {
+        let (dir, feedback, mut log) = match self.validator_dir() {
             Ok(x) => x,
             Err(e) => return CaseRun::judge_error(&format!("preparing the case: {e}")),
         };
@@ -94,14 +105,7 @@ impl CaseContext<'_> {
         };
         let cap = self.judge.output_cap;
         let message = read_feedback(&feedback.join(JUDGE_MESSAGE), message_cap(cap));
-        let validator = match &d.interactor {
-            Ok(u) => verdict::icpc_validator(what, u).map_err(|failed| {
-                let said = read_back(&mut log, cap).trim_end().to_string();
-                let said = [Some(said), message.clone()].into_iter().flatten().filter(|s| !s.is_empty()).collect();
-                CheckError::Failed { failed, said: said_together(said) }
-            }),
-            Err(e) => Err(CheckError::Run { what, source: e.clone() }),
-        };
+        let validator = self.validator_verdict(&d.interactor, &mut log, &message);
         drop(dir);
         with_message(self.conclude(d, validator), message, cap)
     }
