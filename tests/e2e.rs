@@ -2,9 +2,13 @@
 //! its four stages, real sandboxes, real signals.
 
 use nix::sys::signal::Signal;
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 use testkit::*;
+use zip::result::ZipResult;
+use zip::write::SimpleFileOptions;
+use zip::ZipWriter;
 
 /// A Python program that sleeps `secs` and prints nothing (so: WA, or TLE
 /// if `secs` passes the wall limit).
@@ -102,17 +106,11 @@ fn a_job_claimed_again_is_a_new_claim_and_the_old_claims_late_results_are_never_
     drain(runner);
 }
 
-fn zip_file(path: &Path, entries: &[(&str, &[u8])], symlink: Option<(&str, &str)>) {
-    use std::io::Write;
-    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    let o = zip::write::SimpleFileOptions::default();
-    for (n, b) in entries {
-        z.start_file(*n, o).unwrap();
-        z.write_all(b).unwrap();
-    }
-    if let Some((n, t)) = symlink {
-        z.add_symlink(n, t, o).unwrap();
-    }
+/// A zip at `path` written by `build`, which may write what no honest zip
+/// holds.
+fn zip_file(path: &Path, build: impl FnOnce(&mut ZipWriter<std::fs::File>, SimpleFileOptions) -> ZipResult<()>) {
+    let mut z = ZipWriter::new(std::fs::File::create(path).unwrap());
+    build(&mut z, SimpleFileOptions::default()).unwrap();
     z.finish().unwrap();
 }
 
@@ -127,9 +125,12 @@ fn bad_input_ends_in_prep_failed_with_a_logged_reason_and_the_runner_keeps_worki
     let ok = ok_src.to_str().unwrap();
     let malformed =
         hub.cli(&["submit", "--problem", "1", "--language", "c11", "--raw-job", raw, ok]).trim().to_string();
-    zip_file(&d.join("climb.zip"), &[("../main.c", b"int main(){return 0;}")], None);
+    zip_file(&d.join("climb.zip"), |z, o| {
+        z.start_file("../main.c", o)?;
+        Ok(z.write_all(b"int main(){return 0;}")?)
+    });
     let climb = hub.submit(1, "c11", &d.join("climb.zip"));
-    zip_file(&d.join("link.zip"), &[], Some(("main.c", "/etc/shadow")));
+    zip_file(&d.join("link.zip"), |z, o| z.add_symlink("main.c", "/etc/shadow", o));
     let link = hub.submit(1, "c11", &d.join("link.zip"));
     let big = format!("/*{}*/\nint main(){{return 0;}}\n", "x".repeat(10_500_000));
     let big = hub.submit(1, "c11", &write_file(d, "big.c", &big));

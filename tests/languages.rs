@@ -156,14 +156,11 @@ fn java_runs_a_public_class_in_a_package() {
 #[test]
 fn java_is_not_fooled_by_classes_in_comments_and_strings() {
     let source = r#"
-// public class Decoy { public static void main(String[] a) {} }
-/* public class Other { public static void main(String[] a) {} } */
-import java.util.Scanner;
+import java.util.Scanner; // public class Decoy { public static void main(String[] a) {} }
 
-class Helper {
-    static String text = "public class Fake { public static void main(String[] a) {} }";
-    static char brace = '{';
-}
+/* public class Other {
+       public static void main(String[] a) {} } */
+class Helper { static String text = "public class Fake { public static void main(String[] a) {} }"; static char brace = '{'; }
 
 public class Answer {
     static String nested = "}";
@@ -186,18 +183,22 @@ fn java_main_keeps_working_public_or_not() {
 #[test]
 fn java_without_a_class_declaring_main_is_ce_saying_so() {
     let source = "public class Solution {\n    static void solve() {}\n}\n";
-    let got = judged("java", "Solution.java", source, "", "", 256 << 10, 5000);
-    got.expect("CE", "no main");
-    assert!(got.stderr().contains("public static void main"), "CE without saying why: {}", got.0);
+    ce_saying("java", "Solution.java", source, "no main", &["public static void main"]);
 }
 
 #[test]
 fn a_python_syntax_error_is_ce_with_pythons_message() {
     let source = "a, b = map(int, input().split())\nprint(a + b\n";
-    let got = judged("python3", "ab.py", source, "1 2\n", "3\n", 256 << 10, 5000);
-    got.expect("CE", "an unclosed parenthesis");
-    assert!(got.stderr().contains("SyntaxError"), "no SyntaxError in stderr: {}", got.0);
-    assert!(got.stderr().contains("main.py"), "the message names no file: {}", got.0);
+    ce_saying("python3", "ab.py", source, "an unclosed parenthesis", &["SyntaxError", "main.py"]);
+}
+
+/// `source` is CE (`why`), and the message the judge keeps says each of `says`.
+fn ce_saying(lang: &str, file: &str, source: &str, why: &str, says: &[&str]) {
+    let got = judged(lang, file, source, "1 2\n", "3\n", 256 << 10, 5000);
+    got.expect("CE", why);
+    for s in says {
+        assert!(got.stderr().contains(s), "{why}: the message does not say {s:?}: {}", got.0);
+    }
 }
 
 #[test]

@@ -225,12 +225,30 @@ fn sleeper(dir: &Path, name: &str) -> PathBuf {
     write_file(dir, name, "import time\ntime.sleep(1.5)\n")
 }
 
-/// A hub with problem 1 and one submission judged right away.
-fn hub_with_problem(dir: &Path) -> (Hub, String) {
+/// A hub with problem 1 and one submission to be judged first, and the
+/// runner's spool in `dir`.
+fn hub_with_problem(dir: &Path) -> (Hub, String, PathBuf) {
     let hub = Hub::start(dir, &[]);
     hub.add_problem(1, &examples().join("problems/1"));
     let ok = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    (hub, ok)
+    (hub, ok, dir.join("spool"))
+}
+
+/// The runner is up: the first submission is judged, once.
+fn first_judged(hub: &Hub, ok: &str) {
+    hub.wait_all_judged(LIMIT);
+    assert_judged_once(hub, ok);
+}
+
+/// runnerd's log in `svc` once finish has logged its exit, after a drain:
+/// it drained on SIGTERM and exited 0.
+fn drained_log(svc: &Path) -> String {
+    wait_for("finish to log runnerd's exit", LIMIT, || log_of(svc).contains("finish: runnerd exited").then_some(()));
+    let log = log_of(svc);
+    assert!(log.contains("runnerd: SIGTERM: draining"), "{log}");
+    assert!(log.contains("drained: every job held was finished and reported"), "{log}");
+    assert!(log.contains("finish: runnerd exited 0 (signal 0)"), "exit 0 after a drain: {log}");
+    log
 }
 
 /// The first submission was judged AC, with exactly one complete.
@@ -403,8 +421,7 @@ impl Drop for Runit {
 #[test]
 fn runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down() {
     let dir = TempDir::new("sup-runit");
-    let (hub, ok) = hub_with_problem(dir.path());
-    let spool = dir.path().join("spool");
+    let (hub, ok, spool) = hub_with_problem(dir.path());
     let (scan, svc) = runnerd_service("runit", &hub, &spool, dir.path());
     // Held down at first, so that ./check is seen failing, then passing.
     std::fs::write(svc.join("down"), "").unwrap();
@@ -420,18 +437,13 @@ fn runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down() {
     assert_eq!(check(), 0, "./check passes once runnerd runs with every stage");
     assert_eq!(runit.sv(&["check", "runnerd"]).0, 0);
 
-    hub.wait_all_judged(LIMIT);
-    assert_judged_once(&hub, &ok);
+    first_judged(&hub, &ok);
     let (a, b) = one_in_flight_one_waiting(&hub, dir.path(), &spool);
 
     // sv down: TERM (then CONT) to runnerd, which drains and exits 0.
     let (code, out) = runit.sv(&["-w", "60", "down", "runnerd"]);
     assert_eq!(code, 0, "sv down: {out}");
-    wait_for("finish to log runnerd's exit", LIMIT, || log_of(&svc).contains("finish: runnerd exited").then_some(()));
-    let log = log_of(&svc);
-    assert!(log.contains("runnerd: SIGTERM: draining"), "{log}");
-    assert!(log.contains("drained: every job held was finished and reported"), "{log}");
-    assert!(log.contains("finish: runnerd exited 0 (signal 0)"), "exit 0 after a drain: {log}");
+    let log = drained_log(&svc);
     // svlogd stamps each line (-tt: 2026-11-29_20:02:59.06925).
     let first = log.lines().next().unwrap();
     assert!(first.as_bytes().get(10) == Some(&b'_') && first.starts_with("20"), "svlogd's stamp: {first}");
@@ -462,20 +474,17 @@ fn runit_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
 #[test]
 fn runit_split_layout_drains_in_order_with_its_drain_script() {
     let dir = TempDir::new("sup-runit-split");
-    let (hub, ok) = hub_with_problem(dir.path());
-    let spool = dir.path().join("spool");
+    let (hub, ok, spool) = hub_with_problem(dir.path());
     let (scan, conf) = split_layout("runit", &hub, &spool, dir.path());
-    let conf = conf.to_str().unwrap();
-    let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", conf)]);
+    let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", &conf)]);
     for st in SPLIT {
         runit.wait_supervised(&format!("ojrunner-{st}"));
     }
     wait_for("every stage to answer", LIMIT, || stages_listen(&spool).ok());
-    hub.wait_all_judged(LIMIT);
-    assert_judged_once(&hub, &ok);
+    first_judged(&hub, &ok);
     let (a, b) = one_in_flight_one_waiting(&hub, dir.path(), &spool);
 
-    run_drain_script("runit", &scan, conf);
+    run_drain_script("runit", &scan, &conf);
     for st in SPLIT {
         let svc = format!("ojrunner-{st}");
         assert_eq!(runit.state(&svc), ('d', false), "{svc} left down");
@@ -500,24 +509,19 @@ fn runit_split_layout_drains_in_order_with_its_drain_script() {
 #[test]
 fn runit_shutdown_hook_drains_runnerd_before_stage_3s_force_stop() {
     let dir = TempDir::new("sup-runit-shutdown");
-    let (hub, ok) = hub_with_problem(dir.path());
-    let spool = dir.path().join("spool");
+    let (hub, ok, spool) = hub_with_problem(dir.path());
     let (scan, svc) = runnerd_service("runit", &hub, &spool, dir.path());
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     runit.wait_supervised("runnerd");
     assert_eq!(runit.sv(&["-w", "60", "start", "runnerd"]).0, 0);
-    hub.wait_all_judged(LIMIT);
-    assert_judged_once(&hub, &ok);
+    first_judged(&hub, &ok);
     let sub = job_outlasting_force_stop(&hub, dir.path(), &spool);
 
     let took = run_shutdown_hook("runit", &scan);
     assert_eq!(runit.state("runnerd"), ('d', false), "down once the hook returns");
     let (code, out) = run(Command::new("sv").args(["-w", "7", "force-stop"]).arg(&svc));
     assert_eq!((code, out.starts_with("ok: down:")), (0, true), "nothing left to kill: {out}");
-    wait_for("finish to log runnerd's exit", LIMIT, || log_of(&svc).contains("finish: runnerd exited").then_some(()));
-    let log = log_of(&svc);
-    assert!(log.contains("drained: every job held was finished and reported"), "{log}");
-    assert!(log.contains("finish: runnerd exited 0 (signal 0)"), "{log}");
+    drained_log(&svc);
     assert_clean_ac(&hub.submission(&sub));
     assert!(took > Duration::from_secs(7), "the hook waited {took:?}: force-stop alone would have cut the drain");
 }
@@ -558,12 +562,12 @@ fn runnerd_service(supervisor: &str, hub: &Hub, spool: &Path, dir: &Path) -> (Pa
 /// in `dir`: a scan directory with a service per stage, copied from etc/,
 /// and the configuration the services read as a file, made from the
 /// shipped example; both paths.
-fn split_layout(supervisor: &str, hub: &Hub, spool: &Path, dir: &Path) -> (PathBuf, PathBuf) {
+fn split_layout(supervisor: &str, hub: &Hub, spool: &Path, dir: &Path) -> (PathBuf, String) {
     let scan = dir.join("service");
     for st in SPLIT {
         copy_tree(&etc().join(format!("{supervisor}/split/ojrunner-{st}")), &scan.join(format!("ojrunner-{st}")));
     }
-    (scan, runner_env_file(hub, spool, dir))
+    (scan, runner_env_file(hub, spool, dir).to_string_lossy().into_owned())
 }
 
 /// Runs the drain script of `supervisor`'s split layout on `scan`: it
@@ -622,6 +626,18 @@ impl S6 {
         out.trim().to_string()
     }
 
+    /// The runnerd service of etc/s6 under a new s6-svscan, up and ready:
+    /// runnerd writes to fd 3 once every stage listens (s6-svwait -U). The
+    /// scan directory and the service's.
+    fn runnerd(hub: &Hub, spool: &Path, dir: &Path) -> (S6, PathBuf, PathBuf) {
+        let (scan, svc) = runnerd_service("s6", hub, spool, dir);
+        let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
+        s6.wait_supervised("runnerd");
+        let (code, out) = sh("s6-svwait", &["-U", "-t", "60000", svc.to_str().unwrap()]);
+        assert_eq!(code, 0, "s6-svwait -U: {out}");
+        (s6, scan, svc)
+    }
+
     fn wait_supervised(&self, svc: &str) {
         let d = self.scan.join(svc);
         wait_for(&format!("s6-supervise to supervise {svc}"), LIMIT, || {
@@ -648,34 +664,20 @@ impl Drop for S6 {
 #[test]
 fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_d() {
     let dir = TempDir::new("sup-s6");
-    let (hub, ok) = hub_with_problem(dir.path());
-    let spool = dir.path().join("spool");
-    let (scan, svc) = runnerd_service("s6", &hub, &spool, dir.path());
-    let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
-    s6.wait_supervised("runnerd");
-
-    // Readiness: runnerd writes to fd 3 once every stage listens.
-    let (code, out) = sh("s6-svwait", &["-U", "-t", "60000", svc.to_str().unwrap()]);
-    assert_eq!(code, 0, "s6-svwait -U: {out}");
+    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (s6, _, svc) = S6::runnerd(&hub, &spool, dir.path());
     assert_eq!(s6.stat("runnerd", "up,ready"), "true true");
     if let Err(out) = stages_listen(&spool) {
         panic!("ready means every stage listens: {out}");
     }
-    hub.wait_all_judged(LIMIT);
-    assert_judged_once(&hub, &ok);
+    first_judged(&hub, &ok);
     let (a, b) = one_in_flight_one_waiting(&hub, dir.path(), &spool);
 
     // s6-svc -d: TERM (then CONT) to runnerd, which drains and exits 0.
     let (code, out) = sh("s6-svc", &["-T", "60000", "-wD", "-d", svc.to_str().unwrap()]);
     assert_eq!(code, 0, "s6-svc -wD -d: {out}");
     assert_eq!(s6.stat("runnerd", "up,wantedup,exitcode"), "false false 0", "down after a clean drain");
-    wait_for("the log to have the finish line", LIMIT, || {
-        log_of(&svc).contains("finish: runnerd exited").then_some(())
-    });
-    let log = log_of(&svc);
-    assert!(log.contains("runnerd: SIGTERM: draining"), "{log}");
-    assert!(log.contains("drained: every job held was finished and reported"), "{log}");
-    assert!(log.contains("finish: runnerd exited 0 (signal 0)"), "{log}");
+    let log = drained_log(&svc);
     // s6-log's T: an ISO 8601 stamp.
     let first = log.lines().next().unwrap();
     assert!(
@@ -696,15 +698,9 @@ fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_
 #[test]
 fn s6_shutdown_hook_drains_runnerd_before_the_final_kill() {
     let dir = TempDir::new("sup-s6-shutdown");
-    let (hub, ok) = hub_with_problem(dir.path());
-    let spool = dir.path().join("spool");
-    let (scan, svc) = runnerd_service("s6", &hub, &spool, dir.path());
-    let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
-    s6.wait_supervised("runnerd");
-    let (code, out) = sh("s6-svwait", &["-U", "-t", "60000", svc.to_str().unwrap()]);
-    assert_eq!(code, 0, "s6-svwait -U: {out}");
-    hub.wait_all_judged(LIMIT);
-    assert_judged_once(&hub, &ok);
+    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (s6, scan, svc) = S6::runnerd(&hub, &spool, dir.path());
+    first_judged(&hub, &ok);
     let sub = job_outlasting_force_stop(&hub, dir.path(), &spool);
 
     let took = run_shutdown_hook("s6", &scan);
@@ -734,11 +730,9 @@ fn s6_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
 #[test]
 fn s6_split_layout_drains_in_order_with_its_drain_script() {
     let dir = TempDir::new("sup-s6-split");
-    let (hub, ok) = hub_with_problem(dir.path());
-    let spool = dir.path().join("spool");
+    let (hub, ok, spool) = hub_with_problem(dir.path());
     let (scan, conf) = split_layout("s6", &hub, &spool, dir.path());
-    let conf = conf.to_str().unwrap();
-    let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", conf)]);
+    let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", &conf)]);
     let dirs: Vec<String> =
         SPLIT.iter().map(|st| scan.join(format!("ojrunner-{st}")).to_string_lossy().into_owned()).collect();
     for st in SPLIT {
@@ -752,11 +746,10 @@ fn s6_split_layout_drains_in_order_with_its_drain_script() {
     if let Err(out) = stages_listen(&spool) {
         panic!("ready means every stage listens: {out}");
     }
-    hub.wait_all_judged(LIMIT);
-    assert_judged_once(&hub, &ok);
+    first_judged(&hub, &ok);
     let (a, b) = one_in_flight_one_waiting(&hub, dir.path(), &spool);
 
-    run_drain_script("s6", &scan, conf);
+    run_drain_script("s6", &scan, &conf);
     for st in SPLIT {
         let svc = format!("ojrunner-{st}");
         assert_eq!(s6.stat(&svc, "up,wantedup,exitcode"), "false false 0", "{svc} drained and left down");

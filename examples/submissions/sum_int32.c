@@ -4,11 +4,10 @@
 
 int main(void) {
     int n, x, sum = 0;
-    scanf("%d", &n);
-    for (int i = 0; i < n; i++) {
-        scanf("%d", &x);
+    if (scanf("%d", &n) != 1)
+        return 1;
+    while (n-- > 0 && scanf("%d", &x) == 1)
         sum += x;
-    }
     printf("%d\n", sum);
     return 0;
 }

@@ -29,6 +29,21 @@ pub enum HubCall {
     Code,
 }
 
+impl HubCall {
+    /// Every call, for the tables and tests that must cover each.
+    pub const ALL: [HubCall; 9] = [
+        HubCall::Register,
+        HubCall::Heartbeat,
+        HubCall::NextJob,
+        HubCall::CancelPoll,
+        HubCall::Complete,
+        HubCall::Abort,
+        HubCall::Events,
+        HubCall::Testdata,
+        HubCall::Code,
+    ];
+}
+
 /// The most of a body a runner reads: hub bodies of interest are small; a
 /// larger one is cut, never buffered whole, and read as no body of the hub's.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;

@@ -1,10 +1,13 @@
 # Writes to kernel knobs.
-wrote = []
-for p in ["/proc/sysrq-trigger", "/proc/sys/kernel/hostname", "/sys/kernel/mm/transparent_hugepage/enabled"]:
+def writable(path):
     try:
-        with open(p, "w") as f:
+        with open(path, "w") as f:
             f.write("x")
-        wrote.append(p)
+        return True
     except OSError:
-        pass
+        return False
+
+
+knobs = ["/proc/sysrq-trigger", "/proc/sys/kernel/hostname", "/sys/kernel/mm/transparent_hugepage/enabled"]
+wrote = [p for p in knobs if writable(p)]
 print("wrote " + " ".join(wrote) if wrote else "blocked")

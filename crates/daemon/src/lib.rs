@@ -53,3 +53,15 @@ pub fn test_dir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// What `f` returned on each of `n` threads started together: for the
+/// unit tests of openers that must stand being raced (the `test-dir`
+/// feature, as [`test_dir`]).
+#[cfg(any(test, feature = "test-dir"))]
+pub fn at_once<F>(n: usize, f: F) -> Vec<Result<(), String>>
+where
+    F: Fn() -> Result<(), String> + Clone + Send + 'static,
+{
+    let started: Vec<_> = (0..n).map(|_| std::thread::spawn(f.clone())).collect();
+    started.into_iter().map(|t| t.join().unwrap_or_else(|_| Err("panicked".into()))).collect()
+}

@@ -52,7 +52,7 @@ mod tests {
     #[test]
     fn a_second_holder_waits_until_the_first_lets_go_and_a_link_is_refused() {
         let dir = crate::test_dir("lock");
-        let path = dir.join("a.lock");
+        let (path, link) = (dir.join("a.lock"), dir.join("link.lock"));
         let first = exclusive(&path).unwrap();
         // Another open file description of the same file is another holder.
         let other = File::open(&path).unwrap();
@@ -60,8 +60,8 @@ mod tests {
         drop(first);
         assert!(other.try_lock().is_ok(), "the lock outlived its file");
         drop(other);
-        std::os::unix::fs::symlink(&path, dir.join("link.lock")).unwrap();
-        let e = exclusive(&dir.join("link.lock")).unwrap_err();
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let e = exclusive(&link).unwrap_err();
         assert!(e.to_string().contains("link.lock"), "{e}");
         let held = exclusive(&path).unwrap();
         assert!(try_exclusive(&path).unwrap().is_none(), "held, yet taken without a wait");

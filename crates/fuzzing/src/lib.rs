@@ -133,17 +133,7 @@ pub fn hub_next_job(data: &[u8]) {
 /// testdata channel's meta and checksum). `data`: the call, two bytes of
 /// status, the body.
 pub fn hub_answer(data: &[u8]) {
-    const CALLS: [HubCall; 9] = [
-        HubCall::Register,
-        HubCall::Heartbeat,
-        HubCall::NextJob,
-        HubCall::CancelPoll,
-        HubCall::Complete,
-        HubCall::Abort,
-        HubCall::Events,
-        HubCall::Testdata,
-        HubCall::Code,
-    ];
+    const CALLS: [HubCall; 9] = HubCall::ALL;
     let [c, hi, lo, body @ ..] = data else { return };
     let call = CALLS[*c as usize % CALLS.len()];
     let code = 100 + u16::from_be_bytes([*hi, *lo]) % 500;

@@ -181,6 +181,17 @@ pub fn random_hex(bytes: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A struct from a row whose columns are its fields in the order written
+/// (`from_row!(r => Claim { job_id, state })`): the `SELECT`'s order is the
+/// struct's, with no index to miscount.
+macro_rules! from_row {
+    ($r:ident => $ty:ident { $($field:ident),+ $(,)? }) => {{
+        let mut column = 0usize;
+        $ty { $($field: { column += 1; $r.get(column - 1)? }),+ }
+    }};
+}
+pub(crate) use from_row;
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -202,15 +213,8 @@ mod tests {
         let dir = ojrunner_daemon::test_dir("hubd-db-race");
         for round in 0..60 {
             let path = dir.join(format!("hub-{round}.db"));
-            let opened: Vec<_> = (0..4)
-                .map(|_| {
-                    let p = path.clone();
-                    std::thread::spawn(move || super::open(&p).map(drop).map_err(|e| e.to_string()))
-                })
-                .collect();
-            for o in opened {
-                assert_eq!(o.join().unwrap(), Ok(()), "round {round}");
-            }
+            let opened = ojrunner_daemon::at_once(4, move || super::open(&path).map(drop).map_err(|e| e.to_string()));
+            assert_eq!(opened, [Ok(()), Ok(()), Ok(()), Ok(())], "round {round}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -20,6 +20,7 @@
 //! or a savepoint of the server's group commit, see `store`): the steps
 //! themselves neither begin nor commit.
 
+use super::db::from_row;
 use super::{db, problem, result};
 use ojrunner_protocol::AbortReason;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -161,18 +162,7 @@ pub fn claim(tx: &Connection, runner: &str, policy: &Policy) -> rusqlite::Result
          FROM jobs j JOIN submissions s ON s.id = j.submission_id LEFT JOIN problems p ON p.id = s.problem_id
          WHERE j.id = ?1",
         [&job_id],
-        |r| {
-            Ok(Claim {
-                job_id: r.get(0)?,
-                submission_id: r.get(1)?,
-                problem_id: r.get(2)?,
-                language: r.get(3)?,
-                attempts: r.get(4)?,
-                meta: r.get(5)?,
-                raw_payload: r.get(6)?,
-                checker: r.get(7)?,
-            })
-        },
+        |r| Ok(from_row!(r => Claim { job_id, submission_id, problem_id, language, attempts, meta, raw_payload, checker })),
     )?);
     Ok(scan)
 }
@@ -274,16 +264,7 @@ fn holder(tx: &Connection, job_id: &str) -> rusqlite::Result<Option<Holder>> {
         "SELECT j.state, j.leased_by, j.completed_by, j.attempts, s.current_job IS j.id, s.problem_id
          FROM jobs j JOIN submissions s ON s.id = j.submission_id WHERE j.id = ?1",
         [job_id],
-        |r| {
-            Ok(Holder {
-                state: r.get(0)?,
-                leased_by: r.get(1)?,
-                completed_by: r.get(2)?,
-                attempts: r.get(3)?,
-                current: r.get(4)?,
-                problem_id: r.get(5)?,
-            })
-        },
+        |r| Ok(from_row!(r => Holder { state, leased_by, completed_by, attempts, current, problem_id })),
     )
     .optional()
 }

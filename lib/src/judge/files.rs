@@ -143,11 +143,11 @@ pub(super) fn own_tree(dir: &Path, uid: u32, gid: u32, depth: usize) -> std::io:
 mod tests {
     use super::*;
     use crate::sandbox::slot::is_root;
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn a_fresh_file_reuses_only_the_judges_own_and_never_truncates_through_a_link() {
-        use std::io::Write;
-        use std::os::unix::fs::MetadataExt;
         let dir = ojrunner_daemon::test_dir("ojfresh");
         let out = dir.join("stdout");
         // The judge's own file from the last case: same inode, emptied.

@@ -286,14 +286,17 @@ mod tests {
 
     #[test]
     fn the_public_class_with_main_is_run_from_its_own_file() {
-        let s = "import java.util.*;\npublic class Solution {\n  public static void main(String[] args) {}\n}\n";
-        assert_eq!(entry(s), ok("Solution.java", "Solution"));
-        let varargs = "public final class A { static public void main(final String... argv) throws Exception {} }";
-        assert_eq!(entry(varargs), ok("A.java", "A"));
-        let c_style = "public class B { public static void main(String args[]) {} }";
-        assert_eq!(entry(c_style), ok("B.java", "B"));
-        let qualified = "public class C { public static void main(java.lang.String[] a) {} }";
-        assert_eq!(entry(qualified), ok("C.java", "C"));
+        for (source, class) in [
+            (
+                "import java.util.*;\npublic class Solution {\n  public static void main(String[] args) {}\n}\n",
+                "Solution",
+            ),
+            ("public final class A { static public void main(final String... argv) throws Exception {} }", "A"),
+            ("public class B { public static void main(String args[]) {} }", "B"),
+            ("public class C { public static void main(java.lang.String[] a) {} }", "C"),
+        ] {
+            assert_eq!(entry(source), ok(&format!("{class}.java"), class), "{source}");
+        }
     }
 
     #[test]

@@ -356,14 +356,8 @@ fn a_busy_spool_is_tried_later_and_a_corrupt_row_is_left_aside() {
 fn stages_started_at_once_on_a_new_spool_both_open_it() {
     for round in 0..40 {
         let dir = tmp(&format!("race{round}"));
-        let made: Vec<_> = (0..4)
-            .map(|_| {
-                let d = dir.to_path_buf();
-                std::thread::spawn(move || Spool::create(&d).map(drop).map_err(|e| e.to_string()))
-            })
-            .collect();
-        for m in made {
-            assert_eq!(m.join().unwrap(), Ok(()), "round {round}");
-        }
+        let d = dir.to_path_buf();
+        let made = ojrunner_daemon::at_once(4, move || Spool::create(&d).map(drop).map_err(|e| e.to_string()));
+        assert_eq!(made, [Ok(()), Ok(()), Ok(()), Ok(())], "round {round}");
     }
 }
