@@ -38,6 +38,11 @@ fn on_v2() -> bool {
     false
 }
 
+/// A scratch directory named `tag` where the suite can run ([`on_v2`]).
+fn scratch_on_v2(tag: &str) -> Option<TempDir> {
+    on_v2().then(|| TempDir::new(tag))
+}
+
 /// Every cgroup directory of the hierarchy, but those below `inside`.
 fn cgroups_outside(inside: &[&Path]) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -152,10 +157,7 @@ fn started_in_the_root_the_groups_are_below_ojrunner() {
 
 #[test]
 fn a_delegated_service_keeps_every_group_and_process_of_the_judge() {
-    if !on_v2() {
-        return;
-    }
-    let work = TempDir::new("cg2-judge");
+    let Some(work) = scratch_on_v2("cg2-judge") else { return };
     let unit = service_cgroup("ojrunner-test-judge.service", true);
     let before = cgroups_outside(&[&unit, &Path::new(CG).join("ojrunner")]);
     let ab = examples().join("submissions/ab_ok.c");
@@ -203,10 +205,7 @@ fn a_delegated_service_keeps_every_group_and_process_of_the_judge() {
 
 #[test]
 fn a_runner_in_a_delegated_service_judges_and_drains_inside_it() {
-    if !on_v2() {
-        return;
-    }
-    let dir = TempDir::new("cg2-runner");
+    let Some(dir) = scratch_on_v2("cg2-runner") else { return };
     // Leases and beats roomy enough for an emulated guest.
     let hub = Hub::start(dir.path(), &["--lease-ttl", "120", "--heartbeat-interval", "5"]);
     hub.add_problem(1, &one_case_problem(dir.path(), "p1", 20000, "1 2\n", "3\n"));
@@ -266,10 +265,7 @@ fn a_runner_in_a_delegated_service_judges_and_drains_inside_it() {
 
 #[test]
 fn an_undelegated_units_cgroup_is_refused_with_exit_100_naming_delegate() {
-    if !on_v2() {
-        return;
-    }
-    let dir = TempDir::new("cg2-refused");
+    let Some(dir) = scratch_on_v2("cg2-refused") else { return };
     let unit = service_cgroup("ojrunner-test-undelegated.service", false);
     let out = in_cgroup(&unit, &bin("judge-exec"), &["--probe"]).output().unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -180,9 +180,15 @@ fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
         (spool_last_beat(&spool) >= full_since + 2500).then_some(())
     });
     assert!(spool_claims(&spool).iter().any(|c| c.state == "started"), "the claim is still judging");
+    judged_once_when_freed(disk, &hub, &sub, runner);
+}
+
+/// Once the disk has room again, `sub` is judged AC, once; then the
+/// runner drains.
+fn judged_once_when_freed(disk: SmallDisk, hub: &Hub, sub: &str, runner: Proc) {
     disk.free();
-    hub.wait_all_judged(Duration::from_secs(60));
-    assert_judged_once(&hub, &sub, "AC");
+    hub.wait_all_judged(Duration::from_secs(120));
+    assert_judged_once(hub, sub, "AC");
     drain(runner);
 }
 
@@ -207,10 +213,7 @@ fn i13_6_a_full_disk_pauses_claiming_and_status_still_reads_the_spool() {
     // Nothing was asked for that could not be recorded.
     let s = hub.submission(&sub);
     assert_eq!((s["state"].as_str(), s["handouts"].as_i64()), (Some("pending"), Some(0)), "{s}");
-    disk.free();
-    hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(&hub, &sub, "AC");
-    drain(runner);
+    judged_once_when_freed(disk, &hub, &sub, runner);
 }
 
 // ---- 7. and 8. status and a second runnerd ---------------------------------
@@ -323,10 +326,10 @@ fn i13_9_a_name_twice_in_a_zip_or_a_zip_that_is_none_is_refused_at_once() {
 #[test]
 fn i13_10_a_next_job_body_that_does_not_parse_says_what_is_wrong() {
     let (dir, hub) = hub_with_problems("f-payload");
-    let code = examples().join("submissions/ab_ok.c");
     let numeric_id = r#"{"job_id": 42, "submission_id": "{{submission_id}}", "problem_id": 1, "language": 0,
         "code_url": "{{code_url}}", "tasks": [{"taskScore": 100, "memoryLimit": 65536, "timeLimit": 1000, "caseCount": 3}]}"#;
     let cut = r#"{"job_id": "{{job_id}}", "submission_id": "{{submission_id}}", "problem_id": 1, "tasks": [{"#;
+    let code = examples().join("submissions/ab_ok.c");
     for raw in [numeric_id, cut] {
         hub.cli(&["submit", "--problem", "1", "--language", "c11", "--raw-job", raw, code.to_str().unwrap()]);
     }

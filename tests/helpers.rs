@@ -8,11 +8,12 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+use ojrunner::sandbox;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use testkit::{slot_spec, TempDir};
+use testkit::{skip, slot_spec, TempDir};
 
 fn is_root() -> bool {
     // SAFETY: geteuid takes no pointer and cannot fail.
@@ -21,20 +22,22 @@ fn is_root() -> bool {
 
 /// A test's turn, held for its whole length (one test at a time): `None`
 /// without root, where there is no jail, cgroup or slot identity to look
-/// at, and the test returns at once.
+/// at, and the test is skipped.
 fn root_turn() -> Option<MutexGuard<'static, ()>> {
     static ONE: Mutex<()> = Mutex::new(());
     // A test that failed holding it poisons it; the next may still run.
     let one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    is_root().then_some(one)
+    if !is_root() {
+        skip("the jail, the helpers' namespaces and cgroups and the slots' identities need root");
+        return None;
+    }
+    Some(one)
 }
 
 #[test]
 fn a_run_leaves_nothing_in_its_helpers_network_namespace_or_cgroup() {
-    let Some(_one) = root_turn() else {
-        return; // no jail, no cgroup without root
-    };
-    use ojrunner::sandbox::{self, Exit};
+    let Some(_one) = root_turn() else { return };
+    use ojrunner::sandbox::Exit;
     let dir = TempDir::new("netns");
     // The first run listens on an abstract socket (it lives in the network
     // namespace) from a child that tries to outlive the run, and checks that
@@ -90,10 +93,8 @@ sys.exit(5)
 
 #[test]
 fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
-    let Some(_one) = root_turn() else {
-        return; // no jail without root
-    };
-    use ojrunner::sandbox::{self, Exit};
+    let Some(_one) = root_turn() else { return };
+    use ojrunner::sandbox::Exit;
     let dir = TempDir::new("inflight");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let src = testkit::repo().join("tests/hostile/socket_in_flight.c");
@@ -120,10 +121,7 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
 
 #[test]
 fn a_jailed_program_starts_with_sigpipe_at_its_default() {
-    let Some(_one) = root_turn() else {
-        return; // no jail without root
-    };
-    use ojrunner::sandbox;
+    let Some(_one) = root_turn() else { return };
     let dir = TempDir::new("sigign");
     let out = dir.path().join("out");
     // Ignored signals cross `exec`: a helper's (Rust ignores SIGPIPE before
@@ -138,10 +136,7 @@ fn a_jailed_program_starts_with_sigpipe_at_its_default() {
 
 #[test]
 fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
-    let Some(_one) = root_turn() else {
-        return; // no jail without root
-    };
-    use ojrunner::sandbox;
+    let Some(_one) = root_turn() else { return };
     let dir = TempDir::new("netnsperrun");
     let out = dir.path().join("out");
     let netns_of_a_run = || {
@@ -172,10 +167,8 @@ fn with_netns_per_run_each_run_has_a_network_namespace_of_its_own() {
 
 #[test]
 fn the_probe_tells_what_the_helper_and_a_run_get() {
-    let Some(_one) = root_turn() else {
-        return; // no jail, no cgroup without root
-    };
-    use ojrunner::sandbox::{self, Exit};
+    let Some(_one) = root_turn() else { return };
+    use ojrunner::sandbox::Exit;
     // `judge-exec --probe` with OJ_NETNS_PER_RUN set to `netns`, or unset.
     let probe_with = |netns: Option<&str>| {
         let mut c = std::process::Command::new(testkit::bin("judge-exec"));
@@ -251,9 +244,7 @@ fn helper_groups() -> Vec<(PathBuf, u32)> {
 
 #[test]
 fn the_slot_uid_base_and_lock_directory_are_settings() {
-    let Some(_one) = root_turn() else {
-        return; // no slot identity without root
-    };
+    let Some(_one) = root_turn() else { return };
     let dir = TempDir::new("slotsettings");
     let locks = dir.path().join("locks");
     let probe = |env: &[(&str, &str)], args: &[&str]| {

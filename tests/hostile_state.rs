@@ -26,12 +26,14 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-fn skipped() -> bool {
+/// A scratch directory named by `tag`; none (the test skipped) but as
+/// root, the only user the sandbox isolates as.
+fn scratch_as_root(tag: &str) -> Option<TempDir> {
     if is_root() {
-        return false;
+        return Some(TempDir::new(tag));
     }
     skip("the sandbox isolates only as root");
-    true
+    None
 }
 
 fn hostile(file: &str) -> PathBuf {
@@ -138,10 +140,7 @@ fn check_verdict(h: &Hostile, status: &str, stdout: Option<&str>, stderr: &str, 
 
 #[test]
 fn state_that_outlives_a_run_is_refused_through_judge_exec_run() {
-    if skipped() {
-        return;
-    }
-    let work = TempDir::new("state-run");
+    let Some(work) = scratch_as_root("state-run") else { return };
     let mut failures = Vec::new();
     for h in HOSTILE {
         // The host's pages of a shared file, cached before: a run must
@@ -171,10 +170,7 @@ fn state_that_outlives_a_run_is_refused_through_judge_exec_run() {
 
 #[test]
 fn state_that_outlives_a_run_is_refused_through_a_runner() {
-    if skipped() {
-        return;
-    }
-    let dir = TempDir::new("state-runner");
+    let Some(dir) = scratch_as_root("state-runner") else { return };
     let hub = Hub::start(dir.path(), &[]);
     // Problem 1 reads a shared file's path; problem 2 reads nothing.
     hub.add_problem(1, &one_case_problem(dir.path(), "p1", 1000, "/usr/include/stdio.h\n", "nowait refused\n"));
@@ -377,10 +373,7 @@ const QUOTAS: &[Quota] = &[
 
 #[test]
 fn a_run_holding_all_it_can_of_a_quota_leaves_the_host_its_own() {
-    if skipped() {
-        return;
-    }
-    let work = TempDir::new("quotas");
+    let Some(work) = scratch_as_root("quotas") else { return };
     let mut failures = Vec::new();
     for q in QUOTAS {
         let tests = cases(work.path(), q.name, 1, &format!("{}\n", q.name), "x\n");
@@ -429,10 +422,7 @@ fn a_run_holding_all_it_can_of_a_quota_leaves_the_host_its_own() {
 
 #[test]
 fn no_helper_is_ever_in_the_cgroup_of_its_runs() {
-    if skipped() {
-        return;
-    }
-    let work = TempDir::new("helper-group");
+    let Some(work) = scratch_as_root("helper-group") else { return };
     // A run that lives a second, so that its group is seen with it inside.
     let src = write_file(work.path(), "sleeper.c", "#include <unistd.h>\nint main(void) { sleep(1); return 0; }\n");
     let tests = cases(work.path(), "t", 3, "", "x\n");
@@ -464,10 +454,7 @@ fn no_helper_is_ever_in_the_cgroup_of_its_runs() {
 
 #[test]
 fn fifty_ooms_in_runs_and_compiles_never_end_the_judge() {
-    if skipped() {
-        return;
-    }
-    let work = TempDir::new("ooms");
+    let Some(work) = scratch_as_root("ooms") else { return };
     // Runs: a group left full with no process of the run alive, 50 times
     // in one helper.
     let tests = cases(work.path(), "runs", 50, "", "x\n");

@@ -39,6 +39,21 @@ fn judge(tag: &str, lang: &str, source: &str, modes: &[&str], time: i64, slot: u
     judge_cases(work.path(), lang, source, &td, Some("interactive"), time, slot)
 }
 
+/// [`judge`], the verdicts of its cases asserted to be `want`.
+fn judged_to(
+    want: &[Verdict],
+    tag: &str,
+    lang: &str,
+    source: &str,
+    modes: &[&str],
+    time: i64,
+    slot: usize,
+) -> Vec<CaseRun> {
+    let runs = judge(tag, lang, source, modes, time, slot);
+    assert_eq!(statuses(&runs), want, "{tag}: {runs:?}");
+    runs
+}
+
 fn statuses(runs: &[CaseRun]) -> Vec<Verdict> {
     runs.iter().map(|r| r.result.status).collect()
 }
@@ -67,29 +82,24 @@ const SPIN: &str = "for (volatile unsigned long i = 0;; i++) {}";
 fn a_program_that_leaves_early_is_wa_never_je() {
     // flood: the interactor's first megabyte meets a pipe nobody will read;
     // late: it reads the program's end, then writes.
-    let runs = judge("irules-early", "c11", LEAVES, &["flood", "late"], 1000, 90);
-    assert_eq!(statuses(&runs), [Verdict::WA, Verdict::WA], "{runs:?}");
+    judged_to(&[Verdict::WA, Verdict::WA], "irules-early", "c11", LEAVES, &["flood", "late"], 1000, 90);
 }
 
 #[test]
 fn an_interactor_that_says_more_after_a_right_answer_leaves_it_ac() {
     // The program answers and leaves; the interactor's farewell (1 MiB) is
     // never read by anyone.
-    let runs = judge("irules-farewell", "c11", ANSWERS_OK, &["farewell", "farewell"], 1000, 91);
-    assert_eq!(statuses(&runs), [Verdict::AC; 2], "{runs:?}");
+    judged_to(&[Verdict::AC; 2], "irules-farewell", "c11", ANSWERS_OK, &["farewell", "farewell"], 1000, 91);
     let python = "input()\nprint('ok')\n";
-    let runs = judge("irules-farewell-py", "python3", python, &["farewell", "farewell"], 2000, 92);
-    assert_eq!(statuses(&runs), [Verdict::AC; 2], "{runs:?}");
+    judged_to(&[Verdict::AC; 2], "irules-farewell-py", "python3", python, &["farewell", "farewell"], 2000, 92);
 }
 
 #[test]
 fn an_interactor_that_said_wa_first_makes_the_programs_later_end_wa() {
     // The program's crash or spin comes only after its input ended, that is
     // after the interactor said WA and left.
-    let runs = judge("irules-wa-crash", "c11", &then(OK_THEN, CRASH), &["wa"], 1000, 93);
-    assert_eq!(statuses(&runs), [Verdict::WA], "{runs:?}");
-    let runs = judge("irules-wa-spin", "c11", &then(OK_THEN, SPIN), &["wa"], 300, 93);
-    assert_eq!(statuses(&runs), [Verdict::WA], "{runs:?}");
+    judged_to(&[Verdict::WA], "irules-wa-crash", "c11", &then(OK_THEN, CRASH), &["wa"], 1000, 93);
+    judged_to(&[Verdict::WA], "irules-wa-spin", "c11", &then(OK_THEN, SPIN), &["wa"], 300, 93);
 }
 
 #[test]
@@ -107,16 +117,13 @@ fn a_program_that_ended_first_keeps_its_own_verdict() {
     let runs = judge("irules-first-spin", "c11", &format!("int main(void) {{ {SPIN}; }}\n"), &["ac"], 300, 94);
     assert_eq!(statuses(&runs), [Verdict::TLE], "{runs:?}");
     // The interactor accepted and left; the program crashed after: its own.
-    let runs = judge("irules-ac-crash", "c11", &then(OK_THEN, CRASH), &["ac"], 1000, 94);
-    assert_eq!(statuses(&runs), [Verdict::RE], "{runs:?}");
+    judged_to(&[Verdict::RE], "irules-ac-crash", "c11", &then(OK_THEN, CRASH), &["ac"], 1000, 94);
 }
 
 #[test]
 fn an_interactor_that_failed_first_is_je_whatever_the_program_did_after() {
-    let runs = judge("irules-fail-crash", "c11", &then(SILENT_THEN, CRASH), &["fail"], 1000, 95);
-    assert_eq!(statuses(&runs), [Verdict::JE], "{runs:?}");
-    let runs = judge("irules-fail-spin", "c11", &then(SILENT_THEN, SPIN), &["fail"], 300, 95);
-    assert_eq!(statuses(&runs), [Verdict::JE], "{runs:?}");
+    judged_to(&[Verdict::JE], "irules-fail-crash", "c11", &then(SILENT_THEN, CRASH), &["fail"], 1000, 95);
+    let runs = judged_to(&[Verdict::JE], "irules-fail-spin", "c11", &then(SILENT_THEN, SPIN), &["fail"], 300, 95);
     assert!(runs[0].result.stderr.contains("broken on purpose"), "{runs:?}");
 }
 

@@ -16,7 +16,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{examples, processes_of, slot_spec, source_dir, TempDir};
+use testkit::{examples, processes_of, skip, slot_spec, source_dir, TempDir};
 
 fn is_root() -> bool {
     // SAFETY: geteuid takes no pointer and cannot fail.
@@ -225,15 +225,21 @@ for how in ("group", "setsid", "daemon"):
     }
 }
 
+/// What `f` returned, and how long it took (for bounds on liveness only).
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let r = f();
+    (r, t.elapsed())
+}
+
 #[test]
 fn a_fork_bomb_is_contained() {
     let source = "#include <unistd.h>\nint main(void) { for (;;) fork(); }\n";
     let dir = TempDir::new("forkbomb");
     let p = problem(&dir, 1000, 65536, "", "");
-    let t = Instant::now();
-    let got = judge("c11", source, &p, 53);
+    let (got, took) = timed(|| judge("c11", source, &p, 53));
     assert!(matches!(got.status, Verdict::TLE | Verdict::MLE), "{:?}", got.first());
-    assert!(t.elapsed() < Duration::from_secs(8), "took {:?}", t.elapsed());
+    assert!(took < Duration::from_secs(8), "took {took:?}");
     if is_root() {
         assert_eq!(processes_of(Slot::for_index(53).uid), Vec::<i32>::new(), "the bomb's processes survived");
     }
@@ -432,7 +438,7 @@ fn a_small_program_is_not_charged_for_the_judges_memory() {
 #[test]
 fn runs_cannot_write_to_the_source_dir_but_can_use_tmpdir() {
     if !is_root() {
-        return;
+        return skip("the jailed level needs root");
     }
     let source = r##"
 import os, tempfile
@@ -535,7 +541,7 @@ fn two_runs_on_one_slot_take_turns() {
 #[test]
 fn a_run_whose_helper_dies_is_judged_again_and_leaves_nothing_behind() {
     if !is_root() {
-        return; // the jailed level needs root; the basic level is covered in sandbox.rs
+        return skip("the jailed level needs root; the basic level is covered in sandbox.rs");
     }
     // It sleeps past its wall limit (TLE), so a first run left alive by its
     // dead helper would still be there when the second one is over.
@@ -580,7 +586,7 @@ fn a_run_whose_helper_dies_is_judged_again_and_leaves_nothing_behind() {
 #[test]
 fn each_run_sees_its_own_binds_and_slot_in_the_shared_template_root() {
     if !is_root() {
-        return; // no jail without root
+        return skip("no jail without root");
     }
     use ojrunner::sandbox::{self, Spec};
     use std::io::{Read, Seek};
@@ -672,7 +678,7 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
 #[test]
 fn each_run_gets_its_own_memory_and_task_limits_in_a_reused_helper() {
     if !is_root() {
-        return; // the cgroup needs root
+        return skip("the cgroup needs root");
     }
     use ojrunner::sandbox::{self, Fired};
     let dir = TempDir::new("limits");
@@ -722,7 +728,7 @@ print("parent done", flush=True)
 #[test]
 fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
     if !is_root() {
-        return; // no jail without root (sandbox.rs tests the basic level)
+        return skip("no jail without root (sandbox.rs tests the basic level)");
     }
     use ojrunner::sandbox;
     let dir = TempDir::new("nostart");
@@ -747,7 +753,7 @@ fn a_jailed_program_that_cannot_start_is_the_judges_error_with_the_reason() {
 #[test]
 fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error() {
     if !is_root() {
-        return; // no jail, no init, without root
+        return skip("no jail, no init, without root");
     }
     use ojrunner::sandbox::{self, Exit};
     let dir = TempDir::new("initdeath");
@@ -861,7 +867,7 @@ fn a_judge_with_a_low_hard_stack_limit_still_judges() {
 #[test]
 fn a_run_is_stopped_when_its_judge_is_killed() {
     if !is_root() {
-        return; // the run's processes are found by their slot uid
+        return skip("the run's processes are found by their slot uid");
     }
     use std::process::{Command, Stdio};
     // A sleeper with roomy limits (20 s CPU, a minute of wall time), judged
@@ -930,7 +936,7 @@ fn a_timed_run_carries_the_moment_each_of_its_steps_ended_in_order() {
 #[test]
 fn a_run_sees_its_own_mounts_only_each_with_its_flags() {
     if !is_root() {
-        return;
+        return skip("the jailed level needs root");
     }
     use ojrunner::sandbox::{self, Bind, Exit};
     use std::io::{Read, Seek};

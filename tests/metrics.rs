@@ -116,12 +116,19 @@ fn served_at(s: &Scenario) -> String {
     })
 }
 
-#[test]
-fn judged_jobs_move_the_counters_the_verdicts_and_the_phase_histograms_served_and_printed() {
-    let s = scenario("metrics", &[]);
+/// A runner of a new scenario named `tag` serving its page on a port of
+/// its choosing; the address it serves at.
+fn serving(tag: &str) -> (Scenario, Proc, String) {
+    let s = scenario(tag, &[]);
     let listen = format!("{}:0", loopback());
     let runner = s.start_logged(&[("OJ_METRICS_LISTEN", &listen)]);
     let addr = served_at(&s);
+    (s, runner, addr)
+}
+
+#[test]
+fn judged_jobs_move_the_counters_the_verdicts_and_the_phase_histograms_served_and_printed() {
+    let (s, runner, addr) = serving("metrics");
     wait_for("the runner to register", Duration::from_secs(60), || spool_runner_id(&s.spool));
     let before = runnerd_metrics(&s.spool);
     assert_eq!(value(&before, "ojrunner_jobs_claimed_total"), 0.0, "{before:?}");
@@ -202,10 +209,7 @@ fn a_metrics_address_that_is_not_host_port_is_bad_configuration() {
 
 #[test]
 fn the_runners_page_has_its_build_and_runnerds_process_and_head_is_answered() {
-    let s = scenario("metrics-build", &[]);
-    let listen = format!("{}:0", loopback());
-    let runner = s.start_logged(&[("OJ_METRICS_LISTEN", &listen)]);
-    let addr = served_at(&s);
+    let (s, runner, addr) = serving("metrics-build");
     let (status, page) = get(&addr, "/metrics");
     assert!(status.contains(" 200 "), "{status}");
     let m = parse(&page);
@@ -221,14 +225,20 @@ fn the_runners_page_has_its_build_and_runnerds_process_and_head_is_answered() {
     s.drain(runner);
 }
 
+/// A runner of a new scenario named `tag`, registered; its first page.
+fn registered(tag: &str) -> (Scenario, Proc, BTreeMap<String, f64>) {
+    let s = scenario(tag, &[]);
+    let runner = s.start(&[]);
+    wait_for("the runner to register", Duration::from_secs(60), || spool_runner_id(&s.spool));
+    let m = runnerd_metrics(&s.spool);
+    (s, runner, m)
+}
+
 /// Series known in advance are there at 0 before their first event, so
 /// that `rate()` has a first point to start from.
 #[test]
 fn a_fresh_runners_page_has_every_known_series_at_0() {
-    let s = scenario("metrics-zeros", &[]);
-    let runner = s.start(&[]);
-    wait_for("the runner to register", Duration::from_secs(60), || spool_runner_id(&s.spool));
-    let m = runnerd_metrics(&s.spool);
+    let (s, runner, m) = registered("metrics-zeros");
     for series in [
         "ojrunner_jobs_reported_total{outcome=\"abort\"}",
         "ojrunner_jobs_aborted_total{reason=\"prep_failed\"}",
@@ -253,10 +263,7 @@ fn a_fresh_runners_page_has_every_known_series_at_0() {
 /// no other's.
 #[test]
 fn a_stage_killed_and_started_again_is_counted_as_its_restart() {
-    let s = scenario("metrics-restarts", &[]);
-    let runner = s.start(&[]);
-    wait_for("the runner to register", Duration::from_secs(60), || spool_runner_id(&s.spool));
-    let m = runnerd_metrics(&s.spool);
+    let (s, runner, m) = registered("metrics-restarts");
     for stage in ["leased", "reportd", "judge-exec", "claimd"] {
         let series = format!("ojrunner_stage_restarts_total{{stage=\"{stage}\"}}");
         assert_eq!(m.get(&series), Some(&0.0), "{series} at 0:\n{m:#?}");

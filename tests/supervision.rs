@@ -146,14 +146,15 @@ fn files_below(dir: &Path, base: &Path) -> Vec<String> {
     out
 }
 
-/// An envdir: one file per variable (chpst -e, s6-envdir).
-/// A scan directory in `dir` holding the service `tree` of etc/ with a
-/// configuration it must refuse (exit 100): the scan and service paths.
-fn badly_configured(dir: &Path, tree: &str) -> (PathBuf, PathBuf) {
-    let scan = dir.join("service");
+/// A scan directory in a new scratch directory named `tag`, holding the
+/// service `tree` of etc/ with a configuration it must refuse (exit 100):
+/// the scratch directory, the scan's path and the service's.
+fn badly_configured(tag: &str, tree: &str) -> (TempDir, PathBuf, PathBuf) {
+    let dir = TempDir::new(tag);
+    let scan = dir.path().join("service");
     let svc = scan.join("runnerd");
     copy_tree(&etc().join(tree), &svc);
-    let spool = dir.join("spool").to_string_lossy().into_owned();
+    let spool = dir.path().join("spool").to_string_lossy().into_owned();
     write_envdir(
         &svc.join("env"),
         &[
@@ -162,9 +163,10 @@ fn badly_configured(dir: &Path, tree: &str) -> (PathBuf, PathBuf) {
             ("RUNNER_REGISTRATION_TOKEN".into(), "x".into()),
         ],
     );
-    (scan, svc)
+    (dir, scan, svc)
 }
 
+/// An envdir: one file per variable (chpst -e, s6-envdir).
 fn write_envdir(dir: &Path, vars: &[(String, String)]) {
     std::fs::create_dir_all(dir).unwrap();
     for (k, v) in vars {
@@ -225,13 +227,15 @@ fn sleeper(dir: &Path, name: &str) -> PathBuf {
     write_file(dir, name, "import time\ntime.sleep(1.5)\n")
 }
 
-/// A hub with problem 1 and one submission to be judged first, and the
-/// runner's spool in `dir`.
-fn hub_with_problem(dir: &Path) -> (Hub, String, PathBuf) {
-    let hub = Hub::start(dir, &[]);
+/// A scratch directory named `tag`, a hub in it with problem 1 and one
+/// submission to be judged first, and the runner's spool's path.
+fn hub_with_problem(tag: &str) -> (TempDir, Hub, String, PathBuf) {
+    let dir = TempDir::new(tag);
+    let hub = Hub::start(dir.path(), &[]);
     hub.add_problem(1, &examples().join("problems/1"));
     let ok = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    (hub, ok, dir.join("spool"))
+    let spool = dir.path().join("spool");
+    (dir, hub, ok, spool)
 }
 
 /// The runner is up: the first submission is judged, once.
@@ -420,8 +424,7 @@ impl Drop for Runit {
 
 #[test]
 fn runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down() {
-    let dir = TempDir::new("sup-runit");
-    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (dir, hub, ok, spool) = hub_with_problem("sup-runit");
     let (scan, svc) = runnerd_service("runit", &hub, &spool, dir.path());
     // Held down at first, so that ./check is seen failing, then passing.
     std::fs::write(svc.join("down"), "").unwrap();
@@ -458,8 +461,7 @@ fn runit_runnerd_judges_reports_readiness_by_check_and_drains_on_sv_down() {
 
 #[test]
 fn runit_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
-    let dir = TempDir::new("sup-runit-bad");
-    let (scan, svc) = badly_configured(dir.path(), "runit/runnerd");
+    let (_dir, scan, svc) = badly_configured("sup-runit-bad", "runit/runnerd");
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     runit.wait_supervised("runnerd");
     wait_for("finish to take runnerd down", LIMIT, || (runit.state("runnerd") == ('d', false)).then_some(()));
@@ -473,8 +475,7 @@ fn runit_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
 
 #[test]
 fn runit_split_layout_drains_in_order_with_its_drain_script() {
-    let dir = TempDir::new("sup-runit-split");
-    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (dir, hub, ok, spool) = hub_with_problem("sup-runit-split");
     let (scan, conf) = split_layout("runit", &hub, &spool, dir.path());
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", &conf)]);
     for st in SPLIT {
@@ -508,8 +509,7 @@ fn runit_split_layout_drains_in_order_with_its_drain_script() {
 /// The hook drains: the job is judged and reported once, on one hand-out.
 #[test]
 fn runit_shutdown_hook_drains_runnerd_before_stage_3s_force_stop() {
-    let dir = TempDir::new("sup-runit-shutdown");
-    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (dir, hub, ok, spool) = hub_with_problem("sup-runit-shutdown");
     let (scan, svc) = runnerd_service("runit", &hub, &spool, dir.path());
     let runit = Runit::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     runit.wait_supervised("runnerd");
@@ -663,8 +663,7 @@ impl Drop for S6 {
 
 #[test]
 fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_d() {
-    let dir = TempDir::new("sup-s6");
-    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (dir, hub, ok, spool) = hub_with_problem("sup-s6");
     let (s6, _, svc) = S6::runnerd(&hub, &spool, dir.path());
     assert_eq!(s6.stat("runnerd", "up,ready"), "true true");
     if let Err(out) = stages_listen(&spool) {
@@ -697,8 +696,7 @@ fn s6_runnerd_judges_reports_readiness_on_its_notification_fd_and_drains_on_svc_
 /// reported once, on one hand-out.
 #[test]
 fn s6_shutdown_hook_drains_runnerd_before_the_final_kill() {
-    let dir = TempDir::new("sup-s6-shutdown");
-    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (dir, hub, ok, spool) = hub_with_problem("sup-s6-shutdown");
     let (s6, scan, svc) = S6::runnerd(&hub, &spool, dir.path());
     first_judged(&hub, &ok);
     let sub = job_outlasting_force_stop(&hub, dir.path(), &spool);
@@ -713,8 +711,7 @@ fn s6_shutdown_hook_drains_runnerd_before_the_final_kill() {
 
 #[test]
 fn s6_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
-    let dir = TempDir::new("sup-s6-bad");
-    let (scan, svc) = badly_configured(dir.path(), "s6/runnerd");
+    let (_dir, scan, svc) = badly_configured("sup-s6-bad", "s6/runnerd");
     let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", "/nonexistent")]);
     s6.wait_supervised("runnerd");
     // finish exits 125: s6-supervise does not restart, and wants it down.
@@ -729,8 +726,7 @@ fn s6_runnerd_with_a_bad_configuration_is_kept_down_by_finish() {
 
 #[test]
 fn s6_split_layout_drains_in_order_with_its_drain_script() {
-    let dir = TempDir::new("sup-s6-split");
-    let (hub, ok, spool) = hub_with_problem(dir.path());
+    let (dir, hub, ok, spool) = hub_with_problem("sup-s6-split");
     let (scan, conf) = split_layout("s6", &hub, &spool, dir.path());
     let s6 = S6::start(&scan, &[("OJRUNNER_ENV_FILE", &conf)]);
     let dirs: Vec<String> =
