@@ -54,6 +54,27 @@ pub fn test_dir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Says that the calling unit test is skipped, and why (it then returns,
+/// and the harness counts it as passed): a line on stderr and one in
+/// `<target>/test-logs/skipped.log`, which `make test` counts, as the
+/// integration tests' `testkit::skip` does (the `test-dir` feature).
+#[cfg(any(test, feature = "test-dir"))]
+pub fn skip_test(why: &str) {
+    use std::io::Write;
+    eprintln!("skipped: {why}");
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    // The test binary is <target>/<profile>/deps/<crate>-<hash>.
+    let exe = std::env::current_exe().unwrap_or_default();
+    let suite = exe.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let suite = suite.rsplit_once('-').map_or(suite.clone(), |(s, _)| s.to_string());
+    let Some(target) = exe.ancestors().nth(3) else { return };
+    let log = target.join("test-logs");
+    let _ = std::fs::create_dir_all(&log);
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log.join("skipped.log")) {
+        let _ = writeln!(f, "unit-{suite}::{test}: {why}");
+    }
+}
+
 /// What `f` returned on each of `n` threads started together: for the
 /// unit tests of openers that must stand being raced (the `test-dir`
 /// feature, as [`test_dir`]).
