@@ -5,7 +5,7 @@
 
 use crate::config::ConfigError;
 use crate::control::{self, Inbox};
-use crate::signals::{Shutdown, Stops};
+use crate::signals::Shutdown;
 use crate::spool::{FileId, Spool, SpoolError};
 use ojrunner_daemon::ExitCode;
 use std::path::Path;
@@ -45,11 +45,11 @@ pub fn spool_gone(why: String) -> Failure {
     Failure(ExitCode::Config, format!("{why}: stopping; the runner must be started again on a spool"))
 }
 
-/// A running stage's plumbing.
+/// A running stage's plumbing: its spool, and the inbox its loop
+/// ([`ojrunner_daemon::stage::run`]) serves.
 pub struct Daemon {
     pub spool: Spool,
     pub inbox: Inbox,
-    pub stops: Stops,
 }
 
 impl Daemon {
@@ -69,10 +69,10 @@ impl Daemon {
             }
             Err(_) => Spool::create(dir)?,
         };
-        let Shutdown { inbox, stops } = shutdown;
+        let Shutdown { inbox } = shutdown;
         control::listen(dir, stage, inbox.tx.clone())
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
-        Ok(Daemon { spool, inbox, stops })
+        Ok(Daemon { spool, inbox })
     }
 }
 
