@@ -121,11 +121,10 @@ pub trait Stage {
 
     /// An event that is not a stop: a wake-up, SIGHUP, CONT, a command
     /// other than `status` (answered on `reply`, else it is unknown).
-    fn event(&mut self, event: Event, state: State) {
+    fn event(&mut self, event: Event, _state: State) {
         if let Event::Command { cmd, reply, .. } = event {
             let _ = reply.send(unknown(&cmd));
         }
-        let _ = state;
     }
 
     /// Its answer to `status`.

@@ -18,7 +18,10 @@
 //! table, [`crate::drain`]. One deadline (`DRAIN_TIMEOUT_SEC`) spans every step, and the in-flight
 //! wait leaves a reserve for reporting. Past it, what is left is logged and
 //! left to lease expiry, and `runnerd` exits 1. A second TERM or INT, or a
-//! QUIT, kills every stage at once (exit 1). A stage that dies during a
+//! QUIT, kills every stage at once (exit 1). When each of these happens is
+//! the stop policy of the loop runnerd runs in, as every stage does
+//! ([`ojrunner_daemon::stage::POLICY`]); the walk of the drain is
+//! runnerd's own (its `Drain`). A stage that dies during a
 //! drain before its step is done is started again, so a crash never strands
 //! a job.
 
@@ -743,7 +746,19 @@ pub fn check(spool_dir: &Path) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{drain, stages_beside, STAGES};
+    use super::{drain, stages_beside, Ending, STAGES};
+
+    /// A drain's exit code: 100 when claimd found the configuration
+    /// wrong, cut or not, whichever came first; else 1 when cut.
+    #[test]
+    fn a_misconfigured_drain_ends_in_100_and_remembers_a_cut() {
+        let why = || "claimd: bad configuration".to_string();
+        assert_eq!(Ending::Clean.cut(), Ending::Cut);
+        assert_eq!(Ending::Cut.cut(), Ending::Cut);
+        assert_eq!(Ending::Clean.misconfigured(why()), Ending::Misconfigured { why: why(), cut: false });
+        assert_eq!(Ending::Cut.misconfigured(why()), Ending::Misconfigured { why: why(), cut: true });
+        assert_eq!(Ending::Clean.misconfigured(why()).cut(), Ending::Misconfigured { why: why(), cut: true });
+    }
 
     #[test]
     fn stages_start_in_the_reverse_of_the_drain_order() {
