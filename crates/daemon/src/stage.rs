@@ -156,18 +156,22 @@ pub fn unknown(cmd: &str) -> Value {
 #[derive(Clone, Debug)]
 pub struct Watch(Arc<AtomicU8>);
 
+/// [`Watch`]'s bit for "a drain began", kept when a stop at once follows.
+const DRAIN_BEGUN: u8 = 4;
+
 impl Watch {
     fn new() -> Watch {
         Watch(Arc::new(AtomicU8::new(State::Running as u8)))
     }
 
     fn set(&self, state: State) {
-        self.0.store(state as u8, Ordering::SeqCst);
+        let began = if state == State::Draining { DRAIN_BEGUN } else { self.0.load(Ordering::SeqCst) & DRAIN_BEGUN };
+        self.0.store(state as u8 | began, Ordering::SeqCst);
     }
 
     /// The run's state.
     pub fn state(&self) -> State {
-        match self.0.load(Ordering::SeqCst) {
+        match self.0.load(Ordering::SeqCst) & !DRAIN_BEGUN {
             0 => State::Running,
             1 => State::Draining,
             _ => State::Stopping,
@@ -179,10 +183,17 @@ impl Watch {
         self.state() == State::Running
     }
 
-    /// Sleeps `d`, or less if the run stops running; true if it did.
+    /// Whether a drain began, whether or not a stop at once followed it: a
+    /// thread hands back what it holds then. A stop at once without a drain
+    /// (QUIT) leaves it as it is, for the next run.
+    pub fn drain_begun(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & DRAIN_BEGUN != 0
+    }
+
+    /// Sleeps `d`, or less if a drain begins; true if one did.
     pub fn sleep(&self, d: Duration) -> bool {
         let end = crate::clock::deadline(d);
-        while self.running() {
+        while !self.drain_begun() {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return false;
@@ -472,5 +483,14 @@ mod tests {
         inbox.tx.send(Event::Signal(libc::SIGQUIT)).unwrap();
         assert!(!serve.serve(&mut probe, Duration::ZERO), "the caller abandons what it waits on");
         assert_eq!(watch.state(), State::Stopping);
+        assert!(watch.drain_begun(), "a stop after a drain: the drain began all the same");
+        // QUIT alone: a thread's sleep is not cut short, and nothing is handed back.
+        let inbox = Inbox::new();
+        let mut serve = Serve::new(Inbox { tx: inbox.tx.clone(), rx: inbox.rx });
+        let watch = serve.watch();
+        inbox.tx.send(Event::Signal(libc::SIGQUIT)).unwrap();
+        assert!(!serve.serve(&mut probe, Duration::ZERO));
+        assert_eq!((watch.state(), watch.drain_begun()), (State::Stopping, false));
+        assert!(!watch.sleep(Duration::from_millis(50)), "QUIT cut a thread's sleep short");
     }
 }

@@ -652,7 +652,9 @@ struct Prepper {
     hub: HubClient,
     cache: Cache,
     languages: Languages,
-    /// The run's state: a drain or a stop hands the claim back.
+    /// The run's state: once a drain began, the claim goes back (a stop
+    /// at once without a drain, QUIT, leaves it `claimed` for the next
+    /// claimd).
     watch: Watch,
     /// Where a prep says that the testdata channel refused the token.
     refused: Arc<Mutex<Option<String>>>,
@@ -672,7 +674,7 @@ impl Prepper {
         let mut tries = claim::Tries::default();
         let since = std::time::Instant::now();
         loop {
-            if !self.watch.running() || spool.draining().unwrap_or(false) {
+            if self.watch.drain_begun() || spool.draining().unwrap_or(false) {
                 return self.abort(&mut spool, claim, AbortReason::Drain, "drain: stopped during prep");
             }
             // Dropped (lease lost) or superseded while the hub was away: not ours any more.
@@ -701,7 +703,7 @@ impl Prepper {
             let (Fault::Again(why) | Fault::Wait(why) | Fault::Bad(why) | Fault::Refused(why)) = &fault;
             // A stop that landed during the last try still makes this a
             // drain, not a failure.
-            let stopping = || !self.watch.running() || spool.draining().unwrap_or(false);
+            let stopping = || self.watch.drain_begun() || spool.draining().unwrap_or(false);
             match tries.failed(&fault, since.elapsed(), stopping) {
                 Next::Again { after, counted: false } => {
                     warn!("{tag}: not the job's fault ({why}); prep again in {after:?}");
