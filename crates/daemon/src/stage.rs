@@ -80,15 +80,14 @@ const CAUSES: usize = 6;
 /// A drain asked twice is one drain; a stop or a QUIT while draining stops
 /// at once; once stopping, nothing changes that. Holding nothing matters
 /// only to a drain, and so does its deadline.
+#[rustfmt::skip]
 pub const POLICY: [[Action; CAUSES]; 3] = {
     use Action::*;
     [
-        // Running:  Term   Quit  DrainCommand Asked  Idle  Deadline
-        [Drain, Stop, Drain, Drain, Stay, Stay],
-        // Draining:
-        [Stop, Stop, Stay, Stay, Exit, Exit],
-        // Stopping:
-        [Stay, Stay, Stay, Stay, Stay, Stay],
+        //              Term   Quit  DrainCommand  Asked  Idle  Deadline
+        /* Running  */ [Drain, Stop, Drain,        Drain, Stay, Stay],
+        /* Draining */ [Stop,  Stop, Stay,         Stay,  Exit, Exit],
+        /* Stopping */ [Stay,  Stay, Stay,         Stay,  Stay, Stay],
     ]
 };
 
