@@ -5,7 +5,7 @@
 
 use crate::config::ConfigError;
 use crate::control::{self, Inbox};
-use crate::signals::{Shutdown, Stops};
+use crate::signals::Shutdown;
 use crate::spool::{FileId, Spool, SpoolError};
 use ojrunner_daemon::ExitCode;
 use std::path::Path;
@@ -45,11 +45,11 @@ pub fn spool_gone(why: String) -> Failure {
     Failure(ExitCode::Config, format!("{why}: stopping; the runner must be started again on a spool"))
 }
 
-/// A running stage's plumbing.
+/// A running stage's plumbing: its spool, and the inbox its loop
+/// ([`ojrunner_daemon::stage::run`]) serves.
 pub struct Daemon {
     pub spool: Spool,
     pub inbox: Inbox,
-    pub stops: Stops,
 }
 
 impl Daemon {
@@ -69,10 +69,10 @@ impl Daemon {
             }
             Err(_) => Spool::create(dir)?,
         };
-        let Shutdown { inbox, stops } = shutdown;
+        let Shutdown { inbox } = shutdown;
         control::listen(dir, stage, inbox.tx.clone())
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
-        Ok(Daemon { spool, inbox, stops })
+        Ok(Daemon { spool, inbox })
     }
 }
 
@@ -183,6 +183,56 @@ mod tests {
             assert!(stopper.stop(), "{stage}: its inbox is gone before it was stopped");
             let ended = done.recv_timeout(Duration::from_secs(10));
             assert_eq!(ended, Ok(Ok(ExitCode::Ok)), "{stage}: not stopped by its shutdown within 10 s");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// The first TERM drains, the second stops at once, in each stage that
+    /// holds work it cannot finish (an outcome queued, a job's lease, for a
+    /// hub that refuses every connection): after the first it runs on and
+    /// says so where it can; the second ends it at once, exit 0. A stage
+    /// that counted the first TERM as nothing, or whose second did not
+    /// stop it, fails here.
+    #[test]
+    fn a_first_term_keeps_what_is_held_and_a_second_stops_at_once() {
+        use crate::protocol::{AbortReason, Registration, RunnerConfig};
+        let stages: [(&str, Run); 2] = [("reportd", crate::stage::reportd::run), ("leased", crate::stage::leased::run)];
+        for (stage, run) in stages {
+            let dir = ojrunner_daemon::test_dir(&format!("ojsecond-{stage}"));
+            let mut spool = Spool::create(&dir).unwrap();
+            let me = Registration { runner_id: "rn_t".into(), token: "tk".into(), config: RunnerConfig::default() };
+            spool.set_identity(&me).unwrap();
+            let (claim, _) = spool.insert_claim("rn_t", "jb_t", "{}").unwrap();
+            // reportd holds an outcome to deliver; leased, a job to keep.
+            if stage == "reportd" {
+                assert!(spool.abort(claim, AbortReason::Drain, "a test").unwrap());
+            }
+            drop(spool);
+            let spool = dir.to_str().unwrap();
+            let told = Told::try_parse_from(["t", "--backend-url", "http://127.0.0.1:9", "--spool", spool]).unwrap();
+            let (shutdown, stopper) = Shutdown::new();
+            let (done_tx, done) = mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = done_tx.send(run(&told.common, shutdown).map_err(|f| f.to_string()));
+            });
+            let started = std::time::Instant::now();
+            while !control::answers(&dir, stage) {
+                assert!(started.elapsed() < Duration::from_secs(10), "{stage}: its control socket never answered");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(stopper.stop(), "{stage}: its inbox is gone before the first TERM");
+            if stage == "leased" {
+                let status =
+                    || control::request(&dir, stage, &serde_json::json!({"cmd": "status"}), Duration::from_secs(3));
+                while !status().is_ok_and(|s| s["stopping"] == true) {
+                    assert!(started.elapsed() < Duration::from_secs(10), "{stage}: never said it is stopping");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            assert!(done.recv_timeout(Duration::from_millis(500)).is_err(), "{stage}: the first TERM stopped it");
+            assert!(stopper.stop(), "{stage}: its inbox is gone before the second TERM");
+            let ended = done.recv_timeout(Duration::from_secs(10));
+            assert_eq!(ended, Ok(Ok(ExitCode::Ok)), "{stage}: a second TERM did not stop it at once");
             let _ = std::fs::remove_dir_all(&dir);
         }
     }

@@ -7,7 +7,9 @@
 //! signal handling and exit code, and calls its stage's `run(config,
 //! shutdown)` in [`stage`]; everything else is here. The library installs
 //! no signal handler: a stage stops through the
-//! [`Shutdown`](signals::Shutdown) it is handed. The wire types are `ojrunner-protocol`'s and the
+//! [`Shutdown`](signals::Shutdown) it is handed, and every stage runs in
+//! the one loop of `ojrunner-daemon` (`ojrunner_daemon::stage::run`),
+//! whose table decides what a stop does. The wire types are `ojrunner-protocol`'s and the
 //! daemon plumbing is `ojrunner-daemon`'s, both shared with the reference
 //! hub (`ojrunner-hub`), which this library does not contain; they are
 //! re-exported under their old paths.

@@ -1,7 +1,8 @@
 //! The plumbing every ojrunner program shares, the runner's stages and the
 //! reference hub alike: what a supervisor sees of a daemon (its [`exit`]
 //! codes, its [`logger`] lines, its [`readiness`], how it takes
-//! [`signals`]), its [`control`] socket, the descriptors it keeps to
+//! [`signals`]), the one loop every stage runs in and its stop policy
+//! ([`stage`]), its [`control`] socket, the descriptors it keeps to
 //! itself ([`fds`]), and the small things both sides need the same way
 //! (a [`Failure`] and its exit code, [`token_file`]s, every [`user_file`] read with a bound, [`lock`] files, the
 //! [`clock`], a [`duration`] in seconds, a database in WAL mode:
@@ -25,6 +26,7 @@ pub mod process;
 pub mod readiness;
 pub mod signals;
 pub mod sqlite;
+pub mod stage;
 pub mod token_file;
 pub mod user_file;
 

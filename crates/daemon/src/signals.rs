@@ -1,6 +1,7 @@
 //! Signals as messages, and the shutdown a stage is handed. A stage's
 //! `run` takes a [`Shutdown`]: the inbox its main loop waits on (wake-ups,
-//! control commands, signals alike) and the count of stop requests. Its
+//! control commands, signals alike); what a signal does to the run is the
+//! loop's policy ([`crate::stage::POLICY`]), not counted here. Its
 //! caller keeps the other end, a [`Stopper`]: a program's `main` gives it
 //! to [`forward`], whose thread turns each signal into an event (no work in
 //! a signal handler); a test calls [`Stopper::stop`] instead, in-process.
@@ -11,80 +12,38 @@ use crate::control::{Event, Inbox};
 use crate::exit::ExitCode;
 use crate::failure::Failure;
 use signal_hook::consts::{SIGCHLD, SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 
 /// The signals every stage listens to. CONT is taken (and ignored) because
 /// supervisors send TERM then CONT; CHLD only matters to `runnerd`.
 pub const HANDLED: [i32; 6] = [SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCONT, SIGCHLD];
 
-/// Counts stop requests (TERM and INT) as they arrive, for loops that
-/// cannot wait on the inbox (a prep in progress, a retry sleep).
-#[derive(Clone, Default)]
-pub struct Stops(Arc<AtomicUsize>);
-
-impl Stops {
-    pub fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    pub fn requested(&self) -> bool {
-        self.count() > 0
-    }
-
-    /// Counts a stop that did not come by signal (a control command).
-    pub fn request(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Sleeps `d`, or less if a stop arrives; true if it did.
-    pub fn sleep(&self, d: std::time::Duration) -> bool {
-        let end = crate::clock::deadline(d);
-        let before = self.count();
-        while std::time::Instant::now() < end {
-            if self.count() != before || self.requested() {
-                return true;
-            }
-            std::thread::sleep((end - std::time::Instant::now()).min(std::time::Duration::from_millis(20)));
-        }
-        self.requested()
-    }
-}
-
 /// What ends a stage's run, handed to it by its caller: the inbox its main
-/// loop waits on, and the stop requests counted so far. The control socket
-/// feeds the same inbox (through `inbox.tx`).
+/// loop waits on. The control socket feeds the same inbox (through
+/// `inbox.tx`).
 pub struct Shutdown {
     pub inbox: Inbox,
-    pub stops: Stops,
 }
 
 /// The caller's end of a [`Shutdown`]: delivers signals, real or not.
 #[derive(Clone)]
 pub struct Stopper {
     tx: Sender<Event>,
-    stops: Stops,
 }
 
 impl Shutdown {
     /// A shutdown and the stopper that triggers it.
     pub fn new() -> (Shutdown, Stopper) {
         let inbox = Inbox::new();
-        let stops = Stops::default();
-        let stopper = Stopper { tx: inbox.tx.clone(), stops: stops.clone() };
-        (Shutdown { inbox, stops }, stopper)
+        let stopper = Stopper { tx: inbox.tx.clone() };
+        (Shutdown { inbox }, stopper)
     }
 }
 
 impl Stopper {
-    /// Delivers `sig` as the stage takes a signal: TERM and INT are counted
-    /// first (loops that cannot wait on the inbox read the count), then the
-    /// event is queued. False once the stage's inbox is gone.
+    /// Delivers `sig` as the stage takes a signal: queued as an event for
+    /// its loop. False once the stage's inbox is gone.
     pub fn signal(&self, sig: i32) -> bool {
-        if sig == SIGTERM || sig == SIGINT {
-            self.stops.request();
-        }
         self.tx.send(Event::Signal(sig)).is_ok()
     }
 

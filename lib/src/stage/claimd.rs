@@ -28,17 +28,18 @@
 use crate::answer::{Answer, HubCall};
 use crate::claim::{self, Fault, Next};
 use crate::config::{self, Common};
-use crate::control::{self, Event, Inbox};
+use crate::control::{self, Event};
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::{self, HubClient};
 use crate::language::Languages;
 use crate::metrics;
 use crate::patience;
 use crate::protocol::{AbortReason, Job};
-use crate::signals::{self, Shutdown, Stops};
+use crate::signals::{self, Shutdown};
 use crate::spool::{ClaimRow, ClaimState, FileId, Retry, RunnerIdentity, Spool, SpoolError};
 use crate::testdata::Cache;
 use log::{error, info, warn};
+use ojrunner_daemon::stage::{self, Serve, Stage, State, Tick, Watch};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
@@ -58,28 +59,37 @@ pub struct Config {
     pub languages: Option<PathBuf>,
 }
 
+/// Where claimd is between the hub and its spool (the stop policy's
+/// state is the loop's: [`stage::State`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Doing {
+    /// Has never held an identity: registering (a restart registers,
+    /// a running claimd never registers a second identity).
+    Registering { woken: bool },
+    /// Registered, between claim requests.
+    Between { woken: bool },
+    /// A claim request in flight: SIGQUIT waits for its answer.
+    /// `latch_moved`: a wake-up came during it (look at the drain latch).
+    Claiming { woken: bool, latch_moved: bool },
+}
+
 struct Claimd {
     spool: Spool,
     hub: HubClient,
     cache: Cache,
     languages: Languages,
     languages_path: Option<PathBuf>,
-    stops: Stops,
-    inbox: Inbox,
     registration_token: String,
     name: String,
     claim_wait: u64,
+    /// Where readiness is told, until it is (once registered).
+    notify_fd: Option<i32>,
     last_contact: Option<i64>,
-    /// A wake-up served during a request or a pause, not acted on yet.
-    woken: bool,
-    /// A claim request is in flight: SIGQUIT waits for its answer.
-    claiming: bool,
-    /// A wake-up came during the poll in flight: look at the drain latch.
-    latch_moved: bool,
-    /// SIGQUIT arrived during a claim request: stop once it is recorded.
-    quit: bool,
-    /// This claimd has held an identity (so it never registers another).
-    registered: bool,
+    /// Its state; `woken` in each: a wake-up served during a request or a
+    /// pause, not acted on yet.
+    doing: Doing,
+    /// The drain was said in the log.
+    said_draining: bool,
     /// The preps in progress, one thread each, by claim id.
     preps: HashMap<i64, JoinHandle<()>>,
     /// Set by a prep when the testdata channel refused `SANDBOX_TOKEN`.
@@ -88,53 +98,162 @@ struct Claimd {
     paused: Option<String>,
 }
 
-/// Runs claimd until `shutdown` stops it; an error says why it could not
+/// Runs claimd until `shutdown` stops it ([`stage::run`]: the first TERM
+/// hands back what has not started and stops; QUIT stops at once, once a
+/// claim request in flight is answered); an error says why it could not
 /// go on (and its exit code).
 pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
     let c = &cfg.common;
     let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
     let registration_token = c.registration_token()?;
     let languages = daemon::languages(cfg.languages.as_deref())?;
-    let Daemon { spool, inbox, stops } = Daemon::start("claimd", &c.spool, shutdown)?;
+    let Daemon { spool, inbox } = Daemon::start("claimd", &c.spool, shutdown)?;
     let mut d = Claimd {
         cache: Cache::new(&c.spool),
         spool,
         hub,
         languages,
         languages_path: cfg.languages.clone(),
-        stops,
-        inbox,
         registration_token,
         name: c.runner_name(),
         claim_wait: patience::claim_wait(config::seconds("OJ_CLAIM_WAIT (--claim-wait)", &cfg.claim_wait)?),
+        notify_fd: c.notify_fd,
         last_contact: None,
-        woken: false,
-        claiming: false,
-        latch_moved: false,
-        quit: false,
-        registered: false,
+        doing: Doing::Registering { woken: false },
+        said_draining: false,
         preps: HashMap::new(),
         refused: Arc::new(Mutex::new(None)),
         paused: None,
     };
-    let Some(_) = d.identity()? else { return Ok(()) };
-    config::notify_ready(c.notify_fd);
-    d.run()
+    stage::run(&mut d, inbox).map(|_| ())
+}
+
+impl Stage for Claimd {
+    fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
+        // A spool deleted or replaced under the runner: claim nothing
+        // more (a claim could not be recorded); leased hands back what
+        // the runner holds.
+        if let Some(why) = self.spool.gone() {
+            return Err(daemon::spool_gone(why));
+        }
+        if matches!(self.doing, Doing::Registering { .. }) {
+            // Stopped while registering: nothing was claimed.
+            let Some(_) = self.identity(serve)? else { return Ok(Tick::Idle(Duration::ZERO)) };
+            config::notify_ready(self.notify_fd.take());
+        }
+        // Served while this claimd waited: what follows looks again anyway.
+        self.take_woken();
+        // How long this round's claim request took: a long poll is its own wait.
+        let mut asked_for = Duration::ZERO;
+        self.preps.retain(|_, prep| !prep.is_finished());
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(why) = refused {
+            return Err(self.stop_claiming(&why));
+        }
+        let draining = !serve.running() || self.spool.draining().unwrap_or(false);
+        if draining {
+            if !std::mem::replace(&mut self.said_draining, true) {
+                info!("draining: claiming nothing more; claims not started go back as abort(drain)");
+            }
+            self.abort_unstarted();
+            if !serve.running() {
+                return Ok(Tick::Idle(Duration::ZERO));
+            }
+        } else {
+            // A claim left `claimed` by a crash is prepared again.
+            for c in self.claims(&[ClaimState::Claimed]) {
+                self.start_prep(serve, c);
+            }
+            let asked = std::time::Instant::now();
+            let claimed = self.claim_once(serve)?;
+            asked_for = asked.elapsed();
+            // Stopping at once: the claim just recorded stays `claimed`.
+            if serve.stopping() {
+                return Ok(Tick::Busy(Duration::ZERO));
+            }
+            if let Some(claimed) = claimed {
+                self.start_prep(serve, claimed);
+                return Ok(Tick::Busy(Duration::ZERO));
+            }
+        }
+        // A wake-up served during a request: look again now. A long poll
+        // that just ended was this round's wait.
+        if self.take_woken() {
+            return Ok(Tick::Busy(Duration::ZERO));
+        }
+        Ok(Tick::Busy(if draining { patience::spool_poll() } else { self.poll_interval().saturating_sub(asked_for) }))
+    }
+
+    fn event(&mut self, event: Event, _: State) {
+        match event {
+            Event::Wake => match &mut self.doing {
+                Doing::Registering { woken } | Doing::Between { woken } => *woken = true,
+                Doing::Claiming { woken, latch_moved } => {
+                    *woken = true;
+                    *latch_moved = true;
+                }
+            },
+            Event::Command { cmd, reply, .. } => {
+                let _ = reply.send(stage::unknown(&cmd));
+            }
+            Event::Signal(libc::SIGHUP) => match &self.languages_path {
+                Some(p) => match Languages::load(p) {
+                    Ok(l) => {
+                        self.languages = l;
+                        info!("SIGHUP: language table {} reloaded", p.display());
+                    }
+                    Err(e) => warn!("SIGHUP: language table {}: {e}; keeping the old one", p.display()),
+                },
+                None => info!("SIGHUP: the built-in language table has nothing to reload"),
+            },
+            Event::Signal(sig) => info!("{}", signals::name(sig)),
+        }
+    }
+
+    fn status(&self, state: State) -> serde_json::Value {
+        json!({
+            "stage": "claimd",
+            "runner_id": self.spool.identity().ok().flatten().map(|i| i.runner_id),
+            "held": self.spool.held_count().ok(),
+            "draining": state != State::Running || self.spool.draining().unwrap_or(false),
+            "last_contact_ms": self.last_contact,
+            "preparing": self.preps.len(),
+            "paused": self.paused,
+        })
+    }
+
+    fn drain(&mut self, why: &str) {
+        info!("{why}");
+    }
+
+    /// The hub may hand a job to the request in flight whether or not
+    /// anyone still reads the answer: it was read and recorded first
+    /// ([`Claimd::serving`]), and the next claimd prepares it.
+    fn stop(&mut self, why: &str) -> ExitCode {
+        info!("{why}: stopped");
+        ExitCode::Ok
+    }
+
+    fn finished(&mut self) -> ExitCode {
+        info!("stopped");
+        ExitCode::Ok
+    }
 }
 
 impl Claimd {
     /// The identity in the spool, registering first if there is none. None
     /// if told to stop while registering.
-    fn identity(&mut self) -> Result<Option<RunnerIdentity>, Failure> {
+    fn identity(&mut self, serve: &mut Serve) -> Result<Option<RunnerIdentity>, Failure> {
+        let registered = !matches!(self.doing, Doing::Registering { .. });
         if let Some(id) = self.spool.identity()? {
             match crate::protocol::check_token(&id.token) {
                 Ok(()) => {
-                    self.registered = true;
+                    self.registered();
                     return Ok(Some(id));
                 }
                 // Recorded by a build that did not check registrations: no
                 // call could ever carry it, so nothing was claimed with it.
-                Err(e) if !self.registered => {
+                Err(e) if !registered => {
                     warn!("the spool's identity {} is unusable ({e}): forgotten, registering again", id.runner_id);
                     self.spool.forget_identity(&id.runner_id)?;
                 }
@@ -144,7 +263,7 @@ impl Claimd {
         // Forgotten while this claimd ran: leased was refused (two 401s)
         // and the runner stops; registering again here would leave a new
         // identity behind it. A restart registers.
-        if self.registered {
+        if registered {
             return Err(Failure(
                 ExitCode::Failure,
                 "the runner's identity was forgotten (the hub refused it); a restart registers again".into(),
@@ -152,7 +271,7 @@ impl Claimd {
         }
         let mut tries = 0;
         loop {
-            if self.stops.requested() {
+            if !serve.running() {
                 return Ok(None);
             }
             tries += 1;
@@ -174,7 +293,7 @@ impl Claimd {
                             }
                         );
                         control::poke(self.spool.dir(), "leased");
-                        self.registered = true;
+                        self.registered();
                         return self.spool.identity().map_err(Failure::from);
                     }
                     Err(hub::BadRegistration::Unusable(why)) => {
@@ -198,66 +317,24 @@ impl Claimd {
             };
             let delay = patience::REGISTER.delay(tries).unwrap_or(Duration::from_secs(30));
             warn!("register: {why}; trying again in {delay:?}");
-            if self.pause(delay) {
+            if self.pause(serve, delay) {
                 return Ok(None);
             }
         }
     }
 
-    fn run(&mut self) -> Result<(), Failure> {
-        let mut said_draining = false;
-        loop {
-            // A spool deleted or replaced under the runner: claim nothing
-            // more (a claim could not be recorded); leased hands back what
-            // the runner holds.
-            if let Some(why) = self.spool.gone() {
-                return Err(daemon::spool_gone(why));
-            }
-            // How long this round's claim request took: a long poll is its own wait.
-            let mut asked_for = Duration::ZERO;
-            self.preps.retain(|_, prep| !prep.is_finished());
-            let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(why) = refused {
-                return self.stop_claiming(&why);
-            }
-            let draining = self.stops.requested() || self.spool.draining().unwrap_or(false);
-            if draining {
-                if !said_draining {
-                    info!("draining: claiming nothing more; claims not started go back as abort(drain)");
-                    said_draining = true;
-                }
-                self.abort_unstarted();
-                if self.stops.requested() {
-                    info!("stopped");
-                    return Ok(());
-                }
-            } else {
-                // A claim left `claimed` by a crash is prepared again.
-                for c in self.claims(&[ClaimState::Claimed]) {
-                    self.start_prep(c);
-                }
-                let asked = std::time::Instant::now();
-                let claimed = self.claim_once()?;
-                asked_for = asked.elapsed();
-                if self.quit {
-                    info!("SIGQUIT: stopped, the claim request in flight answered and recorded");
-                    return Ok(());
-                }
-                if let Some(claimed) = claimed {
-                    self.start_prep(claimed);
-                    continue;
-                }
-            }
-            // A wake-up served during a request or a pause, or a stop: look
-            // again now. A long poll that just ended was this round's wait.
-            if !std::mem::take(&mut self.woken) && !self.stops.requested() {
-                let idle =
-                    if draining { patience::spool_poll() } else { self.poll_interval().saturating_sub(asked_for) };
-                self.wait(idle);
-                self.woken = false;
-            }
-            if self.quit {
-                return Ok(());
+    /// It holds an identity from now on (and never registers another).
+    fn registered(&mut self) {
+        if let Doing::Registering { woken } = self.doing {
+            self.doing = Doing::Between { woken };
+        }
+    }
+
+    /// Whether a wake-up was served and not acted on yet; it is now.
+    fn take_woken(&mut self) -> bool {
+        match &mut self.doing {
+            Doing::Registering { woken } | Doing::Between { woken } | Doing::Claiming { woken, .. } => {
+                std::mem::take(woken)
             }
         }
     }
@@ -265,77 +342,36 @@ impl Claimd {
     /// The testdata channel refused `SANDBOX_TOKEN`: no job is at fault,
     /// and none can be prepared until the configuration is fixed. Hands
     /// back every claim not started as `abort(drain)` and exits 100.
-    fn stop_claiming(&mut self, why: &str) -> Result<(), Failure> {
+    fn stop_claiming(&mut self, why: &str) -> Failure {
         error!("the testdata channel refused SANDBOX_TOKEN ({why}); claiming nothing more");
         self.abort_unstarted();
-        Err(Failure(
+        Failure(
             ExitCode::Config,
             format!("the testdata channel refused SANDBOX_TOKEN ({why}): fix SANDBOX_TOKEN or SANDBOX_TOKEN_FILE"),
-        ))
-    }
-
-    /// Serves the inbox for up to `d` (or until something happens).
-    fn wait(&mut self, d: Duration) {
-        if let Some(ev) = self.inbox.next(d) {
-            self.handle(ev);
-        }
-    }
-
-    fn handle(&mut self, ev: Event) {
-        match ev {
-            Event::Wake => {
-                self.woken = true;
-                self.latch_moved = self.claiming;
-            }
-            Event::Command { cmd, reply, .. } => {
-                let _ = reply.send(if cmd == "status" {
-                    self.status()
-                } else {
-                    json!({"error": format!("unknown command {cmd:?}")})
-                });
-            }
-            // The hub may hand a job to the request in flight whether or not
-            // anyone still reads the answer: it is read and recorded first.
-            // Else it stops at once: the loop (or the pause) it interrupted returns.
-            Event::Signal(libc::SIGQUIT) => {
-                if self.claiming {
-                    info!("SIGQUIT: stopping once the hub answers the claim request in flight");
-                } else {
-                    info!("SIGQUIT: stopped at once");
-                }
-                self.quit = true;
-            }
-            Event::Signal(libc::SIGHUP) => match &self.languages_path {
-                Some(p) => match Languages::load(p) {
-                    Ok(l) => {
-                        self.languages = l;
-                        info!("SIGHUP: language table {} reloaded", p.display());
-                    }
-                    Err(e) => warn!("SIGHUP: language table {}: {e}; keeping the old one", p.display()),
-                },
-                None => info!("SIGHUP: the built-in language table has nothing to reload"),
-            },
-            Event::Signal(sig) => info!("{}", signals::name(sig)),
-        }
+        )
     }
 
     /// Runs `ask` (a claim request) with [`daemon::serving`], serving the
-    /// inbox meanwhile: a status asked is answered, not left to time out;
-    /// SIGQUIT waits for the answer ([`Claimd::claiming`]). A stop does not
-    /// cut the request short (the caller decides what its answer means),
-    /// but a long poll of `cancellable` is asked to end, once.
+    /// inbox meanwhile: a status asked is answered, not left to time out.
+    /// Nothing cuts the request short, not even a stop at once: the hub may
+    /// hand it a job whether or not anyone still reads the answer, so it
+    /// is read and recorded first (the caller decides what it means). A
+    /// long poll of `cancellable` is asked to end, once, when a drain or a
+    /// stop begins.
     fn serving<T: Send + 'static>(
         &mut self,
+        serve: &mut Serve,
         mut cancellable: Option<RunnerIdentity>,
         ask: impl FnOnce() -> T + Send + 'static,
     ) -> T {
+        let mut said = false;
         let served = daemon::serving(ask, || {
-            while let Some(ev) = self.inbox.next(Duration::ZERO) {
-                self.handle(ev);
+            if !serve.serve(self, Duration::ZERO) && !std::mem::replace(&mut said, true) {
+                info!("stopping once the hub answers the claim request in flight");
             }
             // A spool gone is a stop too: a job handed out now could not be recorded.
-            if let Some(poll) = cancellable.take_if(|_| self.quit || self.drain_begun() || self.spool.gone().is_some())
-            {
+            let end = |me: &mut Self| !serve.running() || me.latch_moved() || me.spool.gone().is_some();
+            if let Some(poll) = cancellable.take_if(|_| end(self)) {
                 self.cancel_poll(poll);
             }
             true
@@ -343,24 +379,29 @@ impl Claimd {
         served.expect("claimd never abandons a request")
     }
 
-    /// Waits `d`, serving the inbox, or less if a stop or a wake-up (the
-    /// drain latch moved) arrives: the caller looks again. True if a stop
-    /// or SIGQUIT did (or had).
-    fn pause(&mut self, d: Duration) -> bool {
+    /// Waits `d`, serving the inbox, or less if a drain, a stop or a
+    /// wake-up (the drain latch moved) arrives: the caller looks again.
+    /// True if a drain or a stop did (or had).
+    fn pause(&mut self, serve: &mut Serve, d: Duration) -> bool {
         let end = ojrunner_daemon::clock::deadline(d);
-        while !self.stops.requested() && !self.quit && !std::mem::take(&mut self.woken) {
+        while serve.running() && !self.take_woken() {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 break;
             }
-            self.wait(left);
+            serve.serve(self, left);
         }
-        self.stops.requested() || self.quit
+        !serve.running()
     }
 
-    /// Whether a drain began: a stop, or a wake-up that finds the latch set.
-    fn drain_begun(&mut self) -> bool {
-        self.stops.requested() || (std::mem::take(&mut self.latch_moved) && self.spool.draining().unwrap_or(false))
+    /// Whether a wake-up during the claim request in flight finds the
+    /// drain latch set (taken: asked once).
+    fn latch_moved(&mut self) -> bool {
+        let moved = match &mut self.doing {
+            Doing::Claiming { latch_moved, .. } => std::mem::take(latch_moved),
+            Doing::Registering { .. } | Doing::Between { .. } => false,
+        };
+        moved && self.spool.draining().unwrap_or(false)
     }
 
     /// Asks the hub to end the poll in flight (once), so that an idle drain
@@ -391,18 +432,6 @@ impl Claimd {
         if let Err(e) = sent {
             warn!("draining: cannot start a thread to end the poll ({e}); waiting it out");
         }
-    }
-
-    fn status(&self) -> serde_json::Value {
-        json!({
-            "stage": "claimd",
-            "runner_id": self.spool.identity().ok().flatten().map(|i| i.runner_id),
-            "held": self.spool.held_count().ok(),
-            "draining": self.stops.requested() || self.spool.draining().unwrap_or(false),
-            "last_contact_ms": self.last_contact,
-            "preparing": self.preps.len(),
-            "paused": self.paused,
-        })
     }
 
     fn poll_interval(&self) -> Duration {
@@ -450,8 +479,8 @@ impl Claimd {
     }
 
     /// Asks the hub for one job if there is room; the new claim, if any.
-    fn claim_once(&mut self) -> Result<Option<ClaimRow>, Failure> {
-        let Some(id) = self.identity()? else { return Ok(None) };
+    fn claim_once(&mut self, serve: &mut Serve) -> Result<Option<ClaimRow>, Failure> {
+        let Some(id) = self.identity(serve)? else { return Ok(None) };
         let held = self.spool.held_count()?;
         if held >= id.config.max_concurrent_jobs.max(1) || !self.room_to_record() {
             return Ok(None);
@@ -460,9 +489,13 @@ impl Claimd {
         // an assignment in flight is recorded (and, draining, handed back).
         let (hub, wait) = (self.hub.clone(), self.claim_wait);
         let (rn, token) = (id.runner_id.clone(), id.token.clone());
-        self.claiming = true;
-        let answer = self.serving((wait > 0).then(|| id.clone()), move || hub.next_job(&rn, &token, wait));
-        self.claiming = false;
+        if let Doing::Between { woken } = self.doing {
+            self.doing = Doing::Claiming { woken, latch_moved: false };
+        }
+        let answer = self.serving(serve, (wait > 0).then(|| id.clone()), move || hub.next_job(&rn, &token, wait));
+        if let Doing::Claiming { woken, .. } = self.doing {
+            self.doing = Doing::Between { woken };
+        }
         metrics::count_hub_answer(&mut self.spool, HubCall::NextJob, &answer);
         match answer {
             Answer::Done { body, .. } => {
@@ -586,7 +619,7 @@ impl Claimd {
     }
 
     /// Prepares `claim` on a thread of its own, unless one already does.
-    fn start_prep(&mut self, claim: ClaimRow) {
+    fn start_prep(&mut self, serve: &Serve, claim: ClaimRow) {
         if self.preps.contains_key(&claim.id) {
             return;
         }
@@ -596,9 +629,9 @@ impl Claimd {
             hub: self.hub.clone(),
             cache: self.cache.clone(),
             languages: self.languages.clone(),
-            stops: self.stops.clone(),
+            watch: serve.watch(),
             refused: self.refused.clone(),
-            wake: self.inbox.tx.clone(),
+            wake: serve.waker(),
         };
         let (id, job_id) = (claim.id, claim.job_id.clone());
         match std::thread::Builder::new().name(format!("prep-{id}")).spawn(move || prepper.prep(&claim)) {
@@ -619,7 +652,10 @@ struct Prepper {
     hub: HubClient,
     cache: Cache,
     languages: Languages,
-    stops: Stops,
+    /// The run's state: once a drain began, the claim goes back (a stop
+    /// at once without a drain, QUIT, leaves it `claimed` for the next
+    /// claimd).
+    watch: Watch,
     /// Where a prep says that the testdata channel refused the token.
     refused: Arc<Mutex<Option<String>>>,
     /// Wakes claimd's main loop.
@@ -638,7 +674,7 @@ impl Prepper {
         let mut tries = claim::Tries::default();
         let since = std::time::Instant::now();
         loop {
-            if self.stops.requested() || spool.draining().unwrap_or(false) {
+            if self.watch.drain_begun() || spool.draining().unwrap_or(false) {
                 return self.abort(&mut spool, claim, AbortReason::Drain, "drain: stopped during prep");
             }
             // Dropped (lease lost) or superseded while the hub was away: not ours any more.
@@ -667,15 +703,15 @@ impl Prepper {
             let (Fault::Again(why) | Fault::Wait(why) | Fault::Bad(why) | Fault::Refused(why)) = &fault;
             // A stop that landed during the last try still makes this a
             // drain, not a failure.
-            let stopping = || self.stops.requested() || spool.draining().unwrap_or(false);
+            let stopping = || self.watch.drain_begun() || spool.draining().unwrap_or(false);
             match tries.failed(&fault, since.elapsed(), stopping) {
                 Next::Again { after, counted: false } => {
                     warn!("{tag}: not the job's fault ({why}); prep again in {after:?}");
-                    self.stops.sleep(after);
+                    self.watch.sleep(after);
                 }
                 Next::Again { after, counted: true } => {
                     warn!("{tag}: prep try {} failed: {why}; again in {after:?}", tries.counted());
-                    self.stops.sleep(after);
+                    self.watch.sleep(after);
                 }
                 Next::Refused => {
                     warn!("{tag}: {why}");

@@ -18,10 +18,11 @@ use crate::outcome;
 use crate::patience;
 use crate::phase::{Phase, Timing};
 use crate::sandbox::slot::SlotPool;
-use crate::signals::{self, Shutdown};
+use crate::signals::Shutdown;
 use crate::spool::{now_ms, ClaimRow, ClaimState, Spool, SpoolError};
 use crate::testdata;
 use log::{error, info, warn};
+use ojrunner_daemon::stage::{self, Serve, Stage, State, Tick};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashSet;
@@ -46,12 +47,13 @@ enum Done {
 
 /// Runs the stage with `languages` (read from `cfg.languages` by the
 /// caller, so a table it cannot read is refused before anything starts)
-/// until `shutdown` stops it.
+/// until `shutdown` stops it ([`stage::run`]: the first TERM finishes the
+/// claims in flight and starts none, a second or QUIT stops at once).
 pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     // Shared with the workers; SIGHUP reloads it from --languages.
     let languages = Arc::new(RwLock::new(languages));
     let c: &Common = &cfg.common;
-    let Daemon { mut spool, inbox, stops } = Daemon::start("judge-exec", &c.spool, shutdown)?;
+    let Daemon { spool, inbox } = Daemon::start("judge-exec", &c.spool, shutdown)?;
     crate::sandbox::place_cgroups().map_err(|e| Failure(ExitCode::Config, e.to_string()))?;
     let n =
         cfg.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
@@ -76,51 +78,78 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
             .name(format!("worker-{i}"))
             .spawn(move || worker.run(rx))
             .map_err(|e| Failure(ExitCode::Temporary, format!("worker thread: {e}")))?;
-        workers.push(Some(tx));
+        workers.push(tx);
     }
     config::notify_ready(c.notify_fd);
     info!("{n} worker(s)");
     crate::language::log_toolchains(&languages.read().unwrap_or_else(|e| e.into_inner()));
-    let mut busy: HashSet<i64> = HashSet::new();
-    let mut free: Vec<usize> = (0..n).rev().collect();
-    let mut owner: Vec<Option<i64>> = vec![None; n];
-    // Sandbox runs lost so far that the spool has counted.
-    let mut lost_counted = 0;
-    loop {
+    let mut judging = JudgeExec {
+        spool,
+        languages,
+        languages_path: cfg.languages.clone(),
+        workers,
+        done: done_rx,
+        busy: HashSet::new(),
+        free: (0..n).rev().collect(),
+        owner: vec![None; n],
+        lost_counted: 0,
+    };
+    stage::run(&mut judging, inbox)
+}
+
+/// The stage's main loop's own state: its workers and what each judges.
+struct JudgeExec {
+    spool: Spool,
+    /// Shared with the workers; SIGHUP reloads it from `languages_path`.
+    languages: Arc<RwLock<Languages>>,
+    languages_path: Option<PathBuf>,
+    /// Each worker's queue.
+    workers: Vec<mpsc::Sender<ClaimRow>>,
+    done: mpsc::Receiver<Done>,
+    /// The claims being judged.
+    busy: HashSet<i64>,
+    /// The workers without a claim.
+    free: Vec<usize>,
+    /// Each worker's claim.
+    owner: Vec<Option<i64>>,
+    /// Sandbox runs lost so far that the spool has counted.
+    lost_counted: u64,
+}
+
+impl Stage for JudgeExec {
+    fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
         // Nothing judged now could be recorded: stop (a run in flight ends
         // with the process); leased hands the jobs back.
-        if let Some(why) = spool.gone() {
+        if let Some(why) = self.spool.gone() {
             return Err(crate::daemon::spool_gone(why));
         }
         let lost = crate::sandbox::helper::RUNS_LOST.load(std::sync::atomic::Ordering::Relaxed);
-        if lost > lost_counted && spool.bump(Counter::SandboxRunsLost, "", (lost - lost_counted) as i64).is_ok() {
-            lost_counted = lost;
+        if lost > self.lost_counted
+            && self.spool.bump(Counter::SandboxRunsLost, "", (lost - self.lost_counted) as i64).is_ok()
+        {
+            self.lost_counted = lost;
         }
-        while let Ok(Done::Claim(id)) = done_rx.try_recv() {
-            busy.remove(&id);
-            if let Some(w) = owner.iter().position(|o| *o == Some(id)) {
-                owner[w] = None;
-                free.push(w);
+        while let Ok(Done::Claim(id)) = self.done.try_recv() {
+            self.busy.remove(&id);
+            if let Some(w) = self.owner.iter().position(|o| *o == Some(id)) {
+                self.owner[w] = None;
+                self.free.push(w);
             }
         }
-        if stops.count() >= 2 {
-            info!("stopped at once; {} claim(s) in flight resume on the next start", busy.len());
-            return Ok(ExitCode::Ok);
-        }
-        spool.drop_lost();
+        self.spool.drop_lost();
         // In flight first: a claim `started` but not being judged was
         // interrupted (a crash) and goes on. Then new ones, unless draining.
-        let mut todo: Vec<ClaimRow> = spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
-        if !stops.requested() {
-            todo.extend(spool.claims_in(&[ClaimState::Prepped]).unwrap_or_default());
+        let mut todo: Vec<ClaimRow> = self.spool.claims_in(&[ClaimState::Started]).unwrap_or_default();
+        if serve.running() {
+            todo.extend(self.spool.claims_in(&[ClaimState::Prepped]).unwrap_or_default());
         }
         for claim in todo {
-            if busy.contains(&claim.id) {
+            if self.busy.contains(&claim.id) {
                 continue;
             }
-            let Some(&w) = free.last() else { break };
+            let Some(&w) = self.free.last() else { break };
             if claim.state == ClaimState::Prepped {
-                match spool.start(claim.id) {
+                match self.spool.start(claim.id) {
                     Ok(true) => {}
                     Ok(false) => continue, // drained, or moved
                     Err(e) => {
@@ -131,36 +160,41 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
             } else {
                 info!("job {} claim {}: resuming (was in flight)", claim.job_id, claim.id);
             }
-            free.pop();
-            busy.insert(claim.id);
-            owner[w] = Some(claim.id);
-            if let Some(tx) = &workers[w] {
-                let _ = tx.send(claim);
-            }
+            self.free.pop();
+            self.busy.insert(claim.id);
+            self.owner[w] = Some(claim.id);
+            let _ = self.workers[w].send(claim);
         }
-        if stops.requested() && busy.is_empty() {
-            info!("nothing in flight: stopped");
-            return Ok(ExitCode::Ok);
-        }
-        match inbox.next(patience::spool_poll()) {
-            Some(Event::Command { cmd, reply, .. }) => {
-                let _ = reply.send(if cmd == "status" {
-                    json!({"stage": "judge-exec", "workers": n, "judging": busy.iter().collect::<Vec<_>>(),
-                           "draining": stops.requested() || spool.draining().unwrap_or(false)})
-                } else {
-                    json!({"error": format!("unknown command {cmd:?}")})
-                });
-            }
-            Some(Event::Signal(sig)) if sig == libc::SIGQUIT => {
-                info!("SIGQUIT: stopped at once");
-                return Ok(ExitCode::Ok);
-            }
-            Some(Event::Signal(sig)) if sig == libc::SIGHUP => reload(cfg.languages.as_deref(), &languages),
-            Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
-                info!("{}: finishing the {} claim(s) in flight, starting none", signals::name(sig), busy.len());
+        Ok(if self.busy.is_empty() { Tick::Idle(patience::spool_poll()) } else { Tick::Busy(patience::spool_poll()) })
+    }
+
+    fn event(&mut self, event: Event, _: State) {
+        match event {
+            Event::Signal(libc::SIGHUP) => reload(self.languages_path.as_deref(), &self.languages),
+            Event::Command { cmd, reply, .. } => {
+                let _ = reply.send(stage::unknown(&cmd));
             }
             _ => {}
         }
+    }
+
+    fn status(&self, state: State) -> serde_json::Value {
+        json!({"stage": "judge-exec", "workers": self.workers.len(), "judging": self.busy.iter().collect::<Vec<_>>(),
+               "draining": state != State::Running || self.spool.draining().unwrap_or(false)})
+    }
+
+    fn drain(&mut self, why: &str) {
+        info!("{why}: finishing the {} claim(s) in flight, starting none", self.busy.len());
+    }
+
+    fn stop(&mut self, why: &str) -> ExitCode {
+        info!("{why}: stopped at once; {} claim(s) in flight resume on the next start", self.busy.len());
+        ExitCode::Ok
+    }
+
+    fn finished(&mut self) -> ExitCode {
+        info!("nothing in flight: stopped");
+        ExitCode::Ok
     }
 }
 

@@ -23,7 +23,6 @@
 
 use crate::answer::HubCall;
 use crate::config::{self, Common};
-use crate::control::{Event, Inbox};
 use crate::counter::Counter;
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::HubClient;
@@ -32,131 +31,160 @@ use crate::metrics;
 use crate::outcome::{self, Meaning};
 use crate::patience;
 use crate::protocol::AbortReason;
-use crate::signals::{Shutdown, Stops};
+use crate::signals::Shutdown;
 use crate::spool::{RunnerIdentity, Spool};
 use log::{error, info, warn};
+use ojrunner_daemon::stage::{self, Serve, Stage, State, Tick};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// Runs leased with the configuration `c` until `shutdown` stops it (or
-/// the hub's answers do); the exit code says why it stopped.
+/// the hub's answers do); the exit code says why it stopped. The first
+/// TERM keeps beating until no job is held or the drain's deadline; a
+/// second, or QUIT, stops at once ([`stage::run`]).
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
-    let Daemon { mut spool, inbox, stops } = Daemon::start("leased", &c.spool, shutdown)?;
+    let Daemon { spool, inbox } = Daemon::start("leased", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
-    let drain_deadline = c.drain_timeout()?;
-    let mut unauthorized = 0;
-    // Beats in a row that got no 204 (401 aside).
-    let mut failed = 0;
     let mut l = Leased {
-        inbox,
-        stops,
+        spool,
+        hub,
+        drain_deadline: c.drain_timeout()?,
+        streak: Streak::Clear,
+        holding: None,
         last: Beat::default(),
         beating_since: None,
-        stopping_since: None,
         beats: 0,
         note_failed: false,
     };
-    // What the runner holds, as last read: kept here, so that a spool
-    // deleted under the runner can still be handed back.
-    let mut holding: Option<(RunnerIdentity, Vec<String>)> = None;
-    loop {
-        if let Some(why) = spool.gone() {
+    stage::run(&mut l, inbox)
+}
+
+/// The beats in a row that did not get a 204: the two kinds reset each
+/// other, so one enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Streak {
+    /// The last beat got its 204 (or none was tried).
+    Clear,
+    /// Beats in a row that got no 204, and no 401.
+    Failed(u32),
+    /// Beats in a row answered 401: two, and the identity is gone.
+    Refused(u32),
+}
+
+impl Stage for Leased {
+    fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
+        if let Some(why) = self.spool.gone() {
             error!("{why}");
-            if let Some((id, jobs)) = &holding {
-                hand_back(&hub, id, jobs);
+            if let Some((id, jobs)) = &self.holding {
+                hand_back(&self.hub, id, jobs);
             }
             return Err(daemon::spool_gone(why));
         }
-        if l.stops.count() >= 2 {
-            info!("stopped at once");
-            return Ok(ExitCode::Ok);
+        let Some(id) = self.spool.identity()? else {
+            // No identity: nothing to keep (a drain is over at once).
+            return Ok(Tick::Idle(patience::spool_poll()));
+        };
+        let wait = patience::spool_poll();
+        let interval = lease::interval(id.config.heartbeat_interval_sec);
+        self.spool.drop_lost();
+        let jobs = self.spool.held_jobs()?;
+        self.holding = Some((id.clone(), jobs.clone()));
+        if !serve.running() && jobs.is_empty() {
+            return Ok(Tick::Idle(wait));
         }
-        if l.stops.requested() && l.stopping_since.is_none() {
-            l.stopping_since = Some(Instant::now());
-            info!("stopping once no job is held (leases stay renewed until the final sends)");
-        }
-        let id = spool.identity()?;
-        if id.is_none() && l.stopping_since.is_some() {
-            info!("stopped (no identity: nothing to keep)");
-            return Ok(ExitCode::Ok);
-        }
-        let mut wait = patience::spool_poll();
-        if let Some(id) = id {
-            let interval = lease::interval(id.config.heartbeat_interval_sec);
-            spool.drop_lost();
-            let jobs = spool.held_jobs()?;
-            holding = Some((id.clone(), jobs.clone()));
-            if let Some(since) = l.stopping_since {
-                if jobs.is_empty() || since.elapsed() > drain_deadline {
-                    info!("stopped ({} job(s) still held)", jobs.len());
-                    return Ok(ExitCode::Ok);
-                }
+        let failed = match self.streak {
+            Streak::Failed(n) => n as usize,
+            Streak::Clear | Streak::Refused(_) => 0,
+        };
+        // Due one interval after the last beat began (the time a beat
+        // took is thereby taken off the wait for the next); sooner
+        // after a beat that failed.
+        let due = self.last.at.is_none_or(|t| t.elapsed() >= lease::next_beat(interval, failed));
+        if due {
+            let t0 = Instant::now();
+            // The attempt, not its answer, is what keeps a claim ours:
+            // noted when it begins, every second while the hub keeps it
+            // waiting, and when it ends.
+            let mut noted = Instant::now();
+            self.note_beat();
+            let (h, runner, token, held) = (self.hub.clone(), id.runner_id.clone(), id.token.clone(), jobs.clone());
+            self.beating_since = Some(t0);
+            let answer = daemon::serving(
+                move || h.heartbeat(&runner, &token, &held),
+                || {
+                    if noted.elapsed() >= Duration::from_secs(1) {
+                        self.note_beat();
+                        noted = Instant::now();
+                    }
+                    serve.serve(self, Duration::ZERO)
+                },
+            );
+            self.beating_since = None;
+            // Abandoned: the run is stopping at once.
+            let Some(answer) = answer else { return Ok(Tick::Busy(Duration::ZERO)) };
+            self.note_beat();
+            self.beats += 1;
+            self.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
+            metrics::count_hub_answer(&mut self.spool, HubCall::Heartbeat, &answer);
+            let meaning = outcome::classify(HubCall::Heartbeat, &answer);
+            if meaning != Meaning::Settled {
+                metrics::count(&mut self.spool, Counter::LeaseRenewalsFailed, "");
             }
-            // Due one interval after the last beat began (the time a beat
-            // took is thereby taken off the wait for the next); sooner
-            // after a beat that failed.
-            let due = l.last.at.is_none_or(|t| t.elapsed() >= lease::next_beat(interval, failed));
-            if due {
-                let t0 = Instant::now();
-                // The attempt, not its answer, is what keeps a claim ours:
-                // noted when it begins, every second while the hub keeps it
-                // waiting, and when it ends.
-                let mut noted = Instant::now();
-                l.note_beat(&spool);
-                let (h, runner, token, held) = (hub.clone(), id.runner_id.clone(), id.token.clone(), jobs.clone());
-                l.beating_since = Some(t0);
-                let answer = daemon::serving(
-                    move || h.heartbeat(&runner, &token, &held),
-                    || {
-                        if noted.elapsed() >= Duration::from_secs(1) {
-                            l.note_beat(&spool);
-                            noted = Instant::now();
-                        }
-                        l.serve(Duration::ZERO)
-                    },
-                );
-                l.beating_since = None;
-                let Some(answer) = answer else { return Ok(ExitCode::Ok) };
-                l.note_beat(&spool);
-                l.beats += 1;
-                l.last = Beat { at: Some(t0), jobs: jobs.len(), answer: answer.describe() };
-                metrics::count_hub_answer(&mut spool, HubCall::Heartbeat, &answer);
-                let meaning = outcome::classify(HubCall::Heartbeat, &answer);
-                if meaning != Meaning::Settled {
-                    metrics::count(&mut spool, Counter::LeaseRenewalsFailed, "");
+            self.streak = match (meaning, self.streak) {
+                (Meaning::Settled, _) => Streak::Clear,
+                (Meaning::Rejected, streak) => {
+                    let n = if let Streak::Refused(n) = streak { n + 1 } else { 1 };
+                    warn!("heartbeat: 401 ({n} in a row)");
+                    if n >= 2 {
+                        let _ = self.spool.forget_identity(&id.runner_id);
+                        error!("the hub no longer knows runner {}: exiting at once, without a drain", id.runner_id);
+                        return Ok(Tick::Exit(ExitCode::Failure));
+                    }
+                    Streak::Refused(n)
                 }
-                match meaning {
-                    Meaning::Settled => {
-                        unauthorized = 0;
-                        failed = 0;
-                    }
-                    Meaning::Rejected => {
-                        failed = 0;
-                        unauthorized += 1;
-                        warn!("heartbeat: 401 ({unauthorized} in a row)");
-                        if unauthorized >= 2 {
-                            let _ = spool.forget_identity(&id.runner_id);
-                            error!("the hub no longer knows runner {}: exiting at once, without a drain", id.runner_id);
-                            return Ok(ExitCode::Failure);
-                        }
-                    }
-                    Meaning::Final | Meaning::Retry => {
-                        unauthorized = 0;
-                        failed += 1;
-                        warn!("heartbeat for {} job(s): {}", jobs.len(), answer.describe());
-                    }
+                (Meaning::Final | Meaning::Retry, streak) => {
+                    warn!("heartbeat for {} job(s): {}", jobs.len(), answer.describe());
+                    Streak::Failed(if let Streak::Failed(n) = streak { n + 1 } else { 1 })
                 }
-            }
-            // The next beat is due `interval` after this one began (sooner
-            // after a failed one).
-            let next = lease::next_beat(interval, failed);
-            wait = l.last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
+            };
         }
-        if !l.serve(wait) {
-            return Ok(ExitCode::Ok);
+        // The next beat is due `interval` after this one began (sooner
+        // after a failed one).
+        let failed = if let Streak::Failed(n) = self.streak { n as usize } else { 0 };
+        let next = lease::next_beat(interval, failed);
+        let wait = self.last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
+        Ok(Tick::Busy(wait))
+    }
+
+    fn status(&self, state: State) -> serde_json::Value {
+        json!({"stage": "leased", "jobs": self.last.jobs, "last_beat": self.last.answer,
+               "last_beat_ago_ms": self.last.at.map(|t| t.elapsed().as_millis() as u64),
+               "beat_in_flight_ms": self.beating_since.map(|t| t.elapsed().as_millis() as u64),
+               "beats": self.beats,
+               "stopping": state != State::Running})
+    }
+
+    fn drain(&mut self, _why: &str) {
+        info!("stopping once no job is held (leases stay renewed until the final sends)");
+    }
+
+    fn stop(&mut self, why: &str) -> ExitCode {
+        info!("{why}: stopped at once");
+        ExitCode::Ok
+    }
+
+    fn finished(&mut self) -> ExitCode {
+        match (self.spool.identity(), &self.holding) {
+            (Ok(None), _) | (_, None) => info!("stopped (no identity: nothing to keep)"),
+            (_, Some((_, jobs))) => info!("stopped ({} job(s) still held)", jobs.len()),
         }
+        ExitCode::Ok
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.drain_deadline)
     }
 }
 
@@ -178,14 +206,19 @@ fn hand_back(hub: &HubClient, id: &RunnerIdentity, jobs: &[String]) {
     }
 }
 
-/// leased's own state, besides the spool.
+/// leased's own state.
 struct Leased {
-    inbox: Inbox,
-    stops: Stops,
+    spool: Spool,
+    hub: HubClient,
+    /// How long a drain keeps beating for jobs still held.
+    drain_deadline: Duration,
+    streak: Streak,
+    /// What the runner holds, as last read: kept here, so that a spool
+    /// deleted under the runner can still be handed back.
+    holding: Option<(RunnerIdentity, Vec<String>)>,
     last: Beat,
     /// When the beat in flight began, if one is.
     beating_since: Option<Instant>,
-    stopping_since: Option<Instant>,
     /// Beats attempted since start.
     beats: u64,
     /// The last note of a beat failed (said once, not every second).
@@ -196,8 +229,8 @@ impl Leased {
     /// Notes the beat attempted in the spool, where the other stages read
     /// it ([`Spool::drop_lost_claims`]); a failure is said, and never left
     /// for them to read as a lease lost if it can be helped.
-    fn note_beat(&mut self, spool: &Spool) {
-        match spool.note_beat() {
+    fn note_beat(&mut self) {
+        match self.spool.note_beat() {
             Ok(()) if self.note_failed => {
                 self.note_failed = false;
                 info!("the beat stamp is written again");
@@ -209,37 +242,6 @@ impl Leased {
             }
             Err(_) => {}
         }
-    }
-
-    /// Serves the inbox: the first event within `wait`, then whatever else
-    /// is there. False when the stage must stop at once (SIGQUIT, or a
-    /// second SIGTERM), even in the middle of a beat.
-    fn serve(&mut self, wait: Duration) -> bool {
-        for ev in self.inbox.drain(wait) {
-            match ev {
-                Event::Command { cmd, reply, .. } => {
-                    let _ = reply.send(if cmd == "status" {
-                        json!({"stage": "leased", "jobs": self.last.jobs, "last_beat": self.last.answer,
-                               "last_beat_ago_ms": self.last.at.map(|t| t.elapsed().as_millis() as u64),
-                               "beat_in_flight_ms": self.beating_since.map(|t| t.elapsed().as_millis() as u64),
-                               "beats": self.beats,
-                               "stopping": self.stopping_since.is_some() || self.stops.requested()})
-                    } else {
-                        json!({"error": format!("unknown command {cmd:?}")})
-                    });
-                }
-                Event::Signal(libc::SIGQUIT) => {
-                    info!("SIGQUIT: stopped at once");
-                    return false;
-                }
-                _ => {}
-            }
-            if self.stops.count() >= 2 {
-                info!("stopped at once");
-                return false;
-            }
-        }
-        true
     }
 }
 

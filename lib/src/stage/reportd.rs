@@ -17,16 +17,17 @@
 
 use crate::answer::HubCall;
 use crate::config::{self, Common};
-use crate::control::{Event, Inbox};
+use crate::control::Event;
 use crate::daemon::{self, Daemon, Failure};
 use crate::hub::HubClient;
 use crate::metrics;
 use crate::outcome::{self, Delivery, Meaning, OutcomeKind};
 use crate::patience;
-use crate::signals::{Shutdown, Stops};
+use crate::signals::Shutdown;
 use crate::spool::{now_ms, OutboxItem, Spool};
 use log::{error, info, warn};
 use ojrunner_daemon::clock;
+use ojrunner_daemon::stage::{self, Serve, Stage, State, Tick};
 use ojrunner_daemon::ExitCode;
 use serde_json::json;
 use std::collections::HashMap;
@@ -40,139 +41,127 @@ pub const EVENT_BATCH: usize = 200;
 pub const EVENT_BATCH_BYTES: usize = 48 << 10;
 
 /// Runs reportd with the configuration `c` until `shutdown` stops it (or
-/// the hub's answers do); the exit code says why it stopped.
+/// the hub's answers do); the exit code says why it stopped. The first
+/// TERM delivers what is queued, then stops; a second, or QUIT, stops at
+/// once ([`stage::run`]).
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
-    let Daemon { spool, inbox, stops } = Daemon::start("reportd", &c.spool, shutdown)?;
+    let Daemon { spool, inbox } = Daemon::start("reportd", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter {
         spool,
         hub,
-        inbox,
-        stops,
         event_retry: HashMap::new(),
         sent: 0,
         last_answer: String::new(),
         in_flight: None,
-        quit: false,
         woken: false,
+        said: false,
+        swept: None,
     };
-    let mut said = false;
-    let mut swept: Option<std::time::Instant> = None;
-    loop {
-        // What is owed now lives in a spool nobody reads: leased hands the
-        // jobs back, or their leases expire; either way they are judged again.
-        if let Some(why) = r.spool.gone() {
-            return Err(daemon::spool_gone(why));
-        }
-        if swept.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
-            r.sweep();
-            swept = Some(std::time::Instant::now());
-        }
-        if r.stops.count() >= 2 {
-            r.quit = true;
-        }
-        let next_due = if r.quit { None } else { r.deliver() };
-        let (left, _) = r.spool.outbox_len().unwrap_or((0, None));
-        if r.quit {
-            info!("stopped at once; {left} outcome(s) stay in the spool for the next run");
-            return Ok(ExitCode::Ok);
-        }
-        if r.stops.requested() {
-            if left == 0 {
-                info!("outbox empty: stopped");
-                return Ok(ExitCode::Ok);
-            }
-            if !said {
-                info!("stopping once the {left} queued outcome(s) are delivered");
-                said = true;
-            }
-        }
-        let wait = next_due
-            .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
-            .unwrap_or(patience::spool_poll())
-            .min(patience::spool_poll());
-        let wait = if std::mem::take(&mut r.woken) { Duration::ZERO } else { wait };
-        r.serve(wait);
-    }
+    stage::run(&mut r, inbox)
 }
 
 struct Reporter {
     spool: Spool,
     hub: HubClient,
-    inbox: Inbox,
-    stops: Stops,
     /// Claims whose events the hub could not take, and when to try again.
     event_retry: HashMap<i64, (usize, i64)>,
     sent: u64,
     last_answer: String,
     /// The request to the hub in flight, if one is, and since when.
     in_flight: Option<(String, std::time::Instant)>,
-    /// Set when the stage must stop at once (SIGQUIT, a second SIGTERM):
-    /// nothing more is sent, what is queued stays in the spool.
-    quit: bool,
     /// A wake-up came (something new in the outbox), perhaps while
     /// delivering: the main loop looks again before it waits.
     woken: bool,
+    /// Draining, it said once how much is left to deliver.
+    said: bool,
+    /// When ended claims were last swept.
+    swept: Option<std::time::Instant>,
+}
+
+impl Stage for Reporter {
+    fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
+        // What is owed now lives in a spool nobody reads: leased hands the
+        // jobs back, or their leases expire; either way they are judged again.
+        if let Some(why) = self.spool.gone() {
+            return Err(daemon::spool_gone(why));
+        }
+        if self.swept.is_none_or(|t| t.elapsed() > Duration::from_secs(3600)) {
+            self.sweep();
+            self.swept = Some(std::time::Instant::now());
+        }
+        let next_due = self.deliver(serve);
+        if serve.stopping() {
+            return Ok(Tick::Busy(Duration::ZERO));
+        }
+        let wait = next_due
+            .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
+            .unwrap_or(patience::spool_poll())
+            .min(patience::spool_poll());
+        let wait = if std::mem::take(&mut self.woken) { Duration::ZERO } else { wait };
+        let (left, _) = self.spool.outbox_len().unwrap_or((0, None));
+        if left == 0 {
+            return Ok(Tick::Idle(wait));
+        }
+        if serve.draining() && !std::mem::replace(&mut self.said, true) {
+            info!("stopping once the {left} queued outcome(s) are delivered");
+        }
+        Ok(Tick::Busy(wait))
+    }
+
+    fn event(&mut self, event: Event, _: State) {
+        match event {
+            Event::Wake => self.woken = true,
+            Event::Command { cmd, reply, .. } => {
+                let _ = reply.send(stage::unknown(&cmd));
+            }
+            _ => {}
+        }
+    }
+
+    fn status(&self, _: State) -> serde_json::Value {
+        let (depth, next) = self.spool.outbox_len().unwrap_or((-1, None));
+        let in_flight =
+            self.in_flight.as_ref().map(|(what, t)| json!({"what": what, "ms": t.elapsed().as_millis() as u64}));
+        json!({"stage": "reportd", "outbox": depth, "next_try_at_ms": next, "dead": self.spool.dead_count().ok(),
+               "sent": self.sent, "last_answer": self.last_answer, "in_flight": in_flight})
+    }
+
+    fn drain(&mut self, _why: &str) {}
+
+    fn stop(&mut self, why: &str) -> ExitCode {
+        let (left, _) = self.spool.outbox_len().unwrap_or((0, None));
+        info!("{why}: stopped at once; {left} outcome(s) stay in the spool for the next run");
+        ExitCode::Ok
+    }
+
+    fn finished(&mut self) -> ExitCode {
+        info!("outbox empty: stopped");
+        ExitCode::Ok
+    }
 }
 
 /// How long ended claims stay in the spool, for whoever investigates.
 const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Reporter {
-    /// Serves the inbox: the first event within `wait`, then whatever else
-    /// is there; sets [`Reporter::quit`] when the stage must stop at once.
-    fn serve(&mut self, wait: Duration) {
-        for ev in self.inbox.drain(wait) {
-            match ev {
-                Event::Command { cmd, reply, .. } => {
-                    let (depth, next) = self.spool.outbox_len().unwrap_or((-1, None));
-                    let in_flight = self
-                        .in_flight
-                        .as_ref()
-                        .map(|(what, t)| json!({"what": what, "ms": t.elapsed().as_millis() as u64}));
-                    let _ = reply.send(if cmd == "status" {
-                        json!({"stage": "reportd", "outbox": depth, "next_try_at_ms": next, "dead": self.spool.dead_count().ok(),
-                               "sent": self.sent, "last_answer": self.last_answer, "in_flight": in_flight})
-                    } else {
-                        json!({"error": format!("unknown command {cmd:?}")})
-                    });
-                }
-                Event::Signal(libc::SIGQUIT) => {
-                    info!("SIGQUIT: stopping at once");
-                    self.quit = true;
-                }
-                Event::Wake => self.woken = true,
-                _ => {}
-            }
-        }
-        if self.stops.count() >= 2 {
-            self.quit = true;
-        }
-    }
-
     /// Runs `ask`, a request to the hub described by `what`, serving the
     /// inbox meanwhile ([`daemon::serving`]); `None` if the stage must
     /// stop at once (the request is abandoned).
     fn ask<T: Send + 'static>(
         &mut self,
+        serve: &mut Serve,
         what: String,
         ask: impl FnOnce(&HubClient) -> T + Send + 'static,
     ) -> Option<T> {
         // A stop that came since the last request is heard before this one.
-        self.serve(Duration::ZERO);
-        if self.quit {
+        if !serve.serve(self, Duration::ZERO) {
             return None;
         }
         let hub = self.hub.clone();
         self.in_flight = Some((what, std::time::Instant::now()));
-        let answer = daemon::serving(
-            move || ask(&hub),
-            || {
-                self.serve(Duration::ZERO);
-                !self.quit
-            },
-        );
+        let answer = daemon::serving(move || ask(&hub), || serve.serve(self, Duration::ZERO));
         self.in_flight = None;
         answer
     }
@@ -190,12 +179,12 @@ impl Reporter {
     }
 
     /// Sends what is due; returns when the next try is due, if any.
-    fn deliver(&mut self) -> Option<i64> {
+    fn deliver(&mut self, serve: &mut Serve) -> Option<i64> {
         let Ok(Some(id)) = self.spool.identity() else {
             return None;
         };
         self.spool.drop_lost();
-        self.send_events(&id.runner_id, &id.token);
+        self.send_events(serve, &id.runner_id, &id.token);
         let due = match self.spool.outbox_due(now_ms()) {
             Ok(d) => d,
             Err(e) => {
@@ -204,7 +193,7 @@ impl Reporter {
             }
         };
         for item in due {
-            if self.quit {
+            if serve.stopping() {
                 break;
             }
             if item.runner_id != id.runner_id {
@@ -215,8 +204,8 @@ impl Reporter {
             }
             // A job's progress goes before its outcome: tried now, whatever
             // its own schedule (a hub back from away takes both in order).
-            self.send_events_of(item.claim_id, &item.job_id, &id.runner_id, &id.token, true);
-            if self.quit {
+            self.send_events_of(serve, item.claim_id, &item.job_id, &id.runner_id, &id.token, true);
+            if serve.stopping() {
                 break;
             }
             // Events the hub could not take now would be refused once the
@@ -230,18 +219,18 @@ impl Reporter {
                     continue;
                 }
             }
-            self.send(&item, &id.token);
+            self.send(serve, &item, &id.token);
         }
         self.spool.outbox_len().ok().and_then(|(_, next)| next)
     }
 
-    fn send(&mut self, item: &OutboxItem, token: &str) {
+    fn send(&mut self, serve: &mut Serve, item: &OutboxItem, token: &str) {
         let tag = format!("job {} claim {}", item.job_id, item.claim_id);
         let what = item.kind.shown();
         let (runner, token, job, body) =
             (item.runner_id.clone(), token.to_string(), item.job_id.clone(), item.body.clone());
         let kind = item.kind;
-        let asked = self.ask(format!("{tag} {what}"), move |h| match kind {
+        let asked = self.ask(serve, format!("{tag} {what}"), move |h| match kind {
             OutcomeKind::Complete => h.complete(&runner, &token, &job, &body),
             OutcomeKind::Abort(_) => h.abort(&runner, &token, &job, &body),
         });
@@ -310,11 +299,11 @@ impl Reporter {
         let _ = std::fs::write(to.with_extension("json"), &item.body);
     }
 
-    fn send_events(&mut self, runner_id: &str, token: &str) {
+    fn send_events(&mut self, serve: &mut Serve, runner_id: &str, token: &str) {
         let Ok(claims) = self.spool.event_claims() else { return };
         for (claim_id, job_id, owner) in claims {
             if owner == runner_id {
-                self.send_events_of(claim_id, &job_id, runner_id, token, false);
+                self.send_events_of(serve, claim_id, &job_id, runner_id, token, false);
             }
         }
     }
@@ -322,7 +311,15 @@ impl Reporter {
     /// Sends a claim's queued events, 200 at a time, until none are left or
     /// the hub cannot take them (they stay for the next batch). Not before
     /// their next try is due, unless `now`.
-    fn send_events_of(&mut self, claim_id: i64, job_id: &str, runner_id: &str, token: &str, now: bool) {
+    fn send_events_of(
+        &mut self,
+        serve: &mut Serve,
+        claim_id: i64,
+        job_id: &str,
+        runner_id: &str,
+        token: &str,
+        now: bool,
+    ) {
         if let Some((_, at)) = self.event_retry.get(&claim_id) {
             if *at > now_ms() && !now {
                 return;
@@ -359,8 +356,9 @@ impl Reporter {
             let body = format!(r#"{{"events":[{}]}}"#, events.join(","));
             let last_id = rows[take - 1].id;
             let (runner, tok, job) = (runner_id.to_string(), token.to_string(), job_id.to_string());
-            let asked = self
-                .ask(format!("job {job_id} claim {claim_id} events"), move |h| h.events(&runner, &tok, &job, &body));
+            let asked = self.ask(serve, format!("job {job_id} claim {claim_id} events"), move |h| {
+                h.events(&runner, &tok, &job, &body)
+            });
             let Some(answer) = asked else { return };
             metrics::count_hub_answer(&mut self.spool, HubCall::Events, &answer);
             match outcome::classify(HubCall::Events, &answer) {

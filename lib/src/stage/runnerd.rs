@@ -18,7 +18,10 @@
 //! table, [`crate::drain`]. One deadline (`DRAIN_TIMEOUT_SEC`) spans every step, and the in-flight
 //! wait leaves a reserve for reporting. Past it, what is left is logged and
 //! left to lease expiry, and `runnerd` exits 1. A second TERM or INT, or a
-//! QUIT, kills every stage at once (exit 1). A stage that dies during a
+//! QUIT, kills every stage at once (exit 1). When each of these happens is
+//! the stop policy of the loop runnerd runs in, as every stage does
+//! ([`ojrunner_daemon::stage::POLICY`]); the walk of the drain is
+//! runnerd's own (its `Drain`). A stage that dies during a
 //! drain before its step is done is started again, so a crash never strands
 //! a job.
 
@@ -27,9 +30,10 @@ use crate::control::{self, Event, Inbox};
 use crate::counter::{labels, Counter};
 use crate::drain::{self, Step};
 use crate::patience;
-use crate::signals::{self, Shutdown, Stops};
+use crate::signals::Shutdown;
 use crate::spool::{ClaimState, Spool};
 use log::{error, info, warn};
+use ojrunner_daemon::stage::{self, Serve, State, Tick};
 use ojrunner_daemon::{ExitCode, Failure};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -79,7 +83,9 @@ pub fn stages_beside(exe: &Path) -> Option<PathBuf> {
 /// Runs the runner: starts the stages and supervises them until `shutdown`
 /// drains them (or a stage's exit stops the runner).
 pub fn run(cfg: &Config, shutdown: Shutdown) -> Result<ExitCode, Failure> {
-    Ok(Supervisor::new(cfg, shutdown)?.run())
+    let (mut supervisor, inbox) = Supervisor::new(cfg, shutdown)?;
+    info!("starting {}", STAGES.join(", "));
+    stage::run(&mut supervisor, inbox)
 }
 
 /// One supervised stage.
@@ -103,17 +109,49 @@ struct Supervisor {
     /// What runnerd was told, passed on to every stage as its environment.
     env: Vec<(&'static str, String)>,
     stages: Vec<Stage>,
-    inbox: Inbox,
-    stops: Stops,
     notify_fd: Option<i32>,
     ready: bool,
     drain_total: Duration,
-    drain: Option<(Step, Instant, Instant)>, // step, drain start, step start
-    cut: bool,
-    /// Why the runner must not run again as it is configured (claimd exited
-    /// 100): the drain then ends in exit 100, not 0.
-    misconfigured: Option<String>,
-    extended: Option<Instant>,
+    drain: Drain,
+}
+
+/// Where runnerd's walk of the drain table ([`drain::ORDER`]) is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Drain {
+    /// Not begun: supervising.
+    Off,
+    /// At `step`, since `step_begun`; the drain began at `begun`, and
+    /// systemd was last told it is progress at `extended`.
+    On { step: Step, begun: Instant, step_begun: Instant, extended: Option<Instant>, ending: Ending },
+    /// Over: the exit code.
+    Over(ExitCode),
+}
+
+/// How a drain in progress will end, as far as it is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Every step done: exit 0.
+    Clean,
+    /// A step was cut by the deadline: exit 1.
+    Cut,
+    /// The runner must not run again as it is configured (claimd exited
+    /// 100, `why`): exit 100, whether `cut` or not.
+    Misconfigured { why: String, cut: bool },
+}
+
+impl Ending {
+    /// A step was cut by the deadline.
+    fn cut(self) -> Ending {
+        match self {
+            Ending::Clean | Ending::Cut => Ending::Cut,
+            Ending::Misconfigured { why, .. } => Ending::Misconfigured { why, cut: true },
+        }
+    }
+
+    /// claimd found the configuration wrong.
+    fn misconfigured(self, why: String) -> Ending {
+        Ending::Misconfigured { why, cut: matches!(self, Ending::Cut | Ending::Misconfigured { cut: true, .. }) }
+    }
 }
 
 /// How long the stages of a runner whose spool is gone have to stop on
@@ -122,7 +160,7 @@ struct Supervisor {
 const GONE_GRACE: Duration = Duration::from_secs(15);
 
 impl Supervisor {
-    fn new(cfg: &Config, shutdown: Shutdown) -> Result<Supervisor, Failure> {
+    fn new(cfg: &Config, shutdown: Shutdown) -> Result<(Supervisor, Inbox), Failure> {
         let c = &cfg.common;
         config::name_normal_oj_leftovers(&c.spool);
         // Checked here so a bad configuration stops the runner once, not
@@ -144,7 +182,7 @@ impl Supervisor {
         // first one's drain latch).
         std::fs::create_dir_all(&c.spool)
             .map_err(|e| Failure(ExitCode::Temporary, format!("{}: {e}", c.spool.display())))?;
-        let Shutdown { inbox, stops } = shutdown;
+        let Shutdown { inbox } = shutdown;
         control::listen(&c.spool, "runnerd", inbox.tx.clone())
             .map_err(|e| Failure(ExitCode::Temporary, format!("control socket: {e}")))?;
         // The one place a running runner makes its spool: its stages open
@@ -177,84 +215,66 @@ impl Supervisor {
             .collect();
         let mut env = stage_env(c);
         env.push((crate::daemon::SPOOL_ID_ENV, spool.file_id().to_string()));
-        Ok(Supervisor {
+        let supervisor = Supervisor {
             env,
             spool,
             libexec,
             stages,
-            inbox,
-            stops,
             notify_fd: c.notify_fd,
             ready: false,
             drain_total,
-            drain: None,
-            cut: false,
-            misconfigured: None,
-            extended: None,
+            drain: Drain::Off,
+        };
+        Ok((supervisor, inbox))
+    }
+}
+
+impl stage::Stage for Supervisor {
+    const DRAIN_COMMAND: bool = true;
+
+    fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
+        if let Some(why) = self.spool.gone() {
+            return Ok(Tick::Exit(self.spool_gone(&why)));
+        }
+        if let Some(code) = self.reap(serve) {
+            return Ok(Tick::Exit(code));
+        }
+        self.start_due();
+        if !self.ready && self.stages.iter().all(|s| s.child.is_some() && control::answers(self.spool.dir(), s.name)) {
+            self.ready = true;
+            info!("ready");
+            config::notify_ready(self.notify_fd.take());
+        }
+        if let Some(code) = self.drain_step() {
+            self.drain = Drain::Over(code);
+        }
+        Ok(match self.drain {
+            Drain::Over(_) => Tick::Idle(Duration::ZERO),
+            Drain::Off | Drain::On { .. } => Tick::Busy(Duration::from_millis(100)),
         })
     }
 
-    fn run(&mut self) -> ExitCode {
-        info!("starting {}", STAGES.join(", "));
-        loop {
-            if let Some(why) = self.spool.gone() {
-                return self.spool_gone(&why);
-            }
-            if let Some(code) = self.reap() {
-                return code;
-            }
-            self.start_due();
-            if !self.ready
-                && self.stages.iter().all(|s| s.child.is_some() && control::answers(self.spool.dir(), s.name))
-            {
-                self.ready = true;
-                info!("ready");
-                config::notify_ready(self.notify_fd.take());
-            }
-            if self.drain.is_some() {
-                if let Some(code) = self.drain_step() {
-                    return code;
-                }
-            }
-            match self.inbox.next(Duration::from_millis(100)) {
-                Some(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
-                    if self.stops.count() >= 2 {
-                        return self.stop_now(&format!("second {}", signals::name(sig)));
-                    }
-                    self.begin_drain(&signals::name(sig));
-                }
-                Some(Event::Signal(sig)) if sig == libc::SIGQUIT => return self.stop_now("SIGQUIT"),
-                Some(Event::Signal(sig)) if sig == libc::SIGHUP => {
-                    info!("SIGHUP: passed on to every stage");
-                    for s in &self.stages {
-                        if let Some(c) = &s.child {
-                            let _ = nix::sys::signal::kill(
-                                nix::unistd::Pid::from_raw(c.id() as i32),
-                                nix::sys::signal::Signal::SIGHUP,
-                            );
-                        }
+    fn event(&mut self, event: Event, _: State) {
+        match event {
+            Event::Signal(libc::SIGHUP) => {
+                info!("SIGHUP: passed on to every stage");
+                for s in &self.stages {
+                    if let Some(c) = &s.child {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(c.id() as i32),
+                            nix::sys::signal::Signal::SIGHUP,
+                        );
                     }
                 }
-                Some(Event::Command { cmd, reply, .. }) => {
-                    let answer = match cmd.as_str() {
-                        "status" => self.status(),
-                        "drain" => {
-                            if self.drain.is_none() {
-                                self.stops.request();
-                                self.begin_drain("drain command");
-                            }
-                            json!({"ok": true, "draining": true})
-                        }
-                        _ => json!({"error": format!("unknown command {cmd:?}")}),
-                    };
-                    let _ = reply.send(answer);
-                }
-                _ => {}
             }
+            Event::Command { cmd, reply, .. } => {
+                let _ = reply.send(stage::unknown(&cmd));
+            }
+            _ => {}
         }
     }
 
-    fn status(&self) -> Value {
+    fn status(&self, _: State) -> Value {
         let stages: Vec<Value> = self
             .stages
             .iter()
@@ -263,10 +283,31 @@ impl Supervisor {
                             "last_exit": s.last_exit})
             })
             .collect();
-        json!({"stage": "runnerd", "ready": self.ready, "draining": self.drain.map(|d| format!("{:?}", d.0).to_lowercase()),
-               "stages": stages})
+        let draining = match &self.drain {
+            Drain::On { step, .. } => Some(format!("{step:?}").to_lowercase()),
+            Drain::Off | Drain::Over(_) => None,
+        };
+        json!({"stage": "runnerd", "ready": self.ready, "draining": draining, "stages": stages})
     }
 
+    fn drain(&mut self, why: &str) {
+        self.begin_drain(why);
+    }
+
+    fn stop(&mut self, why: &str) -> ExitCode {
+        self.stop_now(why)
+    }
+
+    fn finished(&mut self) -> ExitCode {
+        match self.drain {
+            Drain::Over(code) => code,
+            // Not reached: the drain ends only through Over.
+            Drain::Off | Drain::On { .. } => ExitCode::Failure,
+        }
+    }
+}
+
+impl Supervisor {
     fn stage(&mut self, name: &str) -> &mut Stage {
         self.stages.iter_mut().find(|s| s.name == name).expect("known stage")
     }
@@ -331,7 +372,7 @@ impl Supervisor {
 
     /// Collects stages that exited; schedules restarts. Some(code) when the
     /// runner must stop.
-    fn reap(&mut self) -> Option<ExitCode> {
+    fn reap(&mut self, serve: &mut Serve) -> Option<ExitCode> {
         let mut fatal = None;
         let mut misconfigured = None;
         for s in &mut self.stages {
@@ -375,15 +416,17 @@ impl Supervisor {
         if let Some(why) = misconfigured {
             error!("{why}: draining (claims in flight are finished and reported), then exiting 100; not restarted");
             self.stage("claimd").next_start = None;
-            self.misconfigured = Some(why.clone());
-            self.stops.request();
-            self.begin_drain(&why);
+            // A drain asked (the next TERM stops at once), begun if it was not.
+            serve.ask_drain(self, &why);
+            if let Drain::On { ending, .. } = &mut self.drain {
+                *ending = std::mem::replace(ending, Ending::Clean).misconfigured(why);
+            }
         }
         None
     }
 
     fn begin_drain(&mut self, why: &str) {
-        if self.drain.is_some() {
+        if self.drain != Drain::Off {
             return;
         }
         info!("{why}: draining (deadline {:?}; a second TERM or INT stops at once)", self.drain_total);
@@ -393,16 +436,18 @@ impl Supervisor {
             error!("drain latch: {e}");
         }
         let now = Instant::now();
-        self.drain = Some((Step::Claimd, now, now));
+        self.drain =
+            Drain::On { step: Step::Claimd, begun: now, step_begun: now, extended: None, ending: Ending::Clean };
     }
 
-    /// Advances the drain; Some(code) when it is over.
+    /// Advances the drain, if one is on; Some(code) when it is over.
     fn drain_step(&mut self) -> Option<ExitCode> {
-        let (step, begun, step_begun) = self.drain?;
+        let Drain::On { step, begun, step_begun, extended, .. } = &mut self.drain else { return None };
+        let (step, begun, step_begun) = (*step, *begun, *step_begun);
         let now = Instant::now();
         // Under systemd: the drain is progress, not a hang.
-        if self.extended.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-            self.extended = Some(now);
+        if extended.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            *extended = Some(now);
             config::sd_notify(&format!("EXTEND_TIMEOUT_USEC={}", 30_000_000u64));
         }
         let row = drain::row(step);
@@ -419,7 +464,9 @@ impl Supervisor {
             return None;
         }
         if !done {
-            self.cut = true;
+            if let Drain::On { ending, .. } = &mut self.drain {
+                *ending = std::mem::replace(ending, Ending::Clean).cut();
+            }
             let left = self.leftovers();
             error!("drain: {name} did not finish in time; killing it ({left})");
             self.kill(name);
@@ -434,21 +481,25 @@ impl Supervisor {
                 Err(e) => error!("drain scan: {e}"),
             }
         }
+        let Drain::On { step, step_begun, ending, .. } = &mut self.drain else { return None };
         let Some(next) = row.next else {
-            let code = if self.cut { ExitCode::Failure } else { ExitCode::Ok };
-            if self.cut {
+            let ending = ending.clone();
+            if matches!(ending, Ending::Cut | Ending::Misconfigured { cut: true, .. }) {
                 warn!("drain cut by its deadline: {}; left to lease expiry", self.leftovers());
             } else {
                 info!("drained: every job held was finished and reported");
             }
-            if let Some(why) = &self.misconfigured {
-                error!("{why}: fix the configuration, then start the runner again");
-                return Some(ExitCode::Config);
-            }
-            return Some(code);
+            return Some(match ending {
+                Ending::Misconfigured { why, .. } => {
+                    error!("{why}: fix the configuration, then start the runner again");
+                    ExitCode::Config
+                }
+                Ending::Cut => ExitCode::Failure,
+                Ending::Clean => ExitCode::Ok,
+            });
         };
+        (*step, *step_begun) = (next, now);
         info!("drain: {name} done; next {}", drain::row(next).does);
-        self.drain = Some((next, begun, now));
         None
     }
 
@@ -695,7 +746,19 @@ pub fn check(spool_dir: &Path) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{drain, stages_beside, STAGES};
+    use super::{drain, stages_beside, Ending, STAGES};
+
+    /// A drain's exit code: 100 when claimd found the configuration
+    /// wrong, cut or not, whichever came first; else 1 when cut.
+    #[test]
+    fn a_misconfigured_drain_ends_in_100_and_remembers_a_cut() {
+        let why = || "claimd: bad configuration".to_string();
+        assert_eq!(Ending::Clean.cut(), Ending::Cut);
+        assert_eq!(Ending::Cut.cut(), Ending::Cut);
+        assert_eq!(Ending::Clean.misconfigured(why()), Ending::Misconfigured { why: why(), cut: false });
+        assert_eq!(Ending::Cut.misconfigured(why()), Ending::Misconfigured { why: why(), cut: true });
+        assert_eq!(Ending::Clean.misconfigured(why()).cut(), Ending::Misconfigured { why: why(), cut: true });
+    }
 
     #[test]
     fn stages_start_in_the_reverse_of_the_drain_order() {
