@@ -100,6 +100,12 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl Common {
+    /// A client of the hub this configuration names; `sandbox_token` for
+    /// the testdata channel (claimd's alone: the other stages send none).
+    pub fn hub_client(&self, sandbox_token: &str) -> Result<crate::hub::HubClient, ConfigError> {
+        Ok(crate::hub::HubClient::new(&self.backend_url()?, &self.testdata_url()?, sandbox_token))
+    }
+
     /// The drain's deadline: `DRAIN_TIMEOUT_SEC` as a [`seconds`] value.
     pub fn drain_timeout(&self) -> Result<Duration, ConfigError> {
         seconds("DRAIN_TIMEOUT_SEC (--drain-timeout)", &self.drain_timeout)

@@ -76,6 +76,25 @@ impl Daemon {
     }
 }
 
+/// The whole `main` of a stage whose command line is the common options
+/// alone (leased, reportd): the process set up as every program's is
+/// ([`ojrunner_daemon::start`]), `run` called with its signals forwarded
+/// into its inbox, and the process ended with its exit code.
+pub fn common_stage_main(
+    name: &'static str,
+    about: &'static str,
+    run: fn(&crate::config::Common, Shutdown) -> Result<ExitCode, Failure>,
+) -> ! {
+    use clap::{Args, Command, FromArgMatches};
+    let common = ojrunner_daemon::start(name, || {
+        // The options' own doc would be the program's about: set after.
+        let cli = crate::config::Common::augment_args(Command::new(name));
+        let cli = cli.version(env!("CARGO_PKG_VERSION")).about(about);
+        crate::config::Common::from_arg_matches(&cli.get_matches()).unwrap_or_else(|e| e.exit())
+    });
+    std::process::exit(ojrunner_daemon::signals::run_stage(|shutdown| run(&common, shutdown)).code())
+}
+
 /// How often a stage waiting on the hub looks at its inbox.
 pub const SERVE_EVERY: Duration = Duration::from_millis(50);
 
@@ -156,6 +175,29 @@ mod tests {
         }
     }
 
+    /// `stage` started by `run` in a thread of its own on the spool `dir`,
+    /// against a hub address nothing answers, once its control socket
+    /// answers: how to stop it, and where its end is told.
+    fn started(
+        stage: &str,
+        run: Run,
+        dir: &std::path::Path,
+    ) -> (ojrunner_daemon::signals::Stopper, mpsc::Receiver<Result<ExitCode, String>>) {
+        let spool = dir.to_str().unwrap();
+        let told = Told::try_parse_from(["t", "--backend-url", "http://127.0.0.1:9", "--spool", spool]).unwrap();
+        let (shutdown, stopper) = Shutdown::new();
+        let (done_tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(run(&told.common, shutdown).map_err(|f| f.to_string()));
+        });
+        let begun = std::time::Instant::now();
+        while !control::answers(dir, stage) {
+            assert!(begun.elapsed() < Duration::from_secs(10), "{stage}: its control socket never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (stopper, done)
+    }
+
     /// A stage runs in-process on a spool of its own until its caller stops
     /// it through the `Shutdown` it was handed: no signal is sent, and the
     /// stage installs no handler (TERM keeps its default). A stage that
@@ -165,19 +207,8 @@ mod tests {
         let stages: [(&str, Run); 2] = [("reportd", crate::stage::reportd::run), ("leased", crate::stage::leased::run)];
         for (stage, run) in stages {
             let dir = ojrunner_daemon::test_dir(&format!("ojstop-{stage}"));
-            let spool = dir.to_str().unwrap();
             // An address nothing answers: with no identity, neither stage asks the hub.
-            let told = Told::try_parse_from(["t", "--backend-url", "http://127.0.0.1:9", "--spool", spool]).unwrap();
-            let (shutdown, stopper) = Shutdown::new();
-            let (done_tx, done) = mpsc::channel();
-            std::thread::spawn(move || {
-                let _ = done_tx.send(run(&told.common, shutdown).map_err(|f| f.to_string()));
-            });
-            let started = std::time::Instant::now();
-            while !control::answers(&dir, stage) {
-                assert!(started.elapsed() < Duration::from_secs(10), "{stage}: its control socket never answered");
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let (stopper, done) = started(stage, run, &dir);
             assert!(done.recv_timeout(Duration::from_millis(300)).is_err(), "{stage} ended before it was stopped");
             assert!(term_is_default(), "{stage}: the library installed a TERM handler; only a program's main may");
             assert!(stopper.stop(), "{stage}: its inbox is gone before it was stopped");
@@ -208,18 +239,8 @@ mod tests {
                 assert!(spool.abort(claim, AbortReason::Drain, "a test").unwrap());
             }
             drop(spool);
-            let spool = dir.to_str().unwrap();
-            let told = Told::try_parse_from(["t", "--backend-url", "http://127.0.0.1:9", "--spool", spool]).unwrap();
-            let (shutdown, stopper) = Shutdown::new();
-            let (done_tx, done) = mpsc::channel();
-            std::thread::spawn(move || {
-                let _ = done_tx.send(run(&told.common, shutdown).map_err(|f| f.to_string()));
-            });
+            let (stopper, done) = started(stage, run, &dir);
             let started = std::time::Instant::now();
-            while !control::answers(&dir, stage) {
-                assert!(started.elapsed() < Duration::from_secs(10), "{stage}: its control socket never answered");
-                std::thread::sleep(Duration::from_millis(20));
-            }
             assert!(stopper.stop(), "{stage}: its inbox is gone before the first TERM");
             if stage == "leased" {
                 let status =

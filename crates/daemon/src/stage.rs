@@ -130,13 +130,21 @@ pub trait Stage {
     fn status(&self, state: State) -> Value;
 
     /// The drain begins (`why`: what began it, for the log).
-    fn drain(&mut self, why: &str);
+    fn drain(&mut self, why: &str) {
+        log::info!("{why}");
+    }
 
     /// It stops at once (`why`: what stopped it); the exit code.
-    fn stop(&mut self, why: &str) -> ExitCode;
+    fn stop(&mut self, why: &str) -> ExitCode {
+        log::info!("{why}: stopped at once");
+        ExitCode::Ok
+    }
 
     /// Its drain is over; the exit code.
-    fn finished(&mut self) -> ExitCode;
+    fn finished(&mut self) -> ExitCode {
+        log::info!("stopped");
+        ExitCode::Ok
+    }
 
     /// How long its drain may last before it ends with work left (none:
     /// as long as it takes).

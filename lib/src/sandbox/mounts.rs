@@ -453,7 +453,9 @@ mod tests {
         let has_calls = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, 0, 0) } != 0
             && io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
         if !nix::unistd::geteuid().is_root() || !initial_userns() || !has_calls {
-            return ojrunner_daemon::skip_test("the mount API needs root in the host's user namespace, Linux 5.12 or later");
+            return ojrunner_daemon::skip_test(
+                "the mount API needs root in the host's user namespace, Linux 5.12 or later",
+            );
         }
         let dir = std::env::temp_dir();
         assert!(mount_api_works(&dir).is_some(), "the calls work on this machine (Linux 5.12 or later, root)");

@@ -104,7 +104,7 @@ struct Claimd {
 /// go on (and its exit code).
 pub fn run(cfg: Config, shutdown: Shutdown) -> Result<(), Failure> {
     let c = &cfg.common;
-    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, &c.sandbox_token()?);
+    let hub = c.hub_client(&c.sandbox_token()?)?;
     let registration_token = c.registration_token()?;
     let languages = daemon::languages(cfg.languages.as_deref())?;
     let Daemon { spool, inbox } = Daemon::start("claimd", &c.spool, shutdown)?;
@@ -222,22 +222,10 @@ impl Stage for Claimd {
         })
     }
 
-    fn drain(&mut self, why: &str) {
-        info!("{why}");
-    }
-
-    /// The hub may hand a job to the request in flight whether or not
-    /// anyone still reads the answer: it was read and recorded first
-    /// ([`Claimd::serving`]), and the next claimd prepares it.
-    fn stop(&mut self, why: &str) -> ExitCode {
-        info!("{why}: stopped");
-        ExitCode::Ok
-    }
-
-    fn finished(&mut self) -> ExitCode {
-        info!("stopped");
-        ExitCode::Ok
-    }
+    // drain, stop and finished: the loop's own, logged. A stop at once
+    // may leave the hub handing a job to the request in flight whether or
+    // not anyone still reads the answer: it was read and recorded first
+    // ([`Claimd::serving`]), and the next claimd prepares it.
 }
 
 impl Claimd {

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 /// TERM keeps beating until no job is held or the drain's deadline; a
 /// second, or QUIT, stops at once ([`stage::run`]).
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
-    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let hub = c.hub_client("")?;
     let Daemon { spool, inbox } = Daemon::start("leased", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let mut l = Leased {
@@ -168,11 +168,6 @@ impl Stage for Leased {
 
     fn drain(&mut self, _why: &str) {
         info!("stopping once no job is held (leases stay renewed until the final sends)");
-    }
-
-    fn stop(&mut self, why: &str) -> ExitCode {
-        info!("{why}: stopped at once");
-        ExitCode::Ok
     }
 
     fn finished(&mut self) -> ExitCode {

@@ -45,7 +45,7 @@ pub const EVENT_BATCH_BYTES: usize = 48 << 10;
 /// TERM delivers what is queued, then stops; a second, or QUIT, stops at
 /// once ([`stage::run`]).
 pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
-    let hub = HubClient::new(&c.backend_url()?, &c.testdata_url()?, "");
+    let hub = c.hub_client("")?;
     let Daemon { spool, inbox } = Daemon::start("reportd", &c.spool, shutdown)?;
     config::notify_ready(c.notify_fd);
     let mut r = Reporter {
