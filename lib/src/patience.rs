@@ -61,7 +61,8 @@ pub const PATIENT: Schedule = Schedule { steps: &[1.0, 2.0, 4.0, 8.0, 15.0], rep
 /// How many failed tries of a claim's progress events its outcome waits
 /// for: a hub answers 404 to events sent after the outcome landed, so the
 /// events go first while the hub may still take them; past these tries the
-/// outcome goes anyway (a verdict outranks its progress lines).
+/// outcome goes anyway (a verdict outranks its progress lines), but never
+/// while the events' last try got no answer at all (the hub is away).
 pub const OUTCOME_WAITS_FOR_EVENTS: usize = 4;
 
 /// How long an outcome is offered to the hub before it is moved aside.

@@ -15,7 +15,7 @@
 //! that hangs leaves the control socket answered, and SIGQUIT (or a second
 //! TERM) abandons the request in flight; its outcome stays queued.
 
-use crate::answer::HubCall;
+use crate::answer::{Answer, HttpReply, HubCall};
 use crate::config::{self, Common};
 use crate::control::Event;
 use crate::daemon::{self, Daemon, Failure};
@@ -62,11 +62,22 @@ pub fn run(c: &Common, shutdown: Shutdown) -> Result<ExitCode, Failure> {
     stage::run(&mut r, inbox)
 }
 
+/// A claim's progress events the hub did not take at their last try.
+#[derive(Clone, Copy, Debug)]
+struct EventsWait {
+    /// Tries failed in a row.
+    tries: usize,
+    /// When the next is due (ms).
+    at: i64,
+    /// The last got no answer at all: the hub is away, or was a moment ago.
+    away: bool,
+}
+
 struct Reporter {
     spool: Spool,
     hub: HubClient,
     /// Claims whose events the hub could not take, and when to try again.
-    event_retry: HashMap<i64, (usize, i64)>,
+    event_retry: HashMap<i64, EventsWait>,
     sent: u64,
     last_answer: String,
     /// The request to the hub in flight, if one is, and since when.
@@ -210,10 +221,18 @@ impl Reporter {
             }
             // Events the hub could not take now would be refused once the
             // outcome lands: the outcome waits for their next try (a while).
-            if let Some(&(tries, at)) = self.event_retry.get(&item.claim_id) {
-                if tries < patience::OUTCOME_WAITS_FOR_EVENTS {
+            // A hub that did not answer them at all is away: an outcome sent
+            // now, a moment later, might be the first call it answers on its
+            // return, before the events; it counts as the outcome's own
+            // failed try (patience::outcome_kept still ends a hub away for good).
+            if let Some(w) = self.event_retry.get(&item.claim_id).copied() {
+                if w.away {
+                    self.postpone(&item, "the hub did not answer its progress events, which go first");
+                    continue;
+                }
+                if w.tries < patience::OUTCOME_WAITS_FOR_EVENTS {
                     let why = "waiting for its progress events to be taken first";
-                    if let Err(e) = self.spool.outbox_later(item.claim_id, at, why) {
+                    if let Err(e) = self.spool.outbox_later(item.claim_id, w.at, why) {
                         error!("job {} claim {}: {e}", item.job_id, item.claim_id);
                     }
                     continue;
@@ -320,7 +339,7 @@ impl Reporter {
         token: &str,
         now: bool,
     ) {
-        if let Some((_, at)) = self.event_retry.get(&claim_id) {
+        if let Some(EventsWait { at, .. }) = self.event_retry.get(&claim_id) {
             if *at > now_ms() && !now {
                 return;
             }
@@ -378,10 +397,12 @@ impl Reporter {
                     self.event_retry.remove(&claim_id);
                 }
                 Meaning::Retry => {
-                    let tries = self.event_retry.get(&claim_id).map(|t| t.0).unwrap_or(0) + 1;
+                    let tries = self.event_retry.get(&claim_id).map_or(0, |w| w.tries) + 1;
                     let delay = patience::PATIENT.delay(tries).unwrap_or(Duration::from_secs(15));
                     warn!("job {job_id} claim {claim_id}: events: {}; kept for the next batch", answer.describe());
-                    self.event_retry.insert(claim_id, (tries, clock::after_ms(now_ms(), delay)));
+                    let away = matches!(answer, Answer::NoWord(HttpReply::Unreachable(_)));
+                    let wait = EventsWait { tries, at: clock::after_ms(now_ms(), delay), away };
+                    self.event_retry.insert(claim_id, wait);
                     return;
                 }
             }
