@@ -274,7 +274,12 @@ fn a_judge_killed_mid_compile_leaves_no_entry_and_a_corrupt_entry_is_compiled_ag
     write_file(&tests, "01.out", "42\n");
     // Killed while its compiler runs (judge-exec run compiles as slot 0).
     let mut child = judge_exec_run(&cache, &src, &tests);
-    let compiling = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "cc1plus\n");
+    // (Its own compiler: a runner of another test may compile as slot 0 too.)
+    let judge = child.id() as i32;
+    let compiling = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "cc1plus\n")
+            && descends_from(pid, judge)
+    };
     let slot0 = Slot::for_index(0).uid;
     wait_for("the compiler to run", Duration::from_secs(60), || {
         processes_of(slot0).into_iter().any(compiling).then_some(())
@@ -302,6 +307,20 @@ fn a_judge_killed_mid_compile_leaves_no_entry_and_a_corrupt_entry_is_compiled_ag
     assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stdout));
     assert!(said.contains("unusable") && !said.contains("compile cache: hit"), "{said}");
     assert_eq!(std::fs::metadata(&main).unwrap().len(), len, "the entry is whole again");
+}
+
+/// Whether `pid`'s parent, or its parent's, and so on, is `ancestor`.
+fn descends_from(mut pid: i32, ancestor: i32) -> bool {
+    for _ in 0..64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let parent = status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok());
+        match parent {
+            Some(p) if p == ancestor => return true,
+            Some(p) if p > 1 => pid = p,
+            _ => return false,
+        }
+    }
+    false
 }
 
 #[test]
