@@ -54,7 +54,7 @@
 //! hit refreshes its directory's modification time) until it fits; an entry
 //! whose lock is held (being copied out or built) is skipped. A lock file
 //! is unlinked only by a holder of its lock, and a locker that finds its
-//! file unlinked under it takes the lock again ([`lock_key`]).
+//! file unlinked under it takes the lock again (`lock_key`).
 
 use sha2::{Digest, Sha256};
 use std::fs::File;

@@ -45,7 +45,7 @@ struct Cli {
     #[arg(long, env = "OJ_SLOT_LOCK_DIR", value_name = "DIR")]
     slot_lock_dir: Option<PathBuf>,
 
-    /// Bytes of compiled submissions kept (the runner's in <spool>/programs,
+    /// Bytes of compiled submissions kept (the runner's in $OJ_SPOOL/programs,
     /// `run`'s in its --cache), least recently used first out; 0: none kept,
     /// every submission compiled (default 1073741824, 1 GiB).
     #[arg(long, env = "OJ_COMPILE_CACHE_BYTES", value_name = "BYTES",
