@@ -565,7 +565,7 @@ mod tests {
     #[test]
     fn the_least_recently_used_go_first_to_fit_the_budget_never_one_in_use() {
         let root = ojrunner_daemon::test_dir("ojcc-lru");
-        // Each entry: 1000 bytes of binary and its manifest (122): 1122.
+        // Each entry: 1000 bytes of binary and its manifest (125): 1125.
         let cache = CompileCache { dir: root.join("c"), budget: 3400 };
         let src = tree("ojcc-lru-src", &[("main", &"x".repeat(1000))]);
         let ago = |key: &str, secs: u64| {
@@ -589,7 +589,7 @@ mod tests {
         assert!(left("a") && left("b") && !left("c"), "c, least recently used but for b in use, goes");
         assert!(!cache.dir.join("c.lock").exists());
         let total: u64 = std::fs::read_to_string(cache.dir.join(".total")).unwrap().parse().unwrap();
-        assert_eq!(total, 2 * 1122, "counted anew, at most 90 % of the budget");
+        assert_eq!(total, 2 * 1125, "counted anew: two entries, at most 90 % of the budget");
         drop(busy);
         let held = cache.lock("d").unwrap();
         cache.store("d", &src, &held);
