@@ -42,6 +42,7 @@ pub mod testdata;
 
 // Judging.
 pub mod checker;
+pub mod compile_cache;
 pub mod judge;
 pub mod language;
 pub mod program_cache;

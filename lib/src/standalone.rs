@@ -8,6 +8,7 @@
 //! judged as `hubd problem add` maps it. The cases run side by side, a slot
 //! per core; their lines come in order.
 
+use crate::compile_cache::CompileCache;
 use crate::judge::{Case, CaseRun, Judge, Slot, Slots, Submitted};
 use crate::language::{Languages, Toolchain};
 use crate::protocol::Verdict;
@@ -17,6 +18,17 @@ use ojrunner_daemon::ExitCode;
 use ojrunner_protocol::icpc;
 use serde_json::json;
 use std::path::{Path, PathBuf};
+
+/// Where `judge-exec run` keeps compiled sources when `--cache` is not
+/// given: `$XDG_CACHE_HOME/ojrunner/programs`, else
+/// `$HOME/.cache/ojrunner/programs`; `None` with neither set.
+pub fn default_cache() -> Option<PathBuf> {
+    let abs = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    std::env::var_os("XDG_CACHE_HOME")
+        .and_then(abs)
+        .or_else(|| std::env::var_os("HOME").and_then(abs).map(|h| h.join(".cache")))
+        .map(|c| c.join("ojrunner/programs"))
+}
 
 /// `judge-exec run [--checker NAME]`: judges a source against a directory
 /// of cases, printing JSON lines; exits 0 when every case is AC, 1
@@ -29,7 +41,9 @@ use std::path::{Path, PathBuf};
 /// problem package (it has a `problem.yaml`), mapped as `hubd problem add`
 /// maps it ([`ojrunner_protocol::icpc`]): its tasks, limits and checker,
 /// `time` and `mem` (and `checker`) overriding its own when given; its
-/// cases are named by their paths in the package.
+/// cases are named by their paths in the package. `cache`: where the
+/// compiled source is looked for and kept (`compile_cache.rs`).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     languages: &Languages,
     lang: &str,
@@ -38,6 +52,7 @@ pub fn run(
     time: Option<i64>,
     mem: Option<i64>,
     checker: Option<&str>,
+    cache: Option<CompileCache>,
 ) -> ExitCode {
     let Some(lang) = lang.parse::<i64>().ok().and_then(|i| languages.by_id(i)).or_else(|| languages.by_name(lang))
     else {
@@ -81,7 +96,7 @@ pub fn run(
     }
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711));
-    let judge = Judge::default();
+    let judge = Judge { compile_cache: cache, ..Judge::default() };
     let slot = Slot::for_index(0);
     let checker = checker.or(layout.checker.as_deref());
     let submitted = Submitted {

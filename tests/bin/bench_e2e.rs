@@ -20,6 +20,12 @@
 //!    python3 submissions queued at once, until every verdict, beside what
 //!    `judge-exec run` of one such job takes.
 //!
+//! 5. Compile once (issue #26): the same C++ source (`<bits/stdc++.h>`)
+//!    judged twice by `judge-exec run` with a fresh compile cache, the
+//!    second from the cache; and 200 C++ submissions (200 sources) judged
+//!    by one runner, then `hubd rejudge` of all 200 (the runner restarted
+//!    for each, its spool and cache kept), start to the last verdict.
+//!
 //! Every target prints PASS or MISS. The exit status is 0 unless the bench
 //! itself could not run (a benchmark reports; it does not gate).
 
@@ -64,7 +70,7 @@ fn bench() -> Result<(), String> {
     let nofile = raise_nofile();
     println!("ojrunner bench-e2e: {}", machine());
     println!("  load average at start: {}; open files limit {nofile}", load_average());
-    let parts = std::env::var("OJ_BENCH_E2E_PARTS").unwrap_or_else(|_| "1234".into());
+    let parts = std::env::var("OJ_BENCH_E2E_PARTS").unwrap_or_else(|_| "12345".into());
     let work = TempDir::new("bench-e2e");
     let (ab_py, ab1_dir) = fixtures(work.path())?;
     let ab3_dir = examples().join("problems/1");
@@ -95,6 +101,9 @@ fn bench() -> Result<(), String> {
     }
     if parts.contains('3') {
         many_runners(&mut rep, work.path(), &ab_py, &ab1_dir)?;
+    }
+    if parts.contains('5') {
+        compile_once(&mut rep, work.path(), &ab1_dir)?;
     }
     println!();
     println!("load average at the end: {} (other builds and tests share this machine)", load_average());
@@ -195,15 +204,18 @@ fn verdict_latency(
 /// One `judge-exec run` of `src` on the cases of `tests`, every case AC: its
 /// wall time.
 fn judge_exec_run(src: &Path, tests: &Path) -> Result<Duration, String> {
+    judge_exec_run_in("python3", src, tests, None)
+}
+
+/// [`judge_exec_run`] in `lang`, with its compile cache in `cache` if given.
+fn judge_exec_run_in(lang: &str, src: &Path, tests: &Path, cache: Option<&Path>) -> Result<Duration, String> {
     let t = Instant::now();
-    let out = Command::new(bin("judge-exec"))
-        .args(["run", "--lang", "python3", "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("judge-exec run: {e}"))?;
+    let mut cmd = Command::new(bin("judge-exec"));
+    cmd.args(["run", "--lang", lang, "--src"]).arg(src).arg("--tests").arg(tests);
+    if let Some(c) = cache {
+        cmd.arg("--cache").arg(c);
+    }
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("judge-exec run: {e}"))?;
     let took = t.elapsed();
     if !out.status.success() {
         return Err(format!(
@@ -344,6 +356,97 @@ fn throughput(rep: &mut Report, hub: &Hub, spool: &Path, log: &Path, src: &Path,
     );
     println!("  (no target in issue #16: reported for comparison)");
     Ok(())
+}
+
+/*** 5. Compile once ***/
+
+/// A+B in C++ with the whole standard library: what a contestant sends.
+const APLUSB_CPP: &str = "#include <bits/stdc++.h>\nusing namespace std;\n\
+                          int main() { long long a, b; cin >> a >> b; cout << a + b << endl; }\n";
+
+fn compile_once(rep: &mut Report, dir: &Path, ab1_dir: &Path) -> Result<(), String> {
+    let src = dir.join("ab.cpp");
+    std::fs::write(&src, APLUSB_CPP).map_err(|e| format!("{}: {e}", src.display()))?;
+    // (a) judge-exec run twice on a fresh cache, three times over: medians.
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for round in 0..3 {
+        let cache = dir.join(format!("judge-exec-cache-{round}"));
+        first.push(judge_exec_run_in("cpp17", &src, ab1_dir, Some(&cache))?);
+        second.push(judge_exec_run_in("cpp17", &src, ab1_dir, Some(&cache))?);
+    }
+    let (first, second) = (stats(first).p50, stats(second).p50);
+    println!();
+    println!("5. compile once: C++ A+B with <bits/stdc++.h>, one case");
+    println!(
+        "  judge-exec run, a fresh cache (median of 3): first {:.0} ms, the same source again {:.0} ms",
+        ms(first),
+        ms(second)
+    );
+    rep.target(
+        "judged again <= 1/3 of the first judging",
+        format!("{:.2} of it", second.as_secs_f64() / first.as_secs_f64()),
+        second.as_secs_f64() * 3.0 <= first.as_secs_f64(),
+    );
+    // (b) 200 submissions, then their rejudge, through hubd and one runner.
+    let jobs = env_usize("OJ_BENCH_E2E_CPP_JOBS", 200);
+    std::fs::create_dir_all(dir.join("hub-cc")).map_err(|e| format!("the hub's directory: {e}"))?;
+    let hub = Hub::start(&dir.join("hub-cc"), &HUB_FLAGS);
+    hub.add_problem(AB1, ab1_dir);
+    let ids: Vec<String> = (0..jobs)
+        .map(|i| {
+            let file = dir.join(format!("sub{i}.cpp"));
+            std::fs::write(&file, format!("{APLUSB_CPP}// submission {i}\n")).map(|()| file)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("writing the submissions: {e}"))?
+        .iter()
+        .map(|f| hub.submit(AB1, "cpp17", f))
+        .collect();
+    let spool = dir.join("spool-cc");
+    let log = dir.join("runner-cc.log");
+    let judged = judge_all_queued(&hub, &spool, &log, &ids)?;
+    for id in &ids {
+        hub.cli(&["rejudge", id]);
+    }
+    let rejudged = judge_all_queued(&hub, &spool, &log, &ids)?;
+    let hits = std::fs::read_to_string(&log).unwrap_or_default().matches("compile cache: hit").count();
+    let (Some((first, not_ac)), Some((again, not_ac_again))) = (judged, rejudged) else {
+        rep.target("every verdict within 600 s", "no".into(), false);
+        return Ok(());
+    };
+    println!(
+        "  {jobs} C++ submissions (each its own source), one runner, runnerd start to the last verdict: \
+         judged {:.1} s, rejudged {:.1} s ({hits} compiles found in the cache){}",
+        first.as_secs_f64(),
+        again.as_secs_f64(),
+        if not_ac + not_ac_again > 0 { format!(" ({} not AC!)", not_ac + not_ac_again) } else { String::new() }
+    );
+    let speedup = first.as_secs_f64() / again.as_secs_f64();
+    rep.target("hubd rejudge >= 4x faster than the first judging", format!("{speedup:.1}x"), speedup >= 4.0);
+    Ok(())
+}
+
+/// Starts a runner on `spool` with `ids` queued, waits for each one's
+/// current job, drains it: the wall time from its start to the last
+/// verdict and how many were not AC; `None` if they took over 600 s.
+fn judge_all_queued(hub: &Hub, spool: &Path, log: &Path, ids: &[String]) -> Result<Option<(Duration, usize)>, String> {
+    let db = HubDb::open(&hub.db)?;
+    let runner = start_runner_logged(hub, spool, &RUNNER_ENV, log);
+    let t = Instant::now();
+    let limit = Duration::from_secs(600);
+    let mut not_ac = 0;
+    for id in ids {
+        match db.wait_done(id, limit.saturating_sub(t.elapsed()))? {
+            Some(d) => not_ac += usize::from(d.verdict != "AC"),
+            None => {
+                drain_runner(runner)?;
+                return Ok(None);
+            }
+        }
+    }
+    let took = t.elapsed();
+    drain_runner(runner)?;
+    Ok(Some((took, not_ac)))
 }
 
 /*** 3. One hubd, many runners ***/

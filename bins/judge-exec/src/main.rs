@@ -45,6 +45,13 @@ struct Cli {
     #[arg(long, env = "OJ_SLOT_LOCK_DIR", value_name = "DIR")]
     slot_lock_dir: Option<PathBuf>,
 
+    /// Bytes of compiled submissions kept (the runner's in $OJ_SPOOL/programs,
+    /// `run`'s in its --cache), least recently used first out; 0: none kept,
+    /// every submission compiled (default 1073741824, 1 GiB).
+    #[arg(long, env = "OJ_COMPILE_CACHE_BYTES", value_name = "BYTES",
+          default_value_t = ojrunner::compile_cache::DEFAULT_BUDGET)]
+    compile_cache_bytes: u64,
+
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -77,6 +84,10 @@ enum Command {
         #[allow(rustdoc::broken_intra_doc_links)]
         #[arg(long, value_name = "NAME")]
         checker: Option<String>,
+        /// Where compiled sources are kept for the next run (default
+        /// $XDG_CACHE_HOME/ojrunner/programs, or ~/.cache/ojrunner/programs).
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
     },
 }
 
@@ -106,9 +117,18 @@ fn dispatch(cli: Cli) -> ExitCode {
         signals::default_sigpipe();
         return standalone::probe(&languages);
     }
-    if let Some(Command::Run { lang, src, tests, time, mem, checker }) = &cli.command {
-        return standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref());
+    if let Some(Command::Run { lang, src, tests, time, mem, checker, cache }) = &cli.command {
+        let cache = cache
+            .clone()
+            .or_else(standalone::default_cache)
+            .and_then(|dir| ojrunner::compile_cache::CompileCache::new(dir, cli.compile_cache_bytes));
+        return standalone::run(&languages, lang, src, tests, *time, *mem, checker.as_deref(), cache);
     }
-    let cfg = judge_exec::Config { common: cli.common, workers: cli.workers, languages: cli.languages };
+    let cfg = judge_exec::Config {
+        common: cli.common,
+        workers: cli.workers,
+        languages: cli.languages,
+        compile_cache_bytes: cli.compile_cache_bytes,
+    };
     signals::run_stage(|shutdown| judge_exec::run(&cfg, languages, shutdown))
 }

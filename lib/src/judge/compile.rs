@@ -8,6 +8,7 @@ use super::files::{annotate, create_fresh, own_tree, set_mode};
 use super::spec::RunSpec;
 use super::{Compiled, Judge, Slot, SRC};
 use crate::archive;
+use crate::compile_cache::CompileCache;
 use crate::language::{Language, Placeholders, Toolchain};
 use crate::sandbox::{self, Bind, Identity};
 use crate::verdict;
@@ -27,6 +28,20 @@ impl Judge {
     /// copied to that name. The workspace keeps what was found, for the
     /// runs' commands.
     pub fn compile(&self, lang: &Language, src: &Workspace, slot: &Slot) -> Compiled {
+        self.compile_with(lang, src, slot, None)
+    }
+
+    /// [`Judge::compile`], through `cache` when given: a hit copies what
+    /// the same compile left before into the workspace, and the compiler
+    /// does not run; a miss compiles under the key's lock (a concurrent
+    /// claim of the same source waits, then hits) and stores a success.
+    pub(super) fn compile_with(
+        &self,
+        lang: &Language,
+        src: &Workspace,
+        slot: &Slot,
+        cache: Option<&CompileCache>,
+    ) -> Compiled {
         let src_dir = src.path();
         let source = src_dir.join(&lang.source);
         if !source.is_file() {
@@ -46,12 +61,30 @@ impl Judge {
             Ok(argv) => argv,
             Err(why) => return Compiled::JudgeError(format!("the compile command: {why}")),
         };
+        let keyed = cache.and_then(|c| CompileCache::key(&lang.name, &argv, src_dir).map(|k| (c, k)));
+        let held = match &keyed {
+            Some((c, key)) => match c.lock(key) {
+                Ok(held) if c.fetch(key, src_dir, &held) => {
+                    log::info!("compile cache: hit {} ({}): not compiled", &key[..16], lang.name);
+                    return Compiled::Ready;
+                }
+                Ok(held) => Some(held),
+                Err(e) => {
+                    log::warn!("compile cache: {}: {e}; compiling without it", c.dir.display());
+                    None
+                }
+            },
+            None => None,
+        };
         let identity = slot.identity();
         let result = self.compile_as(lang, &argv, &placeholders.source, src_dir, identity);
         if identity.is_some() {
             if let Err(e) = own_tree(src_dir, 0, 0, 0) {
                 return Compiled::JudgeError(format!("taking back {}: {e}", src_dir.display()));
             }
+        }
+        if let (Compiled::Ready, Some((c, key)), Some(held)) = (&result, &keyed, &held) {
+            c.store(key, src_dir, held);
         }
         result
     }

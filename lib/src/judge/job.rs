@@ -62,10 +62,11 @@ pub struct Slots<'a> {
 
 impl Judge {
     /// Judges `cases` of `job`: compiles it once, as `slots.own`, in a
-    /// workspace of its own, then runs them ([`Judge::run_cases`]). When
-    /// there is nothing to run (no checker, no language, a CE, the judge's
-    /// own failure) `record` gets the same result for every case, in order,
-    /// until it returns false. Nothing is compiled when no case is left to
+    /// workspace of its own (or finds it in the judge's compile cache),
+    /// then runs them ([`Judge::run_cases`]). When there is nothing to run
+    /// (no checker, no language, a CE, the judge's own failure) `record`
+    /// gets the same result for every case, in order, until it returns
+    /// false. Nothing is compiled when no case is left to
     /// run. Returns how the compile went.
     pub fn judge_all(
         &self,
@@ -87,7 +88,7 @@ impl Judge {
             Ok(w) => w,
             Err(e) => return record_all(cases, Compiled::JudgeError(format!("staging the submission: {e}")), record),
         };
-        match self.compile(lang, &src, &slots.own) {
+        match self.compile_with(lang, &src, &slots.own, self.compile_cache.as_ref()) {
             Compiled::Ready => {
                 let sub = Submission { lang, src: &src, tasks: job.tasks, checker };
                 self.run_cases(&sub, cases, slots, record);

@@ -152,6 +152,9 @@ pub struct Judge {
     pub compile_memory: u64,
     pub compile_output: u64,
     pub compile_processes: u64,
+    /// Where compiled submissions are kept (`compile_cache.rs`); `None`:
+    /// every submission is compiled.
+    pub compile_cache: Option<crate::compile_cache::CompileCache>,
 }
 
 impl Default for Judge {
@@ -165,6 +168,7 @@ impl Default for Judge {
             compile_memory: 1 << 30,
             compile_output: 256 << 20,
             compile_processes: 64,
+            compile_cache: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! A claim superseded while it runs (the hub handed its job again) stops at
 //! its next case and leaves nothing behind.
 
+use crate::compile_cache::CompileCache;
 use crate::config::{self, Common};
 use crate::control::{self, Event};
 use crate::counter::Counter;
@@ -38,7 +39,13 @@ pub struct Config {
     pub workers: Option<usize>,
     /// The language table SIGHUP reloads (default: the built-in copy).
     pub languages: Option<PathBuf>,
+    /// Bytes of compiled submissions kept in `<spool>/programs`
+    /// (`compile_cache.rs`); 0: none.
+    pub compile_cache_bytes: u64,
 }
+
+/// The compile cache's directory in the spool.
+pub const PROGRAMS: &str = "programs";
 
 /// What a worker reports back to the main loop.
 enum Done {
@@ -57,7 +64,8 @@ pub fn run(cfg: &Config, languages: Languages, shutdown: Shutdown) -> Result<Exi
     crate::sandbox::place_cgroups().map_err(|e| Failure(ExitCode::Config, e.to_string()))?;
     let n =
         cfg.workers.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).clamp(1, 64);
-    let judge = Judge::default();
+    let judge =
+        Judge { compile_cache: CompileCache::new(c.spool.join(PROGRAMS), cfg.compile_cache_bytes), ..Judge::default() };
     let (done_tx, done_rx) = mpsc::channel::<Done>();
     // One slot per worker; a lone claim borrows the idle workers' slots.
     let pool = Arc::new(SlotPool::new(0..n));
