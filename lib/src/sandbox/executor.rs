@@ -12,7 +12,7 @@ use super::limits::{
 use super::mounts::{self, JailRoot};
 use super::procfs::{anon_of, sample_tree};
 use super::seccomp;
-use super::slot::{lock_slot, sweep};
+use super::slot::{sweep, SlotLock, SlotLocks};
 use super::sys::{
     become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
 };
@@ -79,7 +79,7 @@ pub fn probe_namespaces() -> bool {
 struct Leftover {
     init: libc::pid_t,
     binds: Vec<Bind>,
-    _slot_lock: Option<File>,
+    _slot_lock: Option<SlotLock>,
 }
 
 /// Everything a helper keeps from run to run: the one state of the sandbox
@@ -112,6 +112,8 @@ pub(super) struct Executor {
     /// (`timeline.rs`), and the last run's cleanup after its reply.
     stamps: Stamps,
     last_teardown: [u64; 3],
+    /// The slot lock files, held open (`slot.rs`).
+    slot_locks: SlotLocks,
 }
 
 impl Executor {
@@ -142,6 +144,7 @@ impl Executor {
             sockstat: None,
             stamps: Stamps::default(),
             last_teardown: [0; 3],
+            slot_locks: SlotLocks::default(),
         }
     }
 
@@ -190,7 +193,7 @@ impl Executor {
         // Held until the run is cleaned up: another judge process using the
         // same slot uid waits instead of having its program swept away.
         let slot_lock = match req.identity {
-            Some(id) => Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
+            Some(id) => Some(self.slot_locks.lock(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
             None => None,
         };
         self.stamps.mark(Mark::SlotLocked);
@@ -225,7 +228,7 @@ impl Executor {
         id: Identity,
         stdio: [File; 3],
         hangup: RawFd,
-        slot_lock: Option<File>,
+        slot_lock: Option<SlotLock>,
     ) -> Result<Usage, Error> {
         let (host_proc, way_out) = match &self.jail_ready {
             Some(Ok(ready)) => (
