@@ -112,6 +112,10 @@ pub(super) struct Executor {
     /// (`timeline.rs`), and the last run's cleanup after its reply.
     stamps: Stamps,
     last_teardown: [u64; 3],
+    /// The core the helper (and so each run's init) is on, when pinned
+    /// ([`Executor::follow_core`]), and the affinity it started with.
+    on_core: Option<u32>,
+    started_on: Option<libc::cpu_set_t>,
     /// The slot lock files, held open (`slot.rs`).
     slot_locks: SlotLocks,
 }
@@ -144,7 +148,46 @@ impl Executor {
             sockstat: None,
             stamps: Stamps::default(),
             last_teardown: [0; 3],
+            on_core: None,
+            started_on: None,
             slot_locks: SlotLocks::default(),
+        }
+    }
+
+    /// Puts the helper on the core its run's program is pinned to (the
+    /// program's slot's, `cores.rs`), or back where it started for a run
+    /// not pinned. init is cloned from the helper and inherits it: the
+    /// helper, init and the program then hand the run to each other on one
+    /// core (each wake-up a local one, where a wake-up across cores costs
+    /// an interrupt, and a virtual machine's idle CPU far more), and the
+    /// program no longer migrates to its core between `clone` and `exec`.
+    /// Best effort, as the program's own pinning: a core gone offline
+    /// leaves the helper where it is.
+    fn follow_core(&mut self, core: Option<u32>) {
+        if core == self.on_core {
+            return;
+        }
+        let set = match core {
+            Some(c) => {
+                if self.started_on.is_none() {
+                    // SAFETY: a zeroed cpu_set_t is an empty set; the kernel writes at most its size.
+                    let mut own: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes, into `own`, a live local.
+                    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut own) } != 0 {
+                        return;
+                    }
+                    self.started_on = Some(own);
+                }
+                cores::only(c)
+            }
+            None => match self.started_on {
+                Some(set) => set,
+                None => return,
+            },
+        };
+        // SAFETY: sched_setaffinity reads `set`, a live cpu_set_t, of the size given.
+        if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } == 0 {
+            self.on_core = core;
         }
     }
 
@@ -252,6 +295,7 @@ impl Executor {
                 return Err(Step::RenewNetns.failed(e));
             }
         }
+        self.follow_core(req.core);
         self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
         let rlimits = self.within_own(rlimits(limits, true));

@@ -107,7 +107,7 @@ impl Mark {
             Mark::Sent => "judge: seal stdin, pipes",
             Mark::Received => "the request sent and received",
             Mark::SlotLocked => "lock the slot",
-            Mark::Checked => "passwd, network namespace check",
+            Mark::Checked => "passwd, netns check, the helper's core",
             Mark::CgroupReset => "cgroup reset",
             Mark::Prepared => "jail's arguments",
             Mark::InitStarted => "clone init (pid, mnt, ipc, uts ns)",
