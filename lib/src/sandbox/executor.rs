@@ -118,6 +118,9 @@ pub(super) struct Executor {
     started_on: Option<libc::cpu_set_t>,
     /// The slot lock files, held open (`slot.rs`).
     slot_locks: SlotLocks,
+    /// The next run's IPC, UTS and PID namespaces, made after each reply
+    /// (`jail::Ahead`); `None` where they cannot be (init makes its own).
+    ahead: Option<jail::Ahead>,
 }
 
 impl Executor {
@@ -130,6 +133,7 @@ impl Executor {
         let namespaces = root && nix::sched::unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).is_ok();
         let jail_ready = namespaces
             .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
+        let ahead = matches!(jail_ready, Some(Ok(_))).then(|| jail::Ahead::start().ok()).flatten();
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
@@ -151,6 +155,7 @@ impl Executor {
             on_core: None,
             started_on: None,
             slot_locks: SlotLocks::default(),
+            ahead,
         }
     }
 
@@ -204,6 +209,10 @@ impl Executor {
         let _ = reap(left.init);
         let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
+        // A failure is tried again on the next run's path (`run_jailed`).
+        if let Some(a) = self.ahead.as_mut() {
+            let _ = a.prepare();
+        }
         self.last_teardown = [replied, reaped, now_ns()];
     }
 
@@ -296,6 +305,17 @@ impl Executor {
             }
         }
         self.follow_core(req.core);
+        // Made after the last run's reply; made here if that failed.
+        let ahead = match self.ahead.as_mut() {
+            Some(a) => {
+                if let Err(e) = a.prepare() {
+                    self.retiring = true;
+                    return Err(Step::Ahead.failed(e));
+                }
+                a.take()
+            }
+            None => false,
+        };
         self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
         let rlimits = self.within_own(rlimits(limits, true));
@@ -323,13 +343,14 @@ impl Executor {
             binds: &req.binds,
             trees: trees.as_deref(),
             host_proc,
-            way_out: way_out.as_ref().map_or(&[], |fds| &fds[..]),
+            way_out: &way_out.iter().flatten().copied().chain(self.ahead.as_ref().map(|a| a.descriptor())).collect::<Vec<_>>(),
             tmp_size: limits.memory,
             rlimits: &rlimits,
             core: req.core.map(cores::only),
             uid: id.uid,
             gid: id.gid,
             netns: req.fresh_netns,
+            ahead,
             group,
             joined_at: &watchdog.joined_at,
             stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
