@@ -121,10 +121,6 @@ pub(super) struct Executor {
     /// The next run's IPC, UTS and PID namespaces, made after each reply
     /// (`jail::Ahead`); `None` where they cannot be (init makes its own).
     ahead: Option<jail::Ahead>,
-    /// The next run's mount namespace, made after each reply with the last
-    /// run's `/tmp` size (`mounts::MountsAhead`), and that size.
-    mounts_ahead: Option<mounts::MountsAhead>,
-    tmp_size: Option<u64>,
 }
 
 impl Executor {
@@ -160,8 +156,6 @@ impl Executor {
             started_on: None,
             slot_locks: SlotLocks::default(),
             ahead,
-            mounts_ahead: None,
-            tmp_size: None,
         }
     }
 
@@ -218,12 +212,6 @@ impl Executor {
         // A failure is tried again on the next run's path (`run_jailed`).
         if let Some(a) = self.ahead.as_mut() {
             let _ = a.prepare();
-        }
-        // Not made (the first run, or a failure): the run copies the jail's.
-        if let (None, Some(size), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
-            (&self.mounts_ahead, self.tmp_size, &self.jail_ready)
-        {
-            self.mounts_ahead = ns.ahead(size).ok();
         }
         self.last_teardown = [replied, reaped, now_ns()];
     }
@@ -328,8 +316,6 @@ impl Executor {
             }
             None => false,
         };
-        // Made after the last run's reply, for a `/tmp` of its size.
-        let mounts_ahead = self.mounts_ahead.as_ref().is_some_and(|m| m.tmp_size == req.limits.memory);
         self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
         let rlimits = self.within_own(rlimits(limits, true));
@@ -357,14 +343,8 @@ impl Executor {
             binds: &req.binds,
             trees: trees.as_deref(),
             host_proc,
-            way_out: &way_out
-                .iter()
-                .flatten()
-                .copied()
-                .chain(self.ahead.as_ref().map(|a| a.descriptor()))
-                .chain(self.mounts_ahead.as_ref().map(|m| m.descriptor()))
-                .collect::<Vec<_>>(),
-            tmp_size: (!mounts_ahead).then_some(limits.memory),
+            way_out: &way_out.iter().flatten().copied().chain(self.ahead.as_ref().map(|a| a.descriptor())).collect::<Vec<_>>(),
+            tmp_size: limits.memory,
             rlimits: &rlimits,
             core: req.core.map(cores::only),
             uid: id.uid,
@@ -386,11 +366,7 @@ impl Executor {
             _ => None,
         };
         if let Some(ns) = jail_ns {
-            match &self.mounts_ahead {
-                Some(m) if mounts_ahead => m.enter(),
-                _ => ns.enter(),
-            }
-            .map_err(Step::Clone.err())?;
+            ns.enter().map_err(Step::Clone.err())?;
         }
         watchdog.start.set(Instant::now());
         let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
@@ -399,10 +375,6 @@ impl Executor {
         // serves no more runs).
         let returned = jail_ns.map_or(Ok(()), |ns| ns.leave());
         self.stamps.mark(Mark::Resumed);
-        // init's alone in it now, if it was taken (else it was for a `/tmp`
-        // of another size): the next run's is made after the reply.
-        self.mounts_ahead = None;
-        self.tmp_size = Some(limits.memory);
         drop(stdio);
         drop(trees);
         if let Err(e) = returned {

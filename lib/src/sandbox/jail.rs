@@ -36,10 +36,8 @@ pub struct Jail<'a> {
     /// namespaces, its directory): init closes its copies, and
     /// `host_proc`'s, before the program is cloned from it.
     pub way_out: &'a [RawFd],
-    /// Bytes of `/tmp` (and so of `/dev/shm`, a link to it); `None`: init
-    /// is cloned into a mount namespace made ahead, its `/tmp` mounted
-    /// (`mounts::MountsAhead`), not into a copy of its own.
-    pub tmp_size: Option<u64>,
+    /// Bytes of `/tmp` (and so of `/dev/shm`, a link to it).
+    pub tmp_size: u64,
     pub rlimits: &'a [(libc::__rlimit_resource_t, u64, u64)],
     /// The one core the program may run on (`cores.rs`).
     pub core: Option<libc::cpu_set_t>,
@@ -150,7 +148,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
     let mut init = Init { j, report: Report::default() };
     let flags = libc::CLONE_VM
         | libc::CLONE_VFORK
-        | if j.tmp_size.is_some() { libc::CLONE_NEWNS } else { 0 }
+        | libc::CLONE_NEWNS
         | if j.ahead { 0 } else { libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS }
         | if j.netns { libc::CLONE_NEWNET } else { 0 }
         | libc::SIGCHLD;

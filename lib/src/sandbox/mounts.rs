@@ -246,46 +246,6 @@ impl JailNs {
     pub fn leave(&self) -> io::Result<()> {
         return_to(&self.helper, &self.cwd)
     }
-
-    /// The next run's mount namespace, made ahead (after the last run's
-    /// reply, off the run's path): a copy of the jail's with its `/tmp`
-    /// mounted, `tmp_size` bytes. init is cloned into it
-    /// ([`MountsAhead::enter`]) where it would copy the jail's at its
-    /// `clone`, and mounts the rest (`enter_root`); like the copy it
-    /// replaces, it is new and one run's.
-    pub fn ahead(&self, tmp_size: u64) -> io::Result<MountsAhead> {
-        self.enter()?;
-        let made = unshare(CloneFlags::CLONE_NEWNS)
-            .map_err(|e| context("unshare the next run's mount namespace", e.into()))
-            .and_then(|()| mount_tmp(Path::new("/tmp"), tmp_size))
-            .and_then(|()| open_path(c"/proc/self/ns/mnt", libc::O_RDONLY));
-        let back = self.leave();
-        let ns = made?;
-        back?;
-        Ok(MountsAhead { ns, tmp_size })
-    }
-}
-
-/// A run's mount namespace made ahead ([`JailNs::ahead`]).
-pub struct MountsAhead {
-    ns: OwnedFd,
-    /// The size its `/tmp` was mounted with (a run with another memory
-    /// limit does not take it).
-    pub tmp_size: u64,
-}
-
-impl MountsAhead {
-    /// Moves the helper into it: the `clone` of init that follows, without
-    /// `CLONE_NEWNS`, shares it, and the helper leaves it again
-    /// ([`JailNs::leave`]), so that init is its only process.
-    pub fn enter(&self) -> io::Result<()> {
-        setns(&self.ns).map_err(|e| context("enter the run's mount namespace", e))
-    }
-
-    /// The descriptor it holds (it leads out of a run's root).
-    pub fn descriptor(&self) -> RawFd {
-        self.ns.as_raw_fd()
-    }
 }
 
 fn return_to(helper: &OwnedFd, cwd: &OwnedFd) -> io::Result<()> {
@@ -364,12 +324,10 @@ pub fn detach_binds(binds: &[Bind]) -> io::Result<Vec<BindTree>> {
 /// template already; without, it is in a copy of the helper's namespace,
 /// the template at [`ROOT`], and it `pivot_root`s into it
 /// ([`JailRoot::Pivot`]).
-/// `tmp_size`: `None` where `/tmp` is mounted already ([`MountsAhead`]).
-pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: Option<u64>) -> io::Result<()> {
+pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u64) -> io::Result<()> {
     let root = Path::new(if trees.is_some() { "/" } else { ROOT });
-    if let Some(size) = tmp_size {
-        mount_tmp(&root.join("tmp"), size)?;
-    }
+    let tmpfs = format!("size={},nr_inodes=16384,mode=1777", tmp_size.max(1 << 20));
+    mount(Some("tmpfs"), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
     // Read-only: a run may not lower its `oom_score_adj` (see [`OOM_FIRST`]).
     // Only the run's processes (`subset=pid`: no `/proc/cmdline`, `meminfo`,
     // `sys`), and of them only its own uid's (`hidepid`: not init's); both
@@ -391,12 +349,6 @@ pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: O
     }
     // Per mount: the helper's template stays writable for the next run.
     mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID, None)
-}
-
-/// A run's `/tmp` at `at`: a tmpfs of `size` bytes (at least 1 MiB).
-fn mount_tmp(at: &Path, size: u64) -> io::Result<()> {
-    let tmpfs = format!("size={},nr_inodes=16384,mode=1777", size.max(1 << 20));
-    mount(Some("tmpfs"), at, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))
 }
 
 /// Makes the template at [`ROOT`] this mount namespace's root and lets go
