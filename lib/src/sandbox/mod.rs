@@ -68,11 +68,12 @@
 //!   waits, [`spawn`](jail::spawn); its mount namespace a copy of the
 //!   jail's, see below; on the core of its run's slot, as the helper is
 //!   for the run, so that the run's hand-offs are wake-ups on one core).
-//!   The four namespaces are made for each run by the helper after the
-//!   last run's reply, off the run's path ([`Ahead`](jail::Ahead),
-//!   [`MountsAhead`](mounts::MountsAhead): the mount one with its `/tmp`
-//!   mounted), each new and used by that run alone; where they cannot be,
-//!   init's `clone` makes them. init joins the run's cgroup and makes a cgroup
+//!   Its PID, IPC and UTS namespaces are made for each run by the helper
+//!   after the last run's reply, off the run's path
+//!   ([`Ahead`](jail::Ahead)), each new and used by that run alone (where
+//!   they cannot be, init's `clone` makes them); its mount namespace is
+//!   the copy its `clone` makes (a copy of the jail's dozen mounts costs
+//!   less than keeping one made ahead). init joins the run's cgroup and makes a cgroup
 //!   namespace there (the helper is never in the group: its OOM killer
 //!   cannot pick the judge, `cgroup.rs`), finishes the root file system (`enter_root`),
 //!   starts the program, receives its seccomp listener, and supervises it:
