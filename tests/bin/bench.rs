@@ -247,6 +247,11 @@ fn bench() -> Result<(), String> {
     let cpu_per_case = host_cpu().saturating_sub(cpu_before) / cases as u32;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ceiling = cores as f64 / bare.p50.as_secs_f64();
+    // The A+B program itself (dynamically linked, as the language table
+    // compiles it), fork/exec/wait with a case's input: the wire for a
+    // judged case, where the trivial program above is the sandbox's.
+    let ab = bare_ab(&dir, work.path(), 300)?;
+    let ab_ceiling = cores as f64 / ab.as_secs_f64();
     println!(
         "one job of {cases} A+B cases through Judge::run_cases on {cores} slot(s) (diff checker, per-case results)"
     );
@@ -254,6 +259,11 @@ fn bench() -> Result<(), String> {
         "  host CPU per case (all processes, the kernel's workers included): {:.3} ms; bare fork/exec/wait's ceiling \
          on {cores} cores: {ceiling:.0} cases/s",
         ms(cpu_per_case)
+    );
+    println!(
+        "  bare fork/exec/wait of the A+B program itself (dynamic, a case's input): p50 {:.3} ms, a ceiling of \
+         {ab_ceiling:.0} cases/s on {cores} cores",
+        ms(ab)
     );
     rep.target(
         &format!("judged cases/s >= 1500 on {cores} cores"),
@@ -512,6 +522,52 @@ fn sandboxed_run_in(slot: usize, dir: &Path, program: &str, args: &[String], lim
         binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
     })
     .map_err(|e| e.to_string())
+}
+
+/// The p50 of `n` bare fork/exec/waits of the A+B program compiled as the
+/// language table compiles C (dynamically linked), its stdin a case's
+/// input, its stdout `/dev/null`.
+fn bare_ab(dir: &Path, work: &Path, n: usize) -> Result<Duration, String> {
+    let src = dir.join("ab.c");
+    std::fs::write(&src, APLUSB).map_err(|e| e.to_string())?;
+    let ab = dir.join("ab");
+    let out = Command::new("gcc")
+        .args(["-DONLINE_JUDGE", "-O2", "-w", "-std=c11"])
+        .arg(&src)
+        .args(["-lm", "-o"])
+        .arg(&ab)
+        .output()
+        .map_err(|e| format!("gcc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("gcc ab.c: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let input = work.join("job/data/0000.in");
+    let path = CString::new(ab.to_str().unwrap()).unwrap();
+    let argv = [path.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let null = File::options().write(true).open("/dev/null").map_err(|e| e.to_string())?;
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let stdin = File::open(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+        use std::os::fd::AsRawFd;
+        let (i, o) = (stdin.as_raw_fd(), null.as_raw_fd());
+        let t = Instant::now();
+        // SAFETY: the child only calls dup2, execve and _exit (async-signal-safe) on descriptors and arrays made
+        // before the fork; waitpid writes only `status`.
+        unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                libc::dup2(i, 0);
+                libc::dup2(o, 1);
+                libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                libc::_exit(127);
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+        times.push(t.elapsed());
+    }
+    Ok(stats(times).p50)
 }
 
 /// fork, execve, wait4: nothing else.
