@@ -251,7 +251,13 @@ impl Executor {
         self.stamps.mark(Mark::SlotLocked);
         let ran = match req.identity {
             Some(id) if self.mechanisms.namespaces => self.run_jailed(req, program, id, stdio, hangup, slot_lock),
-            _ => self.run_direct(req, program, stdio, hangup),
+            _ => match self.ahead.as_mut().map(|a| a.release()) {
+                Some(Err(e)) => {
+                    self.retiring = true;
+                    Err(Step::Ahead.failed(e))
+                }
+                _ => self.run_direct(req, program, stdio, hangup),
+            },
         };
         ran.map(|mut usage| {
             self.stamps.mark(Mark::Measured);

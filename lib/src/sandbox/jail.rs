@@ -524,6 +524,16 @@ impl Ahead {
         Ok(())
     }
 
+    /// Gives the namespaces up before a run at the basic level, whose
+    /// program the helper forks itself: it must be born in the helper's
+    /// own PID namespace (it would be the init of the one made, and the
+    /// helper's next child could be born in none). The next jailed run's
+    /// are made anew.
+    pub fn release(&mut self) -> io::Result<()> {
+        self.ready = false;
+        Ok(nix::sched::setns(&self.own_pid, CloneFlags::CLONE_NEWPID)?)
+    }
+
     /// Takes the namespaces for a run: true if they are made (init is to
     /// be cloned into them), false if not (init makes its own).
     pub fn take(&mut self) -> bool {
