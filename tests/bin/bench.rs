@@ -716,8 +716,12 @@ fn host_cpu() -> Duration {
         .lines()
         .next()
         .map(|l| {
-            l.split_whitespace().skip(1).enumerate().filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
-                .filter_map(|(_, v)| v.parse::<u64>().ok()).sum()
+            l.split_whitespace()
+                .skip(1)
+                .enumerate()
+                .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
+                .filter_map(|(_, v)| v.parse::<u64>().ok())
+                .sum()
         })
         .unwrap_or(0);
     // SAFETY: sysconf takes no pointer.

@@ -349,7 +349,12 @@ impl Executor {
             binds: &req.binds,
             trees: trees.as_deref(),
             host_proc,
-            way_out: &way_out.iter().flatten().copied().chain(self.ahead.as_ref().map(|a| a.descriptor())).collect::<Vec<_>>(),
+            way_out: &way_out
+                .iter()
+                .flatten()
+                .copied()
+                .chain(self.ahead.as_ref().map(|a| a.descriptor()))
+                .collect::<Vec<_>>(),
             tmp_size: limits.memory,
             rlimits: &rlimits,
             core: req.core.map(cores::only),
