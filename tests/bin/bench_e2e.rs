@@ -492,11 +492,8 @@ fn burst(rep: &mut Report, dir: &Path) -> Result<(), String> {
         Ok::<_, String>(d.join(name))
     };
     let kind = |i: usize| (BURST_LANGS[i % BURST_LANGS.len()], Outcome::of(i));
-    let subs: Vec<(&str, Outcome, PathBuf)> = (0..n)
-        .map(|i| kind(i))
-        .enumerate()
-        .map(|(i, (l, o))| write(i, l, o).map(|p| (l, o, p)))
-        .collect::<Result<_, _>>()?;
+    let subs: Vec<(&str, Outcome, PathBuf)> =
+        (0..n).map(kind).enumerate().map(|(i, (l, o))| write(i, l, o).map(|p| (l, o, p))).collect::<Result<_, _>>()?;
 
     // The baseline, while no runner runs: `sample` sources of each kind
     // (numbered past the burst's, so distinct from them too), each kind's
