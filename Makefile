@@ -23,7 +23,10 @@ release:
 	$(CARGO) build --release --workspace --bins
 
 # What a fresh Debian or Ubuntu machine lacks for the demo and the tests:
-# compilers of the language table (Debian's rustc, not its cargo), mandoc
+# every program the language table's commands name (etc/languages.json:
+# each absolute path in a compile or run command, installed from its
+# package in LANG_PACKAGES; a program the table names that is missing and
+# not in that map stops make deps, naming it), mandoc
 # for the man page lint, runit and s6 for the supervision tests (without
 # recommends: runit-run would take over as init), prometheus for promtool's
 # lint of the metrics, systemd for systemd-analyze's check of the units
@@ -32,10 +35,25 @@ release:
 # as root with apt-get; anywhere else, a message names them.
 DEB_PACKAGES = gcc g++ make python3 mandoc rustc runit s6 prometheus systemd iproute2 nftables
 
+# The Debian package of each program the language table may name (Debian's
+# rustc, not its cargo; the JDK, headless, for javac and java).
+LANG_PACKAGES = /usr/bin/gcc:gcc /usr/bin/g++:g++ /usr/bin/python3:python3 /usr/bin/rustc:rustc \
+	/usr/bin/javac:default-jdk-headless /usr/bin/java:default-jdk-headless
+LANG_PROGRAMS = $(shell grep -o '"/[^"]*"' etc/languages.json | tr -d '"' | sort -u)
+
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	for prog in $(LANG_PROGRAMS); do \
+		[ -x "$$prog" ] && continue; \
+		pkg=""; for m in $(LANG_PACKAGES); do [ "$${m%%:*}" = "$$prog" ] && pkg="$${m#*:}"; done; \
+		if [ -z "$$pkg" ]; then \
+			echo "make deps: etc/languages.json names $$prog, which is missing; add its package to LANG_PACKAGES" >&2; \
+			exit 1; \
+		fi; \
+		case " $$missing " in *" $$pkg "*) ;; *) missing="$$missing $$pkg";; esac; \
 	done; \
 	[ -z "$$missing" ] && exit 0; \
 	if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \

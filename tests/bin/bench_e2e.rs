@@ -25,6 +25,11 @@
 //!    second from the cache; and 200 C++ submissions (200 sources) judged
 //!    by one runner, then `hubd rejudge` of all 200 (the runner restarted
 //!    for each, its spool and cache kept), start to the last verdict.
+//! 6. A contest burst: 1,000 mixed submissions (C, C++, Python, Java; AC,
+//!    WA, TLE; each source distinct, so that no compile is shared) queued at
+//!    once on one runner, to the last verdict, beside the sum of each
+//!    submission's `judge-exec run` time divided by the runner's workers
+//!    (each kind's mean, measured on a few of its sources).
 //!
 //! Every target prints PASS or MISS. The exit status is 0 unless the bench
 //! itself could not run (a benchmark reports; it does not gate).
@@ -70,7 +75,7 @@ fn bench() -> Result<(), String> {
     let nofile = raise_nofile();
     println!("ojrunner bench-e2e: {}", machine());
     println!("  load average at start: {}; open files limit {nofile}", load_average());
-    let parts = std::env::var("OJ_BENCH_E2E_PARTS").unwrap_or_else(|_| "12345".into());
+    let parts = std::env::var("OJ_BENCH_E2E_PARTS").unwrap_or_else(|_| "123456".into());
     let work = TempDir::new("bench-e2e");
     let (ab_py, ab1_dir) = fixtures(work.path())?;
     let ab3_dir = examples().join("problems/1");
@@ -104,6 +109,9 @@ fn bench() -> Result<(), String> {
     }
     if parts.contains('5') {
         compile_once(&mut rep, work.path(), &ab1_dir)?;
+    }
+    if parts.contains('6') {
+        burst(&mut rep, work.path())?;
     }
     println!();
     println!("load average at the end: {} (other builds and tests share this machine)", load_average());
@@ -447,6 +455,230 @@ fn judge_all_queued(hub: &Hub, spool: &Path, log: &Path, ids: &[String]) -> Resu
     let took = t.elapsed();
     drain_runner(runner)?;
     Ok(Some((took, not_ac)))
+}
+
+/*** 6. A contest burst ***/
+
+/// The burst's problem: two A+B cases at 500 ms and 256 MiB each.
+const BURST: i64 = 102;
+const BURST_TIME_MS: i64 = 500;
+const BURST_MEMORY_KIB: i64 = 262_144;
+
+/// The burst's languages, taken in turn.
+const BURST_LANGS: [&str; 4] = ["c11", "cpp17", "python3", "java"];
+
+/// What a submission of the burst is written to get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Outcome {
+    Ac,
+    Wa,
+    Tle,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 3] = [Outcome::Ac, Outcome::Wa, Outcome::Tle];
+
+    /// Submission `i`'s: of every ten of a language, six AC, three WA, one
+    /// TLE (as a contest's first hour goes).
+    fn of(i: usize) -> Outcome {
+        match (i / BURST_LANGS.len()) % 10 {
+            0..=5 => Outcome::Ac,
+            6..=8 => Outcome::Wa,
+            _ => Outcome::Tle,
+        }
+    }
+
+    fn verdict(self) -> &'static str {
+        match self {
+            Outcome::Ac => "AC",
+            Outcome::Wa => "WA",
+            Outcome::Tle => "TLE",
+        }
+    }
+}
+
+/// Submission `i`'s source: its file name and text, distinct from every
+/// other submission's (its number in a comment), so that a compile cache
+/// shares nothing and each compile is paid, as in a contest.
+fn burst_source(lang: &str, outcome: Outcome, i: usize) -> (&'static str, String) {
+    let (sum, spin) = (if outcome == Outcome::Wa { "a + b + 1" } else { "a + b" }, outcome == Outcome::Tle);
+    match lang {
+        "c11" | "cpp17" => {
+            let body = if spin {
+                "volatile unsigned long x = 0; for (;;) x++;".to_string()
+            } else {
+                format!("long a, b; if (scanf(\"%ld %ld\", &a, &b) != 2) return 1; printf(\"%ld\\n\", {sum});")
+            };
+            let text = if lang == "c11" {
+                format!("#include <stdio.h>\nint main(void) {{ {body} return 0; }}\n/* submission {i} */\n")
+            } else {
+                format!(
+                    "#include <cstdio>\n#include <vector>\n#include <algorithm>\nint main() {{ std::vector<int> v{{3, 1, 2}}; \
+                     std::sort(v.begin(), v.end()); {body} return 0; }}\n// submission {i}\n"
+                )
+            };
+            (if lang == "c11" { "main.c" } else { "main.cpp" }, text)
+        }
+        "python3" => {
+            let body = if spin { "while True:\n    pass\n".to_string() } else { format!("print({sum})\n") };
+            ("main.py", format!("a, b = map(int, input().split())\n{body}# submission {i}\n"))
+        }
+        _ => {
+            let body = if spin {
+                "long x = 0; while (true) { x++; }".to_string()
+            } else {
+                format!(
+                    "String[] t = new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine().trim().split(\" \"); \
+                     long a = Long.parseLong(t[0]), b = Long.parseLong(t[1]); System.out.println({sum});"
+                )
+            };
+            ("Main.java", format!("public class Main {{ public static void main(String[] args) throws Exception {{ {body} }} }}\n// submission {i}\n"))
+        }
+    }
+}
+
+/// One `judge-exec run` of `src` in `lang` on the burst's cases: its wall
+/// time and whether its worst verdict is what was meant.
+fn judge_exec_run_as(lang: &str, src: &Path, tests: &Path, meant: Outcome) -> Result<(Duration, bool), String> {
+    let t = Instant::now();
+    let out = Command::new(bin("judge-exec"))
+        .args(["run", "--lang", lang, "--src"])
+        .arg(src)
+        .arg("--tests")
+        .arg(tests)
+        .args(["--time", &BURST_TIME_MS.to_string(), "--mem", &BURST_MEMORY_KIB.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("judge-exec run: {e}"))?;
+    let took = t.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let worst = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["summary"] == true)
+        .and_then(|v| v["status"].as_str().map(String::from));
+    match (out.status.code(), worst) {
+        (Some(0 | 1), Some(w)) => Ok((took, w == meant.verdict())),
+        _ => Err(format!(
+            "judge-exec run --lang {lang} {}: {}\n{text}{}",
+            src.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+fn burst(rep: &mut Report, dir: &Path) -> Result<(), String> {
+    let n = env_usize("OJ_BENCH_E2E_BURST", 1000);
+    let sample = env_usize("OJ_BENCH_E2E_BURST_SAMPLE", 3).max(1);
+    let workers = std::thread::available_parallelism().map_or(1, |w| w.get());
+    let base = dir.join("burst");
+    let tests = base.join("tests");
+    std::fs::create_dir_all(&tests).map_err(|e| format!("{}: {e}", tests.display()))?;
+    let meta = serde_json::json!({"tasks": [{"taskScore": 100, "memoryLimit": BURST_MEMORY_KIB,
+        "timeLimit": BURST_TIME_MS, "caseCount": 2}]});
+    for (name, text) in [
+        ("meta.json", meta.to_string()),
+        ("0000.in", "20 22\n".into()),
+        ("0000.out", "42\n".into()),
+        ("0001.in", "-7 1000000007\n".into()),
+        ("0001.out", "1000000000\n".into()),
+    ] {
+        std::fs::write(tests.join(name), text).map_err(|e| format!("{name}: {e}"))?;
+    }
+    let write = |i: usize, lang: &str, outcome: Outcome| {
+        let (name, text) = burst_source(lang, outcome, i);
+        let d = base.join(format!("src-{i}"));
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        std::fs::write(d.join(name), text).map_err(|e| format!("{name}: {e}"))?;
+        Ok::<_, String>(d.join(name))
+    };
+    let kind = |i: usize| (BURST_LANGS[i % BURST_LANGS.len()], Outcome::of(i));
+    let subs: Vec<(&str, Outcome, PathBuf)> =
+        (0..n).map(kind).enumerate().map(|(i, (l, o))| write(i, l, o).map(|p| (l, o, p))).collect::<Result<_, _>>()?;
+
+    // The baseline, while no runner runs: `sample` sources of each kind
+    // (numbered past the burst's, so distinct from them too), each kind's
+    // mean charged to each of its submissions.
+    println!();
+    println!(
+        "5. a contest burst: {n} submissions (C, C++, Python, Java; 6 AC, 3 WA, 1 TLE in ten) queued at once on one runner"
+    );
+    let mut mean = std::collections::HashMap::new();
+    let mut unmeant = 0;
+    for (li, lang) in BURST_LANGS.iter().enumerate() {
+        for outcome in Outcome::ALL {
+            let mut took = Duration::ZERO;
+            for k in 0..sample {
+                let src = write(n + (li * 3 + outcome as usize) * sample + k, lang, outcome)?;
+                let (t, meant) = judge_exec_run_as(lang, &src, &tests, outcome)?;
+                took += t;
+                unmeant += usize::from(!meant);
+            }
+            mean.insert((*lang, outcome), took / sample as u32);
+        }
+    }
+    let sum: Duration = subs.iter().map(|(l, o, _)| mean[&(*l, *o)]).sum();
+    let ideal = sum / workers as u32;
+    let shown: Vec<String> = BURST_LANGS
+        .iter()
+        .map(|l| {
+            let per: Vec<String> =
+                Outcome::ALL.iter().map(|o| format!("{} {:.0}", o.verdict(), ms(mean[&(*l, *o)]))).collect();
+            format!("{l} {}", per.join("/"))
+        })
+        .collect();
+    println!("  judge-exec run, mean of {sample} per kind (ms): {}", shown.join("; "));
+    if unmeant > 0 {
+        println!("  ({unmeant} baseline run(s) got another verdict than meant)");
+    }
+    println!(
+        "  the sum of the {n} submissions' judge-exec run times: {:.1} s; / {workers} workers: {:.1} s",
+        sum.as_secs_f64(),
+        ideal.as_secs_f64()
+    );
+
+    let hub = Hub::start(&base, &HUB_FLAGS);
+    hub.add_problem(BURST, &tests);
+    let ids: Vec<(String, Outcome)> = subs.iter().map(|(l, o, p)| (hub.submit(BURST, l, p), *o)).collect();
+    let db = HubDb::open(&hub.db)?;
+    let (spool, log) = (base.join("spool"), base.join("runner.log"));
+    let runner = start_runner_logged(&hub, &spool, &RUNNER_ENV, &log);
+    let t = Instant::now();
+    let limit = ideal * 3 + Duration::from_secs(120);
+    let mut done = Vec::with_capacity(n);
+    for (id, o) in &ids {
+        match db.wait_done(id, limit.saturating_sub(t.elapsed()))? {
+            Some(d) => done.push((d, *o)),
+            None => break,
+        }
+    }
+    let wall = t.elapsed();
+    let drained = drain_runner(runner);
+    if done.len() < n {
+        print_log_tail(&log);
+        rep.target(
+            &format!("every verdict within {:.0} s", limit.as_secs_f64()),
+            format!("only {} of {n}", done.len()),
+            false,
+        );
+        return drained;
+    }
+    drained?;
+    let other = done.iter().filter(|(d, o)| d.verdict != o.verdict()).count();
+    let ratio = wall.as_secs_f64() / ideal.as_secs_f64();
+    println!(
+        "  runnerd start to the last verdict: {:.1} s ({:.1} submissions/s){}",
+        wall.as_secs_f64(),
+        n as f64 / wall.as_secs_f64(),
+        if other > 0 { format!(" ({other} got another verdict than meant)") } else { String::new() }
+    );
+    rep.target(
+        "burst wall <= 1.15 x sum(judge-exec run) / workers",
+        format!("{ratio:.2} x ({:.1} s vs {:.1} s)", wall.as_secs_f64(), ideal.as_secs_f64() * 1.15),
+        ratio <= 1.15 && other == 0,
+    );
+    Ok(())
 }
 
 /*** 3. One hubd, many runners ***/

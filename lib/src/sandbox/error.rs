@@ -58,6 +58,8 @@ pub enum Step {
     LockSlot(u32),
     Passwd,
     RenewNetns,
+    /// The next run's IPC, UTS and PID namespaces, made ahead (`jail::Ahead`).
+    Ahead,
     ResetCgroup,
     Clone,
     WaitProgram,
@@ -87,6 +89,7 @@ impl fmt::Display for Step {
             Step::Passwd => f.write_str("the sandbox's passwd"),
             Step::JoinCgroup => f.write_str("joining the run's cgroup"),
             Step::RenewNetns => f.write_str("a new network namespace for the helper"),
+            Step::Ahead => f.write_str("the next run's namespaces, made ahead"),
             Step::ResetCgroup => f.write_str("resetting the run's cgroup"),
             Step::Clone => f.write_str("cannot start the jail"),
             Step::WaitProgram => f.write_str("waiting for the program"),

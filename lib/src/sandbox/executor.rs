@@ -12,7 +12,7 @@ use super::limits::{
 use super::mounts::{self, JailRoot};
 use super::procfs::{anon_of, sample_tree};
 use super::seccomp;
-use super::slot::{lock_slot, sweep};
+use super::slot::{sweep, SlotLock, SlotLocks};
 use super::sys::{
     become_subreaper, describe, has_cap_sys_resource, has_exited, only_stdio_across_exec, own_cpu, pidfd_open, reap,
 };
@@ -79,7 +79,7 @@ pub fn probe_namespaces() -> bool {
 struct Leftover {
     init: libc::pid_t,
     binds: Vec<Bind>,
-    _slot_lock: Option<File>,
+    _slot_lock: Option<SlotLock>,
 }
 
 /// Everything a helper keeps from run to run: the one state of the sandbox
@@ -112,6 +112,15 @@ pub(super) struct Executor {
     /// (`timeline.rs`), and the last run's cleanup after its reply.
     stamps: Stamps,
     last_teardown: [u64; 3],
+    /// The core the helper (and so each run's init) is on, when pinned
+    /// ([`Executor::follow_core`]), and the affinity it started with.
+    on_core: Option<u32>,
+    started_on: Option<libc::cpu_set_t>,
+    /// The slot lock files, held open (`slot.rs`).
+    slot_locks: SlotLocks,
+    /// The next run's IPC, UTS and PID namespaces, made after each reply
+    /// (`jail::Ahead`); `None` where they cannot be (init makes its own).
+    ahead: Option<jail::Ahead>,
 }
 
 impl Executor {
@@ -124,6 +133,7 @@ impl Executor {
         let namespaces = root && nix::sched::unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).is_ok();
         let jail_ready = namespaces
             .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
+        let ahead = matches!(jail_ready, Some(Ok(_))).then(|| jail::Ahead::start().ok()).flatten();
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
@@ -142,6 +152,47 @@ impl Executor {
             sockstat: None,
             stamps: Stamps::default(),
             last_teardown: [0; 3],
+            on_core: None,
+            started_on: None,
+            slot_locks: SlotLocks::default(),
+            ahead,
+        }
+    }
+
+    /// Puts the helper on the core its run's program is pinned to (the
+    /// program's slot's, `cores.rs`), or back where it started for a run
+    /// not pinned. init is cloned from the helper and inherits it: the
+    /// helper, init and the program then hand the run to each other on one
+    /// core (each wake-up a local one, where a wake-up across cores costs
+    /// an interrupt, and a virtual machine's idle CPU far more), and the
+    /// program no longer migrates to its core between `clone` and `exec`.
+    /// Best effort, as the program's own pinning: a core gone offline
+    /// leaves the helper where it is.
+    fn follow_core(&mut self, core: Option<u32>) {
+        if core == self.on_core {
+            return;
+        }
+        let set = match core {
+            Some(c) => {
+                if self.started_on.is_none() {
+                    // SAFETY: a zeroed cpu_set_t is an empty set; the kernel writes at most its size.
+                    let mut own: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes, into `own`, a live local.
+                    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut own) } != 0 {
+                        return;
+                    }
+                    self.started_on = Some(own);
+                }
+                cores::only(c)
+            }
+            None => match self.started_on {
+                Some(set) => set,
+                None => return,
+            },
+        };
+        // SAFETY: sched_setaffinity reads `set`, a live cpu_set_t, of the size given.
+        if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } == 0 {
+            self.on_core = core;
         }
     }
 
@@ -158,6 +209,10 @@ impl Executor {
         let _ = reap(left.init);
         let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
+        // A failure is tried again on the next run's path (`run_jailed`).
+        if let Some(a) = self.ahead.as_mut() {
+            let _ = a.prepare();
+        }
         self.last_teardown = [replied, reaped, now_ns()];
     }
 
@@ -190,13 +245,19 @@ impl Executor {
         // Held until the run is cleaned up: another judge process using the
         // same slot uid waits instead of having its program swept away.
         let slot_lock = match req.identity {
-            Some(id) => Some(lock_slot(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
+            Some(id) => Some(self.slot_locks.lock(&req.slot_lock_dir, id.uid).map_err(Step::LockSlot(id.uid).err())?),
             None => None,
         };
         self.stamps.mark(Mark::SlotLocked);
         let ran = match req.identity {
             Some(id) if self.mechanisms.namespaces => self.run_jailed(req, program, id, stdio, hangup, slot_lock),
-            _ => self.run_direct(req, program, stdio, hangup),
+            _ => match self.ahead.as_mut().map(|a| a.release()) {
+                Some(Err(e)) => {
+                    self.retiring = true;
+                    Err(Step::Ahead.failed(e))
+                }
+                _ => self.run_direct(req, program, stdio, hangup),
+            },
         };
         ran.map(|mut usage| {
             self.stamps.mark(Mark::Measured);
@@ -225,7 +286,7 @@ impl Executor {
         id: Identity,
         stdio: [File; 3],
         hangup: RawFd,
-        slot_lock: Option<File>,
+        slot_lock: Option<SlotLock>,
     ) -> Result<Usage, Error> {
         let (host_proc, way_out) = match &self.jail_ready {
             Some(Ok(ready)) => (
@@ -249,6 +310,18 @@ impl Executor {
                 return Err(Step::RenewNetns.failed(e));
             }
         }
+        self.follow_core(req.core);
+        // Made after the last run's reply; made here if that failed.
+        let ahead = match self.ahead.as_mut() {
+            Some(a) => {
+                if let Err(e) = a.prepare() {
+                    self.retiring = true;
+                    return Err(Step::Ahead.failed(e));
+                }
+                a.take()
+            }
+            None => false,
+        };
         self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
         let rlimits = self.within_own(rlimits(limits, true));
@@ -276,13 +349,19 @@ impl Executor {
             binds: &req.binds,
             trees: trees.as_deref(),
             host_proc,
-            way_out: way_out.as_ref().map_or(&[], |fds| &fds[..]),
+            way_out: &way_out
+                .iter()
+                .flatten()
+                .copied()
+                .chain(self.ahead.as_ref().map(|a| a.descriptor()))
+                .collect::<Vec<_>>(),
             tmp_size: limits.memory,
             rlimits: &rlimits,
             core: req.core.map(cores::only),
             uid: id.uid,
             gid: id.gid,
             netns: req.fresh_netns,
+            ahead,
             group,
             joined_at: &watchdog.joined_at,
             stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],

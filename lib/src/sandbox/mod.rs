@@ -62,11 +62,18 @@
 //! (the kernel registers the sysctls and `lo` of every protocol) and more
 //! CPU again for its workers to tear down: `make bench` prints the price.
 //!
-//! - **init** (cloned with new PID, mount, IPC and UTS namespaces, and a
+//! - **init** (cloned into new PID, mount, IPC and UTS namespaces, and a
 //!   network one with [`Jail::netns`](jail::Jail::netns); PID 1 of
 //!   its namespace; root; sharing the helper's memory while the helper
-//!   waits, [`spawn`](jail::spawn); cloned from the jail's mount
-//!   namespace, see below): joins the run's cgroup and makes a cgroup
+//!   waits, [`spawn`](jail::spawn); its mount namespace a copy of the
+//!   jail's, see below; on the core of its run's slot, as the helper is
+//!   for the run, so that the run's hand-offs are wake-ups on one core).
+//!   Its PID, IPC and UTS namespaces are made for each run by the helper
+//!   after the last run's reply, off the run's path
+//!   ([`Ahead`](jail::Ahead)), each new and used by that run alone (where
+//!   they cannot be, init's `clone` makes them); its mount namespace is
+//!   the copy its `clone` makes (a copy of the jail's dozen mounts costs
+//!   less than keeping one made ahead). init joins the run's cgroup and makes a cgroup
 //!   namespace there (the helper is never in the group: its OOM killer
 //!   cannot pick the judge, `cgroup.rs`), finishes the root file system (`enter_root`),
 //!   starts the program, receives its seccomp listener, and supervises it:

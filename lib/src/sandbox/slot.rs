@@ -115,6 +115,64 @@ pub(super) fn lock_slot(dir: &Path, uid: u32) -> io::Result<File> {
     ojrunner_daemon::lock::exclusive(&dir.join(format!("slot-{uid}.lock")))
 }
 
+/// The slot lock files a helper has opened, held open from run to run: a
+/// run's lock is one `flock` on a file already open (and a `stat` that it
+/// is still the file at its path), not the directory made, the file
+/// opened and closed each time.
+#[derive(Default)]
+pub(super) struct SlotLocks {
+    open: Vec<(PathBuf, File)>,
+}
+
+/// A slot's lock, held until dropped (an `flock` released on its own
+/// open file description, which the helper keeps open).
+pub(super) struct SlotLock(File);
+
+impl Drop for SlotLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+impl SlotLocks {
+    /// Takes the host-wide lock of a slot uid, as [`lock_slot`] does.
+    pub(super) fn lock(&mut self, dir: &Path, uid: u32) -> io::Result<SlotLock> {
+        let path = dir.join(format!("slot-{uid}.lock"));
+        if let Some(i) = self.open.iter().position(|(p, _)| *p == path) {
+            let f = &self.open[i].1;
+            f.lock().map_err(|e| annotate(e, &path))?;
+            // Still the file at its path: a lock on a file since removed
+            // or replaced would keep no other judge out.
+            if is_at(f, &path) {
+                return guard(f);
+            }
+            let _ = f.unlock();
+            self.open.remove(i);
+        }
+        let f = lock_slot(dir, uid)?;
+        let held = guard(&f);
+        self.open.push((path, f));
+        held
+    }
+}
+
+/// A guard of `f`'s lock (a descriptor of the same open file description);
+/// the lock is let go if none can be made.
+fn guard(f: &File) -> io::Result<SlotLock> {
+    f.try_clone().map(SlotLock).inspect_err(|_| {
+        let _ = f.unlock();
+    })
+}
+
+/// Whether `f` is the file at `path`.
+fn is_at(f: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (f.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// After a helper died during a run: kills what is left of the run (its
 /// jail, through the dead helper's cgroup; every process of the slot uid)
 /// and waits until it is gone. False if a process of the uid survived.
