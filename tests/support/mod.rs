@@ -44,10 +44,12 @@ pub use spool::{judging_claim, spool_claims, spool_int, spool_last_beat, spool_r
 mod problems;
 pub use problems::{one_case_problem, slow_ab, stream_menu, testdata_dir, Dish};
 
-// The sandbox in this process, a disk that fills.
+// The sandbox in this process, each suite's slot uids, a disk that fills.
 mod disk;
+mod lanes;
 mod sandbox;
 pub use disk::SmallDisk;
+pub use lanes::{lane, slot_uid_base, LANE_WIDTH, WAITING};
 pub use sandbox::{judge_cases, runs_cgroups, slot_spec};
 
 // Skips written down; dice; what the benchmarks share.

@@ -1,8 +1,10 @@
 //! A runner as the suites start it: `runnerd`, or one stage alone, with the
-//! environment that points it at a test hub and a spool of its own; a
-//! stage's status, a stage killed, a runner drained.
+//! environment that points it at a test hub and a spool of its own and
+//! gives it this suite's slot uids ([`super::lanes`]); a stage's status,
+//! a stage killed, a runner drained.
 
 use super::hub::{Hub, REGISTRATION_TOKEN, TESTDATA_TOKEN};
+use super::lanes;
 use super::layout::bin;
 use super::process::{child_pid, Proc};
 use super::wait::wait_for;
@@ -26,6 +28,10 @@ pub fn runner_env_at(url: &str, spool: &Path) -> Vec<(String, String)> {
         // Retry delays and deadlines in tenths, so faults resolve in seconds.
         ("OJ_TIME_SCALE".into(), "0.1".into()),
         ("RUST_LOG".into(), std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())),
+        // This suite's slot uids, and the locks every runner of the
+        // checkout shares (a supervisor may clear the environment).
+        ("OJ_SLOT_UID_BASE".into(), lanes::slot_uid_base().to_string()),
+        ("OJ_SLOT_LOCK_DIR".into(), ojrunner::sandbox::slot_lock_dir().to_string_lossy().into_owned()),
     ]
 }
 
