@@ -12,7 +12,7 @@ ifneq ($(shell command -v rustup 2>/dev/null),)
 export RUSTC ?= $(shell rustup which rustc)
 endif
 
-.PHONY: all build release deps demo test test-cgroup2 soak soak-net fuzz lint bench bench-e2e install uninstall clean
+.PHONY: all build release deps demo test nextest test-cgroup2 soak soak-net fuzz lint bench bench-e2e install uninstall clean
 
 all: build
 
@@ -66,14 +66,20 @@ deps:
 demo: deps build
 	$(CARGO) run -q -p ojrunner-tests --bin ojrunner-demo
 
-# Every test: unit tests, the judging suite, the hub and the end-to-end
-# suites with real processes, signals and sandboxes (tests/run-suites).
-# Suites that time programs run one test at a time so they do not fight
-# over 2 cores; the suites that mostly wait then run at once. The daemons'
-# own logs go to target/test-logs/daemons/ (a failing test prints the tail
-# of each of its daemons'; OJ_TEST_QUIET=0 shows them live); the last line totals
-# every suite, and how many tests skipped themselves (testkit::skip), each
-# named with why in target/test-logs/skipped.log.
+# Every test, run by cargo-nextest (a process per test; .config/nextest.toml
+# holds the groups) in two phases. First every test that times programs
+# (the unit tests, judging, hostile, helpers, checkers, cores, ...), one at
+# a time, so that none fights another over 2 cores; then the suites that
+# mostly wait (on a hub, a drain, a supervisor), side by side, each at its
+# own concurrency and with slot uids of its own (tests/support/lanes.rs).
+# No retries: a test that fails once fails the run. Each test's line, and
+# the output of each that failed, go to stdout and target/test.log; every
+# test by suite, with a failure's output, to target/test-logs/timing.xml
+# and waiting.xml (JUnit); the daemons' own logs to
+# target/test-logs/daemons/ (a failing test prints the tail of each of its
+# daemons'; OJ_TEST_QUIET=0 shows them live). The last line totals both
+# phases, and how many tests skipped themselves (testkit::skip), each named
+# with why in target/test-logs/skipped.log.
 SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
@@ -87,12 +93,32 @@ endif
 OJ_SLOT_LOCK_DIR ?= $(CURDIR)/target/slot-locks
 export OJ_SLOT_UID_BASE OJ_SLOT_LOCK_DIR
 
-test: deps build
-	@set -o pipefail; mkdir -p target; \
-	CARGO="$(CARGO)" tests/run-suites 2>&1 | tee target/test.log; rc=$$?; \
+NEXTEST = $(CARGO) nextest run --workspace --no-fail-fast
+
+test: deps build nextest
+	@set -o pipefail; rc=0; rm -rf target/test-logs; mkdir -p target/test-logs; \
+	$(NEXTEST) --profile timing -E 'group(=timing)' 2>&1 | tee target/test.log || rc=1; \
+	$(NEXTEST) --profile waiting -E 'not group(=timing)' 2>&1 | tee -a target/test.log || rc=1; \
 	skipped=$$(cat target/test-logs/skipped.log 2>/dev/null | wc -l); \
-	awk -v s=$$skipped '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed (%d of them skipped: target/test-logs/skipped.log), %d failed\n", p, s, f }' target/test.log; \
+	awk -v s=$$skipped '$$1 == "Summary" { for (i = 2; i < NF; i++) { \
+		if ($$(i+1) ~ /^passed/) p += $$i; if ($$(i+1) ~ /^(failed|timed|exec)/) f += $$i } } \
+		END { printf "%d passed (%d of them skipped: target/test-logs/skipped.log), %d failed\n", p, s, f }' target/test.log; \
 	exit $$rc
+
+# cargo-nextest, installed when missing as nexte.st advises: its prebuilt
+# binary of the 0.9 series (cargo-binstall's, or the release archive into
+# cargo's bin directory), else built from source, which takes minutes.
+nextest:
+	@$(CARGO) nextest --version >/dev/null 2>&1 && exit 0; \
+	echo "make: installing cargo-nextest"; \
+	case "$$(uname -m)" in x86_64) arch=linux ;; aarch64) arch=linux-arm ;; *) arch= ;; esac; \
+	if command -v cargo-binstall >/dev/null; then \
+		$(CARGO) binstall -y --secure cargo-nextest@0.9; \
+	elif [ -n "$$arch" ] && command -v curl >/dev/null; then \
+		curl -LsSf https://get.nexte.st/0.9/$$arch | tar zxf - -C $${CARGO_HOME:-$$HOME/.cargo}/bin; \
+	else \
+		$(CARGO) install cargo-nextest --locked; \
+	fi
 
 # tests/cgroup2.rs in a qemu guest that boots Debian's kernel on cgroup v2
 # (tests/cgroup2/run-in-guest installs qemu, the kernel and virtme-ng when

@@ -208,9 +208,9 @@ fn runner_env_file(hub: &Hub, spool: &Path, dir: &Path) -> PathBuf {
         runner_vars(hub, spool).into_iter().filter(|(k, _)| k != "RUNNER_REGISTRATION_TOKEN").collect();
     vars.push(("RUNNER_REGISTRATION_TOKEN_FILE".into(), token.to_string_lossy().into_owned()));
     // Not in the example: appended by hand, as an operator would.
-    let extra: Vec<(String, String)> =
-        vars.iter().filter(|(k, _)| k == "OJ_TIME_SCALE" || k == "OJ_WORKERS").cloned().collect();
-    vars.retain(|(k, _)| k != "OJ_TIME_SCALE" && k != "OJ_WORKERS");
+    let by_hand = |k: &str| ["OJ_TIME_SCALE", "OJ_WORKERS", "OJ_SLOT_UID_BASE", "OJ_SLOT_LOCK_DIR"].contains(&k);
+    let extra: Vec<(String, String)> = vars.iter().filter(|(k, _)| by_hand(k)).cloned().collect();
+    vars.retain(|(k, _)| !by_hand(k));
     let out = dir.join("ojrunner.env");
     env_file_from(&etc().join("ojrunner.env"), &vars, &out);
     let mut text = std::fs::read_to_string(&out).unwrap();

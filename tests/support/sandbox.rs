@@ -1,0 +1,89 @@
+//! The sandbox driven in the test's own process, without a runner: a run's
+//! spec for a slot, the cases of a task judged as a worker would, and the
+//! cgroups the helpers leave. These runs take the process's own slot uid
+//! base (lane 0): only the suites of `make test`'s first phase use them.
+
+use super::scratch::source_dir;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A run in `dir` (its cwd and only bind, read-only) as slot `slot`, stdio
+/// on /dev/null, with a memory and a task limit and roomy times.
+pub fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, processes: u64) -> ojrunner::sandbox::Spec {
+    use ojrunner::sandbox::{Bind, Limits, Spec};
+    let null = || std::fs::File::options().read(true).write(true).open("/dev/null").unwrap();
+    Spec {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        cwd: dir.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        stdin: null(),
+        stdout: null(),
+        stderr: null(),
+        identity: ojrunner::judge::Slot::for_index(slot).identity(),
+        limits: Limits {
+            cpu: Duration::from_secs(5),
+            wall: Duration::from_secs(10),
+            memory: memory_mib << 20,
+            address_space: None,
+            stack: None,
+            output: 1 << 20,
+            processes: Some(processes),
+        },
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
+    }
+}
+
+/// The runs' groups (`helper-<pid>`) of every sandbox helper of this
+/// machine's layout (v1: per controller; v2: where `delegation.rs` puts
+/// them), found as the sandbox finds its own.
+pub fn runs_cgroups() -> Vec<PathBuf> {
+    let Some(h) = ojrunner::sandbox::cgroup::Hierarchy::detect() else { return Vec::new() };
+    h.parents()
+        .into_iter()
+        .flat_map(|parent| std::fs::read_dir(parent).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("helper-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Judges `source` in the language `lang` on every case of task 0 in `td`
+/// (`00CC.in` with `00CC.out`) with the checker `checker` (a job's name;
+/// `None` is diff), as worker `slot` would below `judge-exec`: prepares
+/// the checker, compiles, runs each case in `work/cases/00CC/` under
+/// `time_ms` of CPU. For the suites of checkers and interactors.
+pub fn judge_cases(
+    work: &Path,
+    lang: &str,
+    source: &str,
+    td: &Path,
+    checker: Option<&str>,
+    time_ms: i64,
+    slot: usize,
+) -> Vec<ojrunner::judge::CaseRun> {
+    use ojrunner::judge::{Case, Compiled, Judge, Slot, Submission};
+    use ojrunner::protocol::Task;
+    let j = Judge::default();
+    let langs = ojrunner::language::Languages::builtin();
+    let lang = langs.by_name(lang).unwrap();
+    let slot = Slot::for_index(slot);
+    let checker =
+        j.prepare_checker(checker, td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{checker:?}: {e}"));
+    let src = source_dir(work, &lang.source, source);
+    let src = ojrunner::workspace::Workspace::stage(&src).unwrap();
+    assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
+    let count = std::fs::read_dir(td)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "in"))
+        .count();
+    let task = Task { task_score: 100, memory_limit: 65536, time_limit: time_ms, case_count: count as i64 };
+    (0..count)
+        .map(|c| {
+            let scratch = work.join("cases").join(format!("00{c:02}"));
+            let _ = std::fs::remove_dir_all(&scratch);
+            std::fs::create_dir_all(&scratch).unwrap();
+            let (input, answer) = (td.join(format!("00{c:02}.in")), td.join(format!("00{c:02}.out")));
+            let sub = Submission { lang, src: &src, tasks: std::slice::from_ref(&task), checker: &checker };
+            j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
+        })
+        .collect()
+}
