@@ -79,7 +79,8 @@ demo: deps build
 # target/test-logs/daemons/ (a failing test prints the tail of each of its
 # daemons'; OJ_TEST_QUIET=0 shows them live). The last line totals both
 # phases, and how many tests skipped themselves (testkit::skip), each named
-# with why in target/test-logs/skipped.log.
+# with why in target/test-logs/skipped.log. `judge-exec run`'s compile cache
+# is target/test-cache, new each run (XDG_CACHE_HOME), never the user's.
 SHELL := /bin/bash
 OJ_TEST_QUIET ?= 1
 export OJ_TEST_QUIET
@@ -96,7 +97,8 @@ export OJ_SLOT_UID_BASE OJ_SLOT_LOCK_DIR
 NEXTEST = $(CARGO) nextest run --workspace --no-fail-fast
 
 test: deps build nextest
-	@set -o pipefail; rc=0; rm -rf target/test-logs; mkdir -p target/test-logs; \
+	@set -o pipefail; rc=0; rm -rf target/test-logs target/test-cache; mkdir -p target/test-logs; \
+	export XDG_CACHE_HOME="$(CURDIR)/target/test-cache"; \
 	$(NEXTEST) --profile timing -E 'group(=timing)' 2>&1 | tee target/test.log || rc=1; \
 	$(NEXTEST) --profile waiting -E 'not group(=timing)' 2>&1 | tee -a target/test.log || rc=1; \
 	skipped=$$(cat target/test-logs/skipped.log 2>/dev/null | wc -l); \
