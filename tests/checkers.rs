@@ -14,8 +14,7 @@ use ojrunner::protocol::{Task, Verdict};
 use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use testkit::{bin, judge_cases, repo, source_dir, testdata_dir, TempDir};
+use testkit::{judge_cases, judge_exec_run, repo, source_dir, testdata_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/checkers").join(name)
@@ -267,19 +266,8 @@ fn the_program_cannot_read_the_answer() {
 
 /// `judge-exec run … --checker NAME`: JSON lines with `status` and `limit`.
 fn cli(src: &Path, tests: &Path, checker: &str, time: &str) -> (i32, Vec<serde_json::Value>) {
-    let out = Command::new(bin("judge-exec"))
-        .args(["run", "--lang", "c11", "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
-        .args(["--time", time, "--checker", checker])
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
-    (out.status.code().unwrap_or(-1), lines)
+    let (code, lines, _) = judge_exec_run(src, tests, &["--time", time, "--checker", checker]);
+    (code, lines)
 }
 
 #[test]

@@ -12,7 +12,7 @@ use ojrunner::judge::CaseRun;
 use ojrunner::protocol::Verdict;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use testkit::{judge_cases, repo, testdata_dir, TempDir};
+use testkit::{judge_cases, judge_exec_run, repo, testdata_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/icpc").join(name)
@@ -191,23 +191,6 @@ fn hubd_problem_add_refuses_a_package_by_the_key_it_cannot_carry() {
     assert_eq!(stored, [(4, Some("icpc".to_string()))]);
 }
 
-/// `judge-exec run --lang c11 --src SRC --tests DIR [args…]`: its exit
-/// code, its JSON lines, its stderr.
-fn judge_exec_run(src: &Path, tests: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
-    let out = std::process::Command::new(testkit::bin("judge-exec"))
-        .args(["run", "--lang", "c11", "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
-        .args(args)
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
-    (out.status.code().unwrap_or(-1), lines, String::from_utf8_lossy(&out.stderr).into_owned())
-}
 
 #[test]
 fn judge_exec_run_judges_a_package_directory_as_hubd_maps_it() {

@@ -50,7 +50,7 @@ mod lanes;
 mod sandbox;
 pub use disk::SmallDisk;
 pub use lanes::{lane, slot_uid_base, LANE_WIDTH, WAITING};
-pub use sandbox::{judge_cases, runs_cgroups, slot_spec};
+pub use sandbox::{judge_cases, judge_exec_run, runs_cgroups, slot_spec};
 
 // Skips written down; dice; what the benchmarks share.
 mod bench;

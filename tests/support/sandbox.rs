@@ -1,6 +1,6 @@
 //! The sandbox driven in the test's own process, without a runner: a run's
 //! spec for a slot, the cases of a task judged as a worker would, and the
-//! cgroups the helpers leave. These runs take the process's own slot uid
+//! cgroups the helpers leave; and `judge-exec run` as a user runs it. These runs take the process's own slot uid
 //! base (lane 0): only the suites of `make test`'s first phase use them.
 
 use super::scratch::source_dir;
@@ -86,4 +86,22 @@ pub fn judge_cases(
             j.run_case(&sub, &Case { task: 0, case: c, input, answer }, &slot, &scratch)
         })
         .collect()
+}
+
+/// `judge-exec run --lang c11 --src SRC --tests TESTS ARGS…`, as a user
+/// runs it: its exit code, its JSON lines, its stderr.
+pub fn judge_exec_run(src: &Path, tests: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let out = std::process::Command::new(super::layout::bin("judge-exec"))
+        .args(["run", "--lang", "c11", "--src"])
+        .arg(src)
+        .arg("--tests")
+        .arg(tests)
+        .args(args)
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    (out.status.code().unwrap_or(-1), lines, String::from_utf8_lossy(&out.stderr).into_owned())
 }
