@@ -191,7 +191,6 @@ fn hubd_problem_add_refuses_a_package_by_the_key_it_cannot_carry() {
     assert_eq!(stored, [(4, Some("icpc".to_string()))]);
 }
 
-
 #[test]
 fn judge_exec_run_judges_a_package_directory_as_hubd_maps_it() {
     let (code, lines, err) = judge_exec_run(&fixture("sum_ok.c"), &fixture("sum"), &[]);

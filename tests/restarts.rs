@@ -14,8 +14,7 @@ fn judge_exec_killed_mid_job_resumes_only_the_unfinished_cases() {
     let runner = sc.start(&[]);
     sc.wait_cases(1);
     kill_stage(&runner, "judge-exec");
-    let s = sc.judged(&sub, Duration::from_secs(120));
-    assert_clean_ac(&s);
+    let s = sc.judged_clean(&sub, Duration::from_secs(120));
     // One event per case judged: a rerun case would have sent a fourth.
     assert_eq!(s["events"], 3, "no finished case was judged again: {s}");
     sc.drain(runner);
@@ -28,9 +27,7 @@ fn a_hub_away_while_a_claim_is_prepped_costs_the_job_nothing() {
     sc.hub.cli(&["fault", "--status", "503", "--count", "8", "--path-contains", "/code/"]);
     let sub = sc.submit_ab();
     let runner = sc.start(&[]);
-    let s = sc.judged(&sub, Duration::from_secs(120));
-    assert_clean_ac(&s);
-    assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing was handed back: {s}");
+    sc.judged_clean(&sub, Duration::from_secs(120));
     sc.drain(runner);
 }
 
@@ -47,9 +44,7 @@ fn claimd_killed_during_prep_prepares_the_claim_again() {
             .then_some(())
     });
     kill_stage(&runner, "claimd");
-    let s = sc.judged(&sub, Duration::from_secs(60));
-    assert_clean_ac(&s);
-    assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing was handed back: {s}");
+    sc.judged_clean(&sub, Duration::from_secs(60));
     assert_eq!(spool_claims(&sc.spool).len(), 1, "the same claim was prepared again, not a new one");
     sc.drain(runner);
 }
@@ -63,7 +58,7 @@ fn reportd_killed_with_an_outcome_queued_sends_it_after_its_restart() {
     sc.wait_outbox_tries("the outcome to be retried", 2);
     kill_stage(&runner, "reportd");
     sc.hub.cli(&["fault", "--clear"]);
-    assert_clean_ac(&sc.judged(&sub, Duration::from_secs(60)));
+    sc.judged_clean(&sub, Duration::from_secs(60));
     sc.drain(runner);
 }
 
@@ -77,7 +72,7 @@ fn leased_killed_again_and_again_keeps_the_lease() {
         kill_stage(&runner, "leased");
         sc.wait_cases(n);
     }
-    assert_clean_ac(&sc.judged(&sub, Duration::from_secs(60)));
+    sc.judged_clean(&sub, Duration::from_secs(60));
     sc.drain(runner);
 }
 
@@ -90,7 +85,7 @@ fn the_whole_runner_killed_and_started_within_the_lease_finishes_its_job_as_itse
     let id = spool_runner_id(&sc.spool).unwrap();
     drop(runner); // SIGKILL: its stages die with it
     let runner = sc.start(&[]);
-    assert_clean_ac(&sc.judged(&sub, Duration::from_secs(60)));
+    sc.judged_clean(&sub, Duration::from_secs(60));
     assert_eq!(spool_runner_id(&sc.spool).as_deref(), Some(id.as_str()), "the same identity");
     assert_eq!(sc.hub.cli(&["status", "--runners"]).lines().count(), 1, "no second registration");
     sc.drain(runner);
@@ -152,8 +147,7 @@ fn outcomes_and_events_outlast_a_hub_that_is_away() {
     // The job finishes while the hub is away; its outcome waits, retried.
     sc.wait_outbox_tries("the outcome retried while the hub is away", 4);
     sc.hub.start_again();
-    let s = sc.judged(&sub, Duration::from_secs(60));
-    assert_clean_ac(&s);
+    let s = sc.judged_clean(&sub, Duration::from_secs(60));
     assert_eq!(s["events"], 3, "the progress sent while away arrived too: {s}");
     // And through server errors.
     sc.hub.cli(&["fault", "--status", "503", "--count", "6"]);
@@ -492,8 +486,7 @@ fn large_progress_goes_in_batches_the_hub_takes() {
         .collect();
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     Spool::open(&sc.spool).unwrap().add_events(claim.claim_id, &lines).unwrap();
-    let s = sc.judged(&sub, Duration::from_secs(120));
-    assert_clean_ac(&s);
+    sc.judged_clean(&sub, Duration::from_secs(120));
     let db = rusqlite::Connection::open(&sc.hub.db).unwrap();
     let notes: i64 = db
         .query_row("SELECT count(*) FROM events WHERE job_id = ? AND body LIKE '%\"note\"%'", [&claim.job_id], |r| {

@@ -65,6 +65,14 @@ impl Scenario {
         all.into_iter().find(|s| s["submission_id"] == sub).unwrap_or_else(|| panic!("no submission {sub}"))
     }
 
+    /// [`Scenario::judged`], and judged as if nothing had happened: AC,
+    /// once, on one handout, so nothing was handed back ([`assert_clean_ac`]).
+    pub fn judged_clean(&self, sub: &str, limit: Duration) -> serde_json::Value {
+        let s = self.judged(sub, limit);
+        assert_clean_ac(&s);
+        s
+    }
+
     /// Waits (at most a minute) until the runner is judging a claim; that claim.
     pub fn judging_claim(&self) -> SpoolClaim {
         judging_claim(&self.spool)
