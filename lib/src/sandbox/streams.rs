@@ -19,6 +19,12 @@
 //!   Two outputs
 //!   into one file (a compiler's stdout and stderr) share one pipe, so
 //!   their order is kept.
+//! - **Watching stdout**: a judged run's stdout may be watched as it is
+//!   copied ([`OutputWatch`]: the checker's streaming comparison). Each
+//!   chunk the file gets (never past the limit) is fed to it in order;
+//!   once it says the output can no longer be accepted, the drain returns
+//!   [`Drained::Mismatch`] (once), the caller has the run stopped
+//!   (`helper.rs`), and the copy goes on as before.
 //!
 //! The pipes are mode 0666, as a file a program may open by name:
 //! `/dev/stdout` is `/proc/self/fd/1`, which checks the pipe's own mode;
@@ -141,8 +147,29 @@ impl Outputs {
         let [out, err]: [OwnedFd; 2] = ends.try_into().map_err(|_| io::Error::other("two outputs"))?;
         // The copy buffer only where there is something to copy.
         let buf = if pipes.is_empty() { Vec::new() } else { vec![0u8; 64 << 10] };
-        Ok(([out, err], Drain { pipes, limit: self.limit, failed: None, buf }))
+        // Only stdout alone in its file can be watched (the first pipe).
+        let stdout_alone = matches!(self.sinks, [Sink::Drained(_), Sink::Direct(_) | Sink::Drained(_)]);
+        let drain = Drain { pipes, limit: self.limit, failed: None, buf, watch: None, stdout_alone, mismatch: false };
+        Ok(([out, err], drain))
     }
+}
+
+/// What reads a run's standard output as the judge copies it (the
+/// checker's streaming comparison, `checker.rs`).
+pub trait OutputWatch {
+    /// The next bytes of the output, in order (never past the output
+    /// limit): `false` once no output that begins with all it was fed can
+    /// be accepted. Not fed again after that.
+    fn feed(&mut self, chunk: &[u8]) -> bool;
+}
+
+/// Why [`Drain::until_readable`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// What it waited for is readable (or hung up).
+    Readable,
+    /// The watch said the output can no longer be accepted (said once).
+    Mismatch,
 }
 
 /// The first look at an output pipe while its run goes on, and the
@@ -166,18 +193,32 @@ pub struct Drain<'a> {
     failed: Option<io::Error>,
     /// What each read copies through.
     buf: Vec<u8>,
+    /// What reads stdout as it comes, until it says no.
+    watch: Option<&'a mut dyn OutputWatch>,
+    /// stdout has a file and a pipe of its own (the first).
+    stdout_alone: bool,
+    /// The watch said no, and `until_readable` has not yet said so.
+    mismatch: bool,
 }
 
-impl Drain<'_> {
-    /// Copies what comes until `until` is readable (or hung up); `Ok(())`
-    /// then. `Err` if polling failed.
+impl<'a> Drain<'a> {
+    /// Has `w` read stdout as it is copied (when stdout has a file of its
+    /// own; else it is never fed).
+    pub fn watch(&mut self, w: &'a mut dyn OutputWatch) {
+        if self.stdout_alone {
+            self.watch = Some(w);
+        }
+    }
+
+    /// Copies what comes until `until` is readable (or hung up), or until
+    /// the watch says no ([`Drained`]). `Err` if polling failed.
     ///
     /// Most programs write a little and end: waking the judge for each
     /// write, and again for each pipe's end, cost a tenth of a judged case.
     /// So a pipe is looked at on a timer (`FIRST_LOOK`, doubling to
     /// `LAST_LOOK`) until a look finds something, and from then on at
     /// every write: a writer that fills a pipe waits at most one look.
-    pub fn until_readable(&mut self, until: RawFd) -> io::Result<()> {
+    pub fn until_readable(&mut self, until: RawFd) -> io::Result<Drained> {
         let mut armed = vec![false; self.pipes.len()];
         let mut look = FIRST_LOOK;
         let mut next_look = std::time::Instant::now() + look;
@@ -221,8 +262,11 @@ impl Drain<'_> {
                     self.copy(i);
                 }
             }
+            if std::mem::take(&mut self.mismatch) {
+                return Ok(Drained::Mismatch);
+            }
             if fds[0].revents != 0 {
-                return Ok(());
+                return Ok(Drained::Readable);
             }
         }
     }
@@ -272,6 +316,14 @@ impl Drain<'_> {
             self.failed.get_or_insert(e);
             p.read = None;
             return false;
+        }
+        if i == 0 && keep > 0 {
+            if let Some(w) = self.watch.as_deref_mut() {
+                if !w.feed(&buf[..keep]) {
+                    self.watch = None;
+                    self.mismatch = true;
+                }
+            }
         }
         p.copied += keep as u64;
         if p.copied >= limit {
@@ -352,13 +404,49 @@ mod tests {
         // The judge's end closes at the limit; this writer then gets EPIPE.
         let (wake_r, wake_w) = output_pipe().unwrap();
         File::from(wake_w).write_all(b"x").unwrap();
-        drain.until_readable(wake_r.as_raw_fd()).unwrap();
+        assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Readable);
         drain.finish().unwrap();
         assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"0123456789");
         assert_eq!(read_all(&mut err.try_clone().unwrap()).unwrap(), b"err");
         // SAFETY: SIG_IGN installs no handler: no code of ours runs in signal context.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         assert_eq!(w_out.write_all(b"more").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    /// A watch that says no at the first byte `bad`, and keeps what it was fed.
+    struct Until {
+        bad: u8,
+        fed: Vec<u8>,
+    }
+
+    impl OutputWatch for Until {
+        fn feed(&mut self, chunk: &[u8]) -> bool {
+            self.fed.extend_from_slice(chunk);
+            !chunk.contains(&self.bad)
+        }
+    }
+
+    #[test]
+    fn a_watch_reads_stdout_as_copied_and_its_no_is_said_once_while_the_copy_goes_on() {
+        let (out, err) = (scratch("wout"), scratch("werr"));
+        let outputs = Outputs::new(out.try_clone().unwrap(), err.try_clone().unwrap(), 1 << 20).unwrap();
+        let mut until = Until { bad: b'!', fed: Vec::new() };
+        let ([w_out, w_err], mut drain) = outputs.open().unwrap();
+        drain.watch(&mut until);
+        let (mut w_out, mut w_err) = (File::from(w_out), File::from(w_err));
+        w_err.write_all(b"stderr is not watched!").unwrap();
+        w_out.write_all(b"fine\n").unwrap();
+        w_out.write_all(b"wrong!\n").unwrap();
+        let (wake_r, wake_w) = output_pipe().unwrap();
+        // Nothing wakes the drain but the watch's no.
+        assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Mismatch);
+        w_out.write_all(b"more!\n").unwrap();
+        drop((w_out, w_err));
+        File::from(wake_w).write_all(b"x").unwrap();
+        assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Readable, "said once");
+        drain.finish().unwrap();
+        assert_eq!(until.fed, b"fine\nwrong!\n", "not fed after its no");
+        assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"fine\nwrong!\nmore!\n");
     }
 
     #[test]
