@@ -23,7 +23,10 @@
 //!    exits, through a pidfd) it checks the CPU time (the cgroup's, else the
 //!    run's own `/proc`), the resident memory when there is no cgroup to
 //!    enforce it, the wall clock and the judge's socket, and on a limit
-//!    kills every process of the run's PID namespace;
+//!    kills every process of the run's PID namespace; a judged program's
+//!    run ([`Watch`]) may also be ended by the idleness rule (`limits.rs`)
+//!    or by the judge, whose drain found its output can no longer match
+//!    (`streams.rs`: a stop on the socket, taken at the next look);
 //! 4. measures ([`Usage`]) and answers as soon as init is done: init kills
 //!    and reaps whatever the program left before it is, so the answer need
 //!    not wait for init's own exit (the namespaces' teardown): that, init's
