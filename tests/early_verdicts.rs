@@ -153,10 +153,13 @@ fn a_window_of_zero_turns_the_idleness_rule_off() {
 
 #[test]
 fn busy_programs_and_brief_sleeps_past_the_time_limit_are_never_idle() {
-    // Spins past its limit: TLE for its CPU time, never idle.
+    // Spins past its limit: TLE for its CPU time (or, on a machine so
+    // loaded that it gets less than a quarter of its core, its wall
+    // limit), never idle.
     let spin = "while True:\n    pass\n";
     let (run, _) = judge_one(&Judge::default(), "python3", spin, &Checker::Diff, ("", ""), 1000, 115);
-    assert_eq!((run.result.status, run.limit), (Verdict::TLE, Some("cpu")), "{run:?}");
+    assert_eq!(run.result.status, Verdict::TLE, "{run:?}");
+    assert_ne!(run.limit, Some("idle"), "{run:?}");
     // Works and sleeps by turns (0.2 s each, under the 0.5 s window) for
     // about twice its limit of wall time, within its limit of CPU time: AC.
     let turns = "import time\nfor _ in range(8):\n    t = time.process_time()\n    \
