@@ -840,19 +840,26 @@ fn float_step(
     abuf: &mut Vec<u8>,
     chunk: &[u8],
 ) -> io::Result<Option<usize>> {
-    for (i, &o) in chunk.iter().enumerate() {
-        let ok = match (*at, is_space(o)) {
-            (FloatAt::Between, true) => true,
-            (FloatAt::Between, false) => {
+    let mut i = 0;
+    while i < chunk.len() {
+        let o = chunk[i];
+        // A token's run of bytes within NUMBER_MAX, copied at once.
+        if *at != FloatAt::Long && !is_space(o) {
+            if *at == FloatAt::Between {
                 buf.clear();
-                buf.push(o);
                 *at = FloatAt::InToken;
-                true
             }
-            (FloatAt::InToken, false) if buf.len() < NUMBER_MAX => {
-                buf.push(o);
-                true
+            let run = chunk[i..].iter().position(|&b| is_space(b)).unwrap_or(chunk.len() - i);
+            let take = run.min(NUMBER_MAX - buf.len());
+            buf.extend_from_slice(&chunk[i..i + take]);
+            i += take;
+            if take == run {
+                continue;
             }
+        }
+        let o = chunk[i];
+        let ok = match (*at, is_space(o)) {
+            (FloatAt::Between, _) => true,
             // Past NUMBER_MAX bytes: a word, as the answer's must be too,
             // equal in its first NUMBER_MAX bytes; the rest byte by byte.
             (FloatAt::InToken, false) => {
@@ -875,6 +882,7 @@ fn float_step(
         if !ok {
             return Ok(Some(i));
         }
+        i += 1;
     }
     Ok(None)
 }
