@@ -12,14 +12,20 @@
 //!   twice the floor's distance from 1, or 3 %; for A+B, and for an answer
 //!   of 16 MiB (the stream compares every byte once more).
 //!
+//! And, in this process, each built-in checker's stream alone over the
+//! 16 MiB answer against itself, beside its whole comparison of the same:
+//! the judge's CPU time a correct output's stream costs.
+//!
 //! `OJ_BENCH_EARLY_ONLY=1` runs this part alone.
 
 use super::{ms, sample_in_turns, set_mode, APLUSB, SLOT};
-use ojrunner::checker::Checker;
+use ojrunner::checker::{Checker, Stream};
 use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
 use ojrunner::workspace::Workspace;
+use std::fs::File;
+use std::io::BufReader;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use testkit::Report;
@@ -179,6 +185,27 @@ pub fn bench(base: &Path, rep: &mut Report) -> Result<(), String> {
         let r = |x: Duration| ms(x) / ms(s[1].p50);
         Ok((r(s[0].p50), r(s[2].p50), s[1].p50))
     };
+    let answer = data.join("big.out");
+    let text = std::fs::read(&answer).map_err(|e| e.to_string())?;
+    let open = || File::open(&answer).map(|f| BufReader::with_capacity(64 << 10, f)).map_err(|e| e.to_string());
+    println!("  the judge's time to compare a correct 16 MiB output (2 M lines), in this process:");
+    for c in [Checker::Diff, Checker::Exact, Checker::Token, Checker::Float { abs: 1e-6, rel: 1e-6 }] {
+        let t = Instant::now();
+        let mut stream = Stream::of(&c, open()?).ok_or("no stream")?;
+        if !text.chunks(64 << 10).all(|chunk| stream.feed(chunk)) {
+            return Err(format!("{}: the stream said no to its own answer", c.as_str()));
+        }
+        let streamed = t.elapsed();
+        let t = Instant::now();
+        let whole = c.check(open()?, open()?).map_err(|e| e.to_string())?;
+        println!(
+            "    {:<6} stream {:>6.1} ms, whole comparison {:>6.1} ms{}",
+            c.as_str(),
+            ms(streamed),
+            ms(t.elapsed()),
+            if whole { "" } else { " (not AC!)" }
+        );
+    }
     // Within the noise: no slower than twice the floor's distance from 1
     // (or 3 %, whichever is more); faster is no cost.
     for (what, case, p, n, turns) in
