@@ -24,7 +24,10 @@
 //!   chunk the file gets (never past the limit) is fed to it in order;
 //!   once it says the output can no longer be accepted, the drain returns
 //!   [`Drained::Mismatch`] (once), the caller has the run stopped
-//!   (`helper.rs`), and the copy goes on as before.
+//!   (`helper.rs`), and stdout is read no further: the file holds what
+//!   came up to that chunk, and the program, blocked on a full pipe until
+//!   the stop kills it, cannot reach the output limit meanwhile (the stop's
+//!   WA, not an OLE that raced it).
 //!
 //! The pipes are mode 0666, as a file a program may open by name:
 //! `/dev/stdout` is `/proc/self/fd/1`, which checks the pipe's own mode;
@@ -137,7 +140,7 @@ impl Outputs {
                 Sink::Direct(f) => f.try_clone()?.into(),
                 Sink::Drained(file) => {
                     let (read, write) = output_pipe()?;
-                    pipes.push(Pipe { read: Some(read), file, copied: 0 });
+                    pipes.push(Pipe { read: Some(read), file, copied: 0, paused: false });
                     write
                 }
                 Sink::AsStdout => ends[0].try_clone()?,
@@ -183,6 +186,8 @@ struct Pipe<'a> {
     read: Option<OwnedFd>,
     file: &'a File,
     copied: u64,
+    /// Read no further (the watch said no): neither polled nor copied.
+    paused: bool,
 }
 
 /// Copies the program's outputs into their files while it runs.
@@ -225,11 +230,11 @@ impl<'a> Drain<'a> {
         loop {
             let mut fds = vec![libc::pollfd { fd: until, events: libc::POLLIN, revents: 0 }];
             fds.extend(self.pipes.iter().zip(&armed).map(|(p, &armed)| libc::pollfd {
-                fd: p.read.as_ref().filter(|_| armed).map_or(-1, |r| r.as_raw_fd()),
+                fd: p.read.as_ref().filter(|_| armed && !p.paused).map_or(-1, |r| r.as_raw_fd()),
                 events: libc::POLLIN,
                 revents: 0,
             }));
-            let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed);
+            let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed && !p.paused);
             let timeout = match waiting {
                 // Rounded up: a poll that wakes a little early would spin.
                 true => next_look.saturating_duration_since(std::time::Instant::now()).as_micros().div_ceil(1000)
@@ -277,7 +282,8 @@ impl<'a> Drain<'a> {
     /// end. Then the files are complete; `Err` if one could not be written.
     pub fn finish(mut self) -> io::Result<()> {
         for i in 0..self.pipes.len() {
-            // Past the limit or at the end, `copy` closes the pipe.
+            // Past the limit or at the end, `copy` closes the pipe; a
+            // paused one is left unread.
             let deadline = std::time::Instant::now() + Duration::from_secs(1);
             while self.pipes[i].read.is_some() && self.copy(i) && std::time::Instant::now() < deadline {}
             self.pipes[i].read = None;
@@ -293,7 +299,7 @@ impl<'a> Drain<'a> {
     fn copy(&mut self, i: usize) -> bool {
         let (limit, buf) = (self.limit, &mut self.buf);
         let p = &mut self.pipes[i];
-        let Some(read) = p.read.as_ref() else { return false };
+        let Some(read) = p.read.as_ref().filter(|_| !p.paused) else { return false };
         // SAFETY: read writes at most buf.len() bytes into `buf`.
         let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
@@ -322,6 +328,7 @@ impl<'a> Drain<'a> {
                 if !w.feed(&buf[..keep]) {
                     self.watch = None;
                     self.mismatch = true;
+                    p.paused = true;
                 }
             }
         }
@@ -427,7 +434,7 @@ mod tests {
     }
 
     #[test]
-    fn a_watch_reads_stdout_as_copied_and_its_no_is_said_once_while_the_copy_goes_on() {
+    fn a_watch_reads_stdout_as_copied_and_after_its_no_said_once_stdout_is_read_no_further() {
         let (out, err) = (scratch("wout"), scratch("werr"));
         let outputs = Outputs::new(out.try_clone().unwrap(), err.try_clone().unwrap(), 1 << 20).unwrap();
         let mut until = Until { bad: b'!', fed: Vec::new() };
@@ -446,7 +453,8 @@ mod tests {
         assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Readable, "said once");
         drain.finish().unwrap();
         assert_eq!(until.fed, b"fine\nwrong!\n", "not fed after its no");
-        assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"fine\nwrong!\nmore!\n");
+        assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"fine\nwrong!\n", "read no further");
+        assert_eq!(read_all(&mut err.try_clone().unwrap()).unwrap(), b"stderr is not watched!", "stderr still is");
     }
 
     #[test]
