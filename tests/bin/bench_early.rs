@@ -1,6 +1,7 @@
-//! `make bench`, part 6 (issue #26): what the early verdicts save and what
-//! they cost. Each figure is one case judged through `Judge::run_case` (its
-//! run and its check, as a worker judges it), wall time:
+//! `make bench`, the early verdicts (issue #26; part 7 of BENCHMARKS.md):
+//! what they save and what they cost. Each figure is one case judged
+//! through `Judge::run_case` (its run and its check, as a worker judges
+//! it), wall time:
 //!
 //! - a program that prints a wrong first line, then computes for 10 s of
 //!   CPU time (TL 20 s), next to an A+B's case: target within 1 s of it;
