@@ -173,7 +173,9 @@ fn a_sleeper_is_tle_within_a_bounded_wall_time() {
     let dir = TempDir::new("sleeper");
     let p = problem(&dir, 500, 65536, "", "done\n");
     let t = Instant::now();
-    let got = judge("python3", "import time\ntime.sleep(100)\nprint('done')\n", &p, 51);
+    // The wall limit's test: the idleness rule, which would end it sooner, is early_verdicts.rs's.
+    let judge = Judge { idle_window: Duration::ZERO, ..Judge::default() };
+    let got = judge_with(&judge, "python3", "import time\ntime.sleep(100)\nprint('done')\n", &p, 51);
     let took = t.elapsed();
     assert_eq!(got.status, Verdict::TLE, "{:?}", got.first());
     // The wall limit is 3 × 500 ms + 1 s.
@@ -208,7 +210,8 @@ for how in ("group", "setsid", "daemon"):
     let dir = TempDir::new("background");
     let p = problem(&dir, 1000, 262144, "", "");
     let t = Instant::now();
-    let got = judge("python3", source, &p, 52);
+    // To its end: a stream would stop it at its first line, which the answer lacks.
+    let got = judge_with(&Judge { stream_verdicts: false, ..Judge::default() }, "python3", source, &p, 52);
     assert!(t.elapsed() < Duration::from_secs(3), "the run waited for its children: {:?}", t.elapsed());
     let r = got.first();
     assert_eq!(r.exit_code, 0, "{r:?}");
@@ -378,8 +381,10 @@ fn a_resumed_claim_compiles_again_in_the_same_dir() {
 fn output_is_capped_for_the_hub() {
     let dir = TempDir::new("cap");
     let p = problem(&dir, 2000, 262144, "", "short\n");
-    let got =
-        judge("python3", "import sys\nsys.stdout.write('x' * (10 << 20))\nsys.stderr.write('y' * (1 << 20))\n", &p, 57);
+    // Run to its end (no stream, which would stop it at its first byte).
+    let judge = Judge { stream_verdicts: false, ..Judge::default() };
+    let source = "import sys\nsys.stdout.write('x' * (10 << 20))\nsys.stderr.write('y' * (1 << 20))\n";
+    let got = judge_with(&judge, "python3", source, &p, 57);
     let r = got.first();
     assert_eq!(r.status, Verdict::WA, "{} {} {}", r.status, r.exit_code, &r.stderr[..r.stderr.len().min(300)]);
     assert_eq!(r.stdout.len(), 64 * 1024);
@@ -392,7 +397,8 @@ fn output_past_the_limit_is_ole_even_when_sigxfsz_is_ignored() {
     // Python ignores SIGXFSZ: the write fails with EFBIG and it exits 1.
     let dir = TempDir::new("ole");
     let p = problem(&dir, 2000, 262144, "", "");
-    let judge = Judge { output_limit: 1 << 20, ..Judge::default() };
+    // No stream, which would stop it at its first byte (WA).
+    let judge = Judge { output_limit: 1 << 20, stream_verdicts: false, ..Judge::default() };
     let got = judge_with(&judge, "python3", "while True:\n    print('spam' * 100)\n", &p, 58);
     assert_eq!(got.status, Verdict::OLE, "{:?}", got.first().exit_code);
 }

@@ -17,6 +17,24 @@
 //! to 4096 bytes whole, to parse it as a number; a longer one is a word to it
 //! (no number is written that long), compared byte by byte as it comes.
 //!
+//! # Streaming
+//!
+//! The same four also compare as the output comes ([`Checker::stream`]):
+//! the judge feeds a [`Stream`] each chunk of the program's stdout as it
+//! copies it (`sandbox/streams.rs`), the answer read alongside through a
+//! 64 KiB buffer, and at the first byte after which no output can be
+//! accepted the run is stopped: WA, without waiting for the program's end
+//! (`verdict::decide`). The stream only ever says "cannot match"; a run
+//! that ends on its own is checked whole as above, so a stream never
+//! decides AC. It never says no to an output the whole comparison would
+//! accept: `diff` diverges only where a line's rest cannot be trailing
+//! white space (the answer's rest of the line is read at once; the
+//! output's must be blank up to its line end), `token` where a token
+//! cannot be the answer's, and `float` judges a token only once it is
+//! complete (a separator follows it), by the same rule as the whole
+//! comparison. What it cannot judge before the end (a missing line, a
+//! token at the very end) is left to the whole comparison.
+//!
 //! Two more are programs shipped in the testdata, compiled once and run
 //! sandboxed by the judge (`judge/`): [`Checker::Special`] (a testlib-style
 //! `checker input output answer`) and [`Checker::Interactive`] (an
@@ -212,6 +230,17 @@ impl Checker {
         output.rewind()?;
         let ans = File::open(answer).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", answer.display())))?;
         self.check(BufReader::with_capacity(64 * 1024, output), BufReader::with_capacity(64 * 1024, ans))
+    }
+
+    /// The streaming comparison of this checker's output with `answer`
+    /// (see the module doc), for the built-in four; `None` for the checker
+    /// programs, which see only a whole output.
+    pub fn stream(&self, answer: &Path) -> io::Result<Option<Stream>> {
+        if !matches!(self, Checker::Diff | Checker::Exact | Checker::Token | Checker::Float { .. }) {
+            return Ok(None);
+        }
+        let ans = File::open(answer).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", answer.display())))?;
+        Ok(Stream::of(self, BufReader::with_capacity(64 * 1024, ans)))
     }
 
     /// Compares two streams: `Ok(true)` is AC. The program checkers cannot
@@ -527,6 +556,358 @@ fn float(mut out: impl BufRead, mut ans: impl BufRead, abs: f64, rel: f64) -> io
             return Ok(false);
         }
     }
+}
+
+/// A built-in checker's comparison as the output comes (see the module
+/// doc): [`Stream::feed`] it the output's chunks in order; the answer is
+/// read from `R` as far as the output goes, and no further.
+pub struct Stream<R = BufReader<File>> {
+    rule: Rule,
+    ans: R,
+    /// The output's last byte was a `\r` that ended a line: a `\n` next is
+    /// part of it (`diff`).
+    after_cr: bool,
+    /// Bytes and `\n`s fed so far.
+    fed: u64,
+    newlines: u64,
+    /// Where no output could be accepted any more, once it is known.
+    diverged: Option<Divergence>,
+    /// Reading the answer failed: the stream says nothing more (the whole
+    /// comparison, after the run, meets the same error).
+    broken: bool,
+}
+
+/// Where a streamed output diverged from its answer: its first byte after
+/// which no output can be accepted (0-based), and that byte's line
+/// (1-based, lines counted by `\n`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    pub byte: u64,
+    pub line: u64,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "byte {} (line {})", self.byte, self.line)
+    }
+}
+
+/// Which comparison a [`Stream`] makes, and where it is.
+enum Rule {
+    Diff(DiffAt),
+    Exact,
+    /// Whether the output is inside a token (the answer is then inside the
+    /// same one, as far as the output went).
+    Token {
+        in_token: bool,
+    },
+    /// `buf` holds the output's token so far (up to `NUMBER_MAX` + 1
+    /// bytes), `abuf` the answer's, read when the output's is judged.
+    Float {
+        abs: f64,
+        rel: f64,
+        at: FloatAt,
+        buf: Vec<u8>,
+        abuf: Vec<u8>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DiffAt {
+    /// Both at the same place of the same line.
+    InStep,
+    /// The line diverged where the output has white space; the answer's
+    /// rest of the line was blank (and is read past its end): the
+    /// output's rest must be blank up to its line end.
+    OutputRestBlank,
+    /// The answer has ended, every line of it matched: the output's rest
+    /// must be white space.
+    AnswerEnded,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FloatAt {
+    Between,
+    /// In a token of at most `NUMBER_MAX` bytes so far, in `buf`.
+    InToken,
+    /// In a token longer than `NUMBER_MAX` bytes, a word the answer's
+    /// (as long) must spell byte by byte: the rest is compared as it comes.
+    Long,
+}
+
+impl<R: BufRead> Stream<R> {
+    fn new(rule: Rule, ans: R) -> Stream<R> {
+        Stream { rule, ans, after_cr: false, fed: 0, newlines: 0, diverged: None, broken: false }
+    }
+
+    /// The stream of `checker` (a built-in one) against `ans`.
+    pub fn of(checker: &Checker, ans: R) -> Option<Stream<R>> {
+        let rule = match checker {
+            Checker::Diff => Rule::Diff(DiffAt::InStep),
+            Checker::Exact => Rule::Exact,
+            Checker::Token => Rule::Token { in_token: false },
+            Checker::Float { abs, rel } => {
+                Rule::Float { abs: *abs, rel: *rel, at: FloatAt::Between, buf: Vec::new(), abuf: Vec::new() }
+            }
+            _ => return None,
+        };
+        Some(Stream::new(rule, ans))
+    }
+
+    /// The output's next bytes: `false` once no output that begins with
+    /// everything fed so far can be accepted (then [`Stream::diverged`]
+    /// says where); `true` while one still could, or once the answer could
+    /// not be read.
+    pub fn feed(&mut self, chunk: &[u8]) -> bool {
+        if self.diverged.is_some() {
+            return false;
+        }
+        if self.broken {
+            return true;
+        }
+        match self.step(chunk) {
+            Ok(None) => {
+                self.fed += chunk.len() as u64;
+                self.newlines += count_newlines(chunk);
+                true
+            }
+            Ok(Some(i)) => {
+                let line = self.newlines + count_newlines(&chunk[..i]) + 1;
+                self.diverged = Some(Divergence { byte: self.fed + i as u64, line });
+                false
+            }
+            Err(_) => {
+                self.broken = true;
+                true
+            }
+        }
+    }
+
+    /// Where the output diverged, once a [`Stream::feed`] said so.
+    pub fn diverged(&self) -> Option<Divergence> {
+        self.diverged
+    }
+
+    /// Takes `chunk`: `Some(i)` when its byte `i` is the first after which
+    /// nothing can match.
+    fn step(&mut self, chunk: &[u8]) -> io::Result<Option<usize>> {
+        match &mut self.rule {
+            Rule::Exact => exact_step(&mut self.ans, chunk),
+            Rule::Diff(at) => diff_step(&mut self.ans, at, &mut self.after_cr, chunk),
+            Rule::Token { in_token } => token_step(&mut self.ans, in_token, chunk),
+            Rule::Float { abs, rel, at, buf, abuf } => float_step(&mut self.ans, (*abs, *rel), at, buf, abuf, chunk),
+        }
+    }
+}
+
+impl<R: BufRead> crate::sandbox::OutputWatch for Stream<R> {
+    fn feed(&mut self, chunk: &[u8]) -> bool {
+        Stream::feed(self, chunk)
+    }
+}
+
+fn count_newlines(b: &[u8]) -> u64 {
+    b.iter().filter(|&&c| c == b'\n').count() as u64
+}
+
+/// How many leading bytes of `out` equal the answer's next ones, stopping
+/// before any byte `stops` says no to (on `out`'s side); consumes them
+/// from the answer. The answer's buffer is refilled as needed.
+fn common_prefix(ans: &mut impl BufRead, out: &[u8], stops: impl Fn(u8) -> bool) -> io::Result<usize> {
+    let mut done = 0;
+    while done < out.len() {
+        let a = ans.fill_buf()?;
+        let rest = &out[done..];
+        let n = a.len().min(rest.len());
+        let same = rest[..n].iter().zip(&a[..n]).position(|(&p, &q)| p != q || stops(p)).unwrap_or(n);
+        ans.consume(same);
+        done += same;
+        if same < n || n == 0 {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// The answer's next byte, not consumed.
+fn peek(ans: &mut impl BufRead) -> io::Result<Option<u8>> {
+    Ok(ans.fill_buf()?.first().copied())
+}
+
+fn exact_step(ans: &mut impl BufRead, chunk: &[u8]) -> io::Result<Option<usize>> {
+    let same = common_prefix(ans, chunk, |_| false)?;
+    Ok((same < chunk.len()).then_some(same))
+}
+
+fn diff_step(ans: &mut impl BufRead, at: &mut DiffAt, after_cr: &mut bool, chunk: &[u8]) -> io::Result<Option<usize>> {
+    let mut i = 0;
+    while i < chunk.len() {
+        if *at == DiffAt::InStep && !*after_cr {
+            // Equal bytes in step; a `\r` alone, which may be a line end
+            // written otherwise by the other side (`\r\n`), one at a time.
+            i += common_prefix(ans, &chunk[i..], |b| b == b'\r')?;
+            if i == chunk.len() {
+                break;
+            }
+        }
+        let o = chunk[i];
+        if std::mem::take(after_cr) && o == b'\n' {
+            i += 1;
+            continue;
+        }
+        let ok = match *at {
+            DiffAt::AnswerEnded => is_space(o),
+            DiffAt::OutputRestBlank => {
+                if is_line_end(o) {
+                    *at = DiffAt::InStep;
+                }
+                is_space(o)
+            }
+            DiffAt::InStep => match peek(ans)? {
+                // The answer's lines all matched: the rest must be blank.
+                None => {
+                    *at = DiffAt::AnswerEnded;
+                    is_space(o)
+                }
+                Some(a) if is_line_end(o) && is_line_end(a) => {
+                    skip_line_end(ans)?;
+                    true
+                }
+                // The output's line ended (or diverged where its rest may be
+                // trailing white space): the answer's rest must be blank, up to
+                // and past its line end.
+                Some(a) if is_line_end(o) || o != a => {
+                    let blank = rest_of_line_is_blank(ans)?;
+                    if blank && !is_line_end(o) {
+                        *at = DiffAt::OutputRestBlank;
+                    }
+                    blank && is_space(o)
+                }
+                Some(_) => {
+                    ans.consume(1);
+                    true
+                }
+            },
+        };
+        if !ok {
+            return Ok(Some(i));
+        }
+        *after_cr = o == b'\r';
+        i += 1;
+    }
+    Ok(None)
+}
+
+fn token_step(ans: &mut impl BufRead, in_token: &mut bool, chunk: &[u8]) -> io::Result<Option<usize>> {
+    let mut i = 0;
+    while i < chunk.len() {
+        if *in_token {
+            // Equal bytes in step: the same tokens, the same separators.
+            let same = common_prefix(ans, &chunk[i..], |_| false)?;
+            if same > 0 {
+                *in_token = !is_space(chunk[i + same - 1]);
+                i += same;
+                continue;
+            }
+        }
+        let o = chunk[i];
+        let ok = match (*in_token, is_space(o)) {
+            (false, true) => true,
+            // A token begins: the answer must have one too.
+            (false, false) => skip_space(ans)? && peek(ans)? == Some(o),
+            // The output's token ended: the answer's must end here too.
+            (true, true) => peek(ans)?.is_none_or(is_space),
+            // In step, a byte the answer does not have (or not in this token).
+            (true, false) => false,
+        };
+        if !ok {
+            return Ok(Some(i));
+        }
+        if !is_space(o) {
+            ans.consume(1);
+        }
+        *in_token = !is_space(o);
+        i += 1;
+    }
+    Ok(None)
+}
+
+fn float_step(
+    ans: &mut impl BufRead,
+    (abs, rel): (f64, f64),
+    at: &mut FloatAt,
+    buf: &mut Vec<u8>,
+    abuf: &mut Vec<u8>,
+    chunk: &[u8],
+) -> io::Result<Option<usize>> {
+    let mut i = 0;
+    while i < chunk.len() {
+        let o = chunk[i];
+        // A token's run of bytes within NUMBER_MAX, copied at once.
+        if *at != FloatAt::Long && !is_space(o) {
+            if *at == FloatAt::Between {
+                buf.clear();
+                *at = FloatAt::InToken;
+            }
+            let run = chunk[i..].iter().position(|&b| is_space(b)).unwrap_or(chunk.len() - i);
+            let take = run.min(NUMBER_MAX - buf.len());
+            buf.extend_from_slice(&chunk[i..i + take]);
+            i += take;
+            if take == run {
+                continue;
+            }
+        }
+        let o = chunk[i];
+        let ok = match (*at, is_space(o)) {
+            (FloatAt::Between, _) => true,
+            // Past NUMBER_MAX bytes: a word, as the answer's must be too,
+            // equal in its first NUMBER_MAX bytes; the rest byte by byte.
+            (FloatAt::InToken, false) => {
+                *at = FloatAt::Long;
+                let (m, ended) = answer_token(ans, abuf)?;
+                m.is_some() && !ended && abuf[..] == buf[..] && word_byte(ans, o)?
+            }
+            (FloatAt::Long, false) => word_byte(ans, o)?,
+            (FloatAt::Long, true) => {
+                *at = FloatAt::Between;
+                peek(ans)?.is_none_or(is_space)
+            }
+            // A token of at most NUMBER_MAX bytes, complete: judged as whole.
+            (FloatAt::InToken, true) => {
+                *at = FloatAt::Between;
+                let (m, ended) = answer_token(ans, abuf)?;
+                m.is_some() && ended && (abuf[..] == buf[..] || numbers_close(buf, abuf, abs, rel))
+            }
+        };
+        if !ok {
+            return Ok(Some(i));
+        }
+        i += 1;
+    }
+    Ok(None)
+}
+
+/// The answer's next token into `abuf` (at most `NUMBER_MAX` bytes, as the
+/// whole comparison reads it): `None` when it has none left, and whether
+/// the token ended there.
+fn answer_token(ans: &mut impl BufRead, abuf: &mut Vec<u8>) -> io::Result<(Option<usize>, bool)> {
+    if !skip_space(ans)? {
+        return Ok((None, true));
+    }
+    abuf.resize(NUMBER_MAX, 0);
+    let (m, ended) = read_token(ans, abuf)?;
+    abuf.truncate(m);
+    Ok((Some(m), ended))
+}
+
+/// The output's next byte `o` of a word being compared byte by byte: the
+/// answer's word must go on with it.
+fn word_byte(ans: &mut impl BufRead, o: u8) -> io::Result<bool> {
+    let same = peek(ans)? == Some(o);
+    if same {
+        ans.consume(1);
+    }
+    Ok(same)
 }
 
 #[cfg(test)]
@@ -867,6 +1248,170 @@ mod tests {
             float_equal_count += usize::from(want);
         }
         assert!(token_equal > 100 && float_equal_count > token_equal, "{token_equal}, {float_equal_count}");
+    }
+
+    /// Feeds `out` to `c`'s stream against `ans` in chunks of `size` bytes:
+    /// where it diverged, if it did.
+    fn streamed(c: &Checker, out: &[u8], ans: &[u8], size: usize, ans_cap: usize) -> Option<Divergence> {
+        let mut s = Stream::of(c, BufReader::with_capacity(ans_cap, ans)).unwrap();
+        for chunk in out.chunks(size.max(1)) {
+            if !s.feed(chunk) {
+                assert!(!s.feed(b"x"), "said no, then yes");
+                return s.diverged();
+            }
+        }
+        s.diverged()
+    }
+
+    /// The streaming comparison's promise on one pair, through chunks and
+    /// answer buffers of every small size: it never says no to an output
+    /// the whole comparison accepts, and wherever it says no, no output
+    /// that begins with what it was fed is accepted (the whole output, and
+    /// its prefix at the divergence with any tail from `tails`). Whether it
+    /// diverged.
+    fn assert_stream_sound(c: &Checker, out: &str, ans: &str, tails: &[&str]) -> bool {
+        let whole = c.check(out.as_bytes(), ans.as_bytes()).unwrap();
+        let mut diverged = None;
+        for size in [1, 2, 3, 5, 64] {
+            for ans_cap in [1, 2, 7, 4096] {
+                let d = streamed(c, out.as_bytes(), ans.as_bytes(), size, ans_cap);
+                assert!(!(whole && d.is_some()), "{c:?}: {out:?} vs {ans:?} is accepted, but streamed no at {d:?}");
+                // The same place whatever the chunks.
+                if size > 1 || ans_cap > 1 {
+                    assert_eq!(d, diverged, "{c:?}: {out:?} vs {ans:?} through {size}/{ans_cap}");
+                }
+                diverged = d;
+            }
+        }
+        if let Some(d) = diverged {
+            let fed = &out[..=d.byte as usize];
+            for tail in tails {
+                let longer = format!("{fed}{tail}");
+                assert!(
+                    !c.check(longer.as_bytes(), ans.as_bytes()).unwrap(),
+                    "{c:?}: no at {d} of {out:?}, yet {longer:?} is accepted for {ans:?}"
+                );
+            }
+            assert_eq!(d.line, out[..d.byte as usize].matches('\n').count() as u64 + 1);
+        }
+        diverged.is_some()
+    }
+
+    const TAILS: [&str; 6] = ["", " ", "\n", "\r\n", "   \n\n", "\t"];
+
+    fn checkers() -> [Checker; 4] {
+        [Checker::Diff, Checker::Exact, Checker::Token, Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS }]
+    }
+
+    #[test]
+    fn a_stream_never_says_no_to_an_accepted_output_on_random_text() {
+        let mut rng = Rng(26);
+        let mut said_no = [0; 4];
+        for round in 0..1500 {
+            let (out, ans) = match round % 3 {
+                0 => (random_bytes(&mut rng), random_bytes(&mut rng)),
+                1 => {
+                    let lines = random_lines(&mut rng);
+                    (random_text(&mut rng, &lines), random_text(&mut rng, &lines))
+                }
+                _ => {
+                    let (a, b) = (random_lines(&mut rng), random_lines(&mut rng));
+                    (random_text(&mut rng, &a), random_text(&mut rng, &b))
+                }
+            };
+            for (k, c) in checkers().iter().enumerate() {
+                said_no[k] += usize::from(assert_stream_sound(c, &out, &ans, &TAILS));
+            }
+        }
+        // Every stream says no, often: these are tests of a comparison, not of silence.
+        assert!(said_no.iter().all(|&n| n > 300), "{said_no:?} of 1500");
+    }
+
+    #[test]
+    fn a_float_stream_judges_a_token_only_once_it_is_complete() {
+        const TOKENS: [&str; 12] =
+            ["1", "1.0", "1.0000001", "-0", "0", "abc", "1e3", "1000", "+.5", "0.5", "nan", "-inf"];
+        const SPACES: [&str; 4] = [" ", "\n", "\r\n", "\t"];
+        let f = Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS };
+        let mut rng = Rng(27);
+        let text = |rng: &mut Rng| {
+            let mut s = String::new();
+            for _ in 0..rng.below(5) {
+                s.push_str(rng.pick(&TOKENS));
+                s.push_str(rng.pick(&SPACES));
+            }
+            s
+        };
+        let (mut no, mut accepted) = (0, 0);
+        for _ in 0..2000 {
+            let (out, ans) = (text(&mut rng), text(&mut rng));
+            no += usize::from(assert_stream_sound(&f, &out, &ans, &["0", "5", "e3", ""]));
+            accepted += usize::from(f.check(out.as_bytes(), ans.as_bytes()).unwrap());
+        }
+        assert!(no > 500 && accepted > 50, "{no} said no, {accepted} accepted");
+        // A prefix of a number is no number yet: "1" may become "1.0000001".
+        for ans in ["1.0000001 2", "10", "1e3"] {
+            assert_eq!(streamed(&f, b"1", ans.as_bytes(), 1, 4096), None, "{ans}");
+        }
+        assert_eq!(streamed(&f, b"1 ", b"2", 1, 4096).map(|d| d.byte), Some(1), "judged at its separator");
+        assert_eq!(streamed(&f, b"1.0000001\n", b"1\n", 1, 4096), None, "within the tolerance");
+    }
+
+    #[test]
+    fn streams_say_where_the_output_diverged() {
+        let at = |c: &Checker, out: &str, ans: &str| streamed(c, out.as_bytes(), ans.as_bytes(), 64, 4096);
+        let d = |byte, line| Some(Divergence { byte, line });
+        // The wrong first line of a program that would go on computing.
+        assert_eq!(at(&Checker::Diff, "4\n", "3\n"), d(0, 1));
+        assert_eq!(at(&Checker::Diff, "1\n2\n3 4\n", "1\n2\n3\n"), d(6, 3), "where the line cannot be trailing space");
+        assert_eq!(at(&Checker::Diff, "1\n2\n3 ", "1\n2\n3\n"), None, "trailing space so far");
+        assert_eq!(at(&Checker::Diff, "1\n\n2", "1\n2\n"), d(2, 2), "an inner blank line");
+        assert_eq!(at(&Checker::Diff, "1\n\n\n  \n", "1\n"), None, "trailing blank lines");
+        assert_eq!(at(&Checker::Diff, "1\n\nx", "1\n"), d(3, 3), "past the answer's end");
+        assert_eq!(at(&Checker::Diff, "a\rb\r\n", "a\nb\n"), None, "line ends written otherwise");
+        assert_eq!(at(&Checker::Exact, "3 \n", "3\n"), d(1, 1));
+        assert_eq!(at(&Checker::Exact, "3\n\n", "3\n"), d(2, 2), "longer than the answer");
+        assert_eq!(at(&Checker::Token, "1  2\n3", "1 2 3\n"), None);
+        assert_eq!(at(&Checker::Token, "1 23", "1 2 3"), d(3, 1), "a token longer than the answer's");
+        assert_eq!(at(&Checker::Token, "1 2 ", "1 23"), d(3, 1), "a token shorter than the answer's");
+        assert_eq!(at(&Checker::Token, "1 2 3 4", "1 2 3"), d(6, 1), "one token too many");
+        assert_eq!(Divergence { byte: 6, line: 3 }.to_string(), "byte 6 (line 3)");
+    }
+
+    #[test]
+    fn a_float_stream_reads_long_tokens_as_the_whole_comparison_does() {
+        let f = Checker::Float { abs: FLOAT_EPS, rel: FLOAT_EPS };
+        let one = |len: usize| format!("1.{}", "0".repeat(len - 2));
+        let long_word = "x".repeat(NUMBER_MAX + 10);
+        let pairs = [
+            (format!("{} 2", one(NUMBER_MAX)), "1 2".to_string()),
+            (format!("{} 2", one(NUMBER_MAX + 1)), "1 2".to_string()),
+            ("1 2".to_string(), format!("{} 2", one(NUMBER_MAX + 1))),
+            (format!("{long_word}y 1"), format!("{long_word}y 1.0")),
+            (format!("{long_word}y 1"), format!("{long_word}z 1")),
+            (format!("{long_word}y 1"), format!("{long_word}yy 1")),
+            (format!("{long_word}yy 1"), format!("{long_word}y 1")),
+            (format!("{long_word} 1"), format!("{} 1", &long_word[..NUMBER_MAX])),
+        ];
+        for (out, ans) in &pairs {
+            assert_stream_sound(&f, out, ans, &TAILS);
+        }
+    }
+
+    #[test]
+    fn a_stream_compares_a_64_mib_answer_in_fixed_memory() {
+        // The answer read as the output goes: its buffer, never its whole.
+        for c in checkers() {
+            let ans = BufReader::with_capacity(64 * 1024, Runs(vec![(b'7', LONG), (b'\n', 1)]));
+            let (said, bytes) = allocated_by(|| {
+                let mut s = Stream::of(&c, ans).unwrap();
+                let chunk = vec![b'7'; 64 * 1024];
+                let fine = (0..(LONG / chunk.len() as u64)).all(|_| s.feed(&chunk));
+                (fine, s.feed(b"8"))
+            });
+            assert_eq!(said, (true, false), "{c:?}");
+            assert!(bytes <= 3 * 64 * 1024 + 2 * NUMBER_MAX as u64, "{c:?} allocated {bytes} bytes");
+        }
     }
 
     #[test]

@@ -12,29 +12,43 @@ use crate::sandbox::{Exit, Fired, Limits, Usage};
 ///
 /// | # | verdict | when |
 /// |---|---|---|
-/// | 1 | TLE | the watchdog killed it for CPU or wall time; or it died of `SIGXCPU` (the `RLIMIT_CPU` backstop); or its CPU time (user + system) exceeds the limit, however it ended |
+/// | 1 | TLE | the watchdog killed it for CPU or wall time, or by the idleness rule (`idle`: past its CPU limit in wall time, its CPU time stood still for the idle window, `sandbox/limits.rs`); or it died of `SIGXCPU` (the `RLIMIT_CPU` backstop); or its CPU time (user + system) exceeds the limit, however it ended |
 /// | 2 | OLE | its stdout or stderr reached the output limit (the judge stops reading there, `streams.rs`: the program's next write gets `SIGPIPE`, or `EPIPE` when it ignores the signal, as Python does); or it died of `SIGXFSZ` (a file in its `/tmp` past `RLIMIT_FSIZE`) |
 /// | 3 | MLE | the watchdog killed it for resident memory; or its peak memory exceeds the limit, however it ended (a crash after the limit was passed is the limit's doing) |
-/// | 4 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge/case.rs`) |
-/// | 5 | — (`None`) | it exited 0 within every limit: the checker decides AC or WA |
+/// | 4 | WA | the judge stopped it ([`Fired::Stopped`]) because its output could no longer match the answer (the built-in checkers' streaming comparison, `checker.rs`), and it died of that stop (`SIGKILL`) |
+/// | 5 | RE | a non-zero exit code, or any other signal; a denied system call (the run is killed with `SIGSYS`, the call is named in `stderr` by `judge/case.rs`) |
+/// | 6 | — (`None`) | it exited 0 within every limit: the checker decides AC or WA |
 ///
 /// The order is Normal-OJ's (TLE → OLE → MLE → RE). Two consequences:
 /// a program that dies because an allocation failed at the `RLIMIT_AS`
 /// backstop while its resident memory was still under the limit is RE (as in
 /// Normal-OJ, whose only memory limit is `RLIMIT_AS`); and CPU time counts
 /// user + system time (Normal-OJ counts user time only).
+///
+/// Row 4, a stopped run: what the program would have done had it gone on
+/// is unknown, and no longer matters to its output. A limit it had
+/// already passed when it was stopped wins (rows 1 to 3: those are
+/// verdicts it had earned), as the first rule to match wins everywhere
+/// here; a program that had ended on its own as the stop came (a crash,
+/// an exit: not `SIGKILL`) is judged as it ended, and one that exited 0
+/// goes to the checker, which says WA (the streaming comparison never
+/// says no to an output the checker would accept).
 pub fn decide(usage: &Usage, limits: &Limits, output_bytes: u64) -> Option<Verdict> {
     let signal = match usage.exit {
         Exit::Signal(s) => Some(s),
         Exit::Code(_) => None,
     };
-    if matches!(usage.fired, Some(Fired::Cpu | Fired::Wall)) || signal == Some(libc::SIGXCPU) || usage.cpu > limits.cpu
+    if matches!(usage.fired, Some(Fired::Cpu | Fired::Wall | Fired::Idle))
+        || signal == Some(libc::SIGXCPU)
+        || usage.cpu > limits.cpu
     {
         Some(Verdict::TLE)
     } else if signal == Some(libc::SIGXFSZ) || output_bytes >= limits.output {
         Some(Verdict::OLE)
     } else if usage.fired == Some(Fired::Memory) || usage.memory > limits.memory {
         Some(Verdict::MLE)
+    } else if usage.fired == Some(Fired::Stopped) && signal == Some(libc::SIGKILL) {
+        Some(Verdict::WA)
     } else if usage.exit != Exit::Code(0) {
         Some(Verdict::RE)
     } else {
@@ -80,6 +94,8 @@ pub fn compile_failure(usage: &Usage, limits: &Limits, said: &str, said_bytes: u
         (Some(Fired::Memory), _) => {
             (format!("compilation exceeded the memory limit ({} MiB)", limits.memory >> 20), true)
         }
+        // A compile is watched by neither rule (`sandbox::Watch`); said all the same.
+        (Some(f @ (Fired::Idle | Fired::Stopped)), _) => (format!("compilation stopped ({})", f.as_str()), true),
         (None, Exit::Signal(libc::SIGXFSZ)) => (file_size(), true),
         (None, Exit::Code(0)) => return None,
         (None, _) if said_bytes >= limits.output => (messages(), true),
@@ -252,6 +268,30 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_run_is_tle() {
+        let l = limits();
+        assert_eq!(decide(&usage(KILLED, Some(Fired::Idle), 3, 1), &l, 0), Some(Verdict::TLE));
+    }
+
+    #[test]
+    fn a_run_stopped_for_its_output_is_wa_unless_it_had_passed_a_limit_or_ended_on_its_own() {
+        let l = limits();
+        let stopped = |exit: Exit, cpu_ms: u64, memory_mib: u64, out: u64| {
+            decide(&usage(exit, Some(Fired::Stopped), cpu_ms, memory_mib), &l, out)
+        };
+        // Row 4: killed by the stop.
+        assert_eq!(stopped(KILLED, 10, 1, 3), Some(Verdict::WA));
+        // Rows 1-3 first: a limit already passed when it was stopped.
+        assert_eq!(stopped(KILLED, 1001, 1, 3), Some(Verdict::TLE));
+        assert_eq!(stopped(KILLED, 10, 1, 1 << 20), Some(Verdict::OLE), "OLE at the output limit");
+        assert_eq!(stopped(KILLED, 10, 65, 3), Some(Verdict::MLE));
+        // Ended on its own as the stop came: as it ended.
+        assert_eq!(stopped(Exit::Signal(libc::SIGSEGV), 10, 1, 3), Some(Verdict::RE));
+        assert_eq!(stopped(Exit::Code(2), 10, 1, 3), Some(Verdict::RE));
+        assert_eq!(stopped(OK, 10, 1, 3), None, "the checker says WA");
+    }
+
+    #[test]
     fn the_order_is_normal_ojs() {
         let l = limits();
         // TLE beats OLE beats MLE beats RE.
@@ -261,6 +301,8 @@ mod tests {
         );
         assert_eq!(decide(&usage(Exit::Signal(libc::SIGXFSZ), None, 10, 100), &l, 1 << 20), Some(Verdict::OLE));
         assert_eq!(decide(&usage(Exit::Code(1), None, 10, 100), &l, 0), Some(Verdict::MLE));
+        // Stopped for its output: after the limits, before RE.
+        assert_eq!(decide(&usage(KILLED, Some(Fired::Stopped), 10, 100), &l, 0), Some(Verdict::MLE));
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //!    wall limit.
 //! 5. Pinning: the spread of the CPU time of a fixed piece of work while
 //!    another slot is busy, each slot on its core and not.
+//! 6. Early verdicts (issue #26, `bench_early.rs`): a wrong first line and
+//!    a sleeper judged early, and what a correct program pays for it.
 //!
 //! Every target is printed with PASS or MISS. The exit status is 0 unless the
 //! bench itself failed (a benchmark reports; it does not gate).
@@ -40,6 +42,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use testkit::{env_usize, machine, stats, Report, Stats, TempDir};
+
+#[path = "bench_early.rs"]
+mod early;
 
 /// The slot the bench runs as (a high index, away from the tests' slots).
 const SLOT: usize = 40;
@@ -151,6 +156,12 @@ fn bench() -> Result<(), String> {
         println!("  (not root: runs are the basic level, without namespaces or a cgroup)");
     }
     let mut rep = Report::default();
+    if std::env::var_os("OJ_BENCH_EARLY_ONLY").is_some_and(|v| v == "1") {
+        early::bench(work.path(), &mut rep)?;
+        println!("\n{} target(s) missed", rep.misses);
+        ojrunner::sandbox::helper::shutdown();
+        return Ok(());
+    }
 
     // 1. The cost of one run.
     let n = env_usize("OJ_BENCH_RUNS", 1000);
@@ -391,6 +402,7 @@ fn bench() -> Result<(), String> {
     );
     drop(ballast);
     pinning(&dir)?;
+    early::bench(work.path(), &mut rep)?;
     println!();
     println!("{} target(s) missed", rep.misses);
     ojrunner::sandbox::helper::shutdown();

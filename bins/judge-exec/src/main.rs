@@ -40,6 +40,12 @@ struct Cli {
     #[arg(long, env = "OJ_SLOT_UID_BASE", value_name = "UID", value_parser = ojrunner::judge::parse_slot_uid_base)]
     slot_uid_base: Option<u32>,
 
+    /// The idleness rule's window, in ms: past its CPU limit in wall time, a
+    /// case whose CPU time stood still this long is TLE (idle); 0 turns the
+    /// rule off (default 500; see judge-exec(8)).
+    #[arg(long, env = "OJ_IDLE_WINDOW_MS", value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    idle_window: Option<u64>,
+
     /// The directory of the slots' host-wide locks, shared by every runner
     /// that uses the same slot uids (default /run/ojrunner).
     #[arg(long, env = "OJ_SLOT_LOCK_DIR", value_name = "DIR")]
@@ -96,6 +102,9 @@ fn main() {
     ojrunner::sandbox::enter_if_asked();
     let cli = ojrunner_daemon::start("judge-exec", Cli::parse);
     ojrunner::sandbox::set_netns_per_run(cli.netns_per_run);
+    if let Some(ms) = cli.idle_window {
+        ojrunner::judge::set_idle_window(std::time::Duration::from_millis(ms));
+    }
     // The settings the library reads once from the environment: a flag
     // given on the command line wins (before any thread reads them).
     if let Some(base) = cli.slot_uid_base {

@@ -193,7 +193,10 @@ pub fn testdata_zip(data: &[u8]) {
 /// checker and every built-in one compare them through large and through
 /// tiny buffers alike, and agree with each other: `exact` AC implies
 /// `diff` AC implies `token` AC implies `float` AC, and an output is
-/// always AC against itself.
+/// always AC against itself. Each built-in one's streaming comparison,
+/// fed the output in chunks of every size, never says no to an accepted
+/// output, nor before the byte that makes it wrong (the output up to
+/// where it said no is wrong too, checked whole).
 pub fn checker(data: &[u8]) {
     let [name, out, ans] = fields(data, 3)[..] else { unreachable!() };
     let check = |c: &Checker, out: &[u8], ans: &[u8]| {
@@ -214,6 +217,29 @@ pub fn checker(data: &[u8]) {
     for w in verdicts.windows(2) {
         assert!(!w[0] || w[1], "exact => diff => token => float: {verdicts:?}");
     }
+    let float = Checker::Float { abs: checker::FLOAT_EPS, rel: checker::FLOAT_EPS };
+    for (c, whole) in [Checker::Exact, Checker::Diff, Checker::Token, float].iter().zip(verdicts) {
+        for size in [1, 7, 4096] {
+            assert_eq!(diverged(c, out, out, size), None, "{c:?}: a stream said no to the answer itself");
+            if let Some(at) = diverged(c, out, ans, size) {
+                assert!(!whole, "{c:?}: a stream said no at byte {at} to an accepted output");
+                let fed = &out[..=at as usize];
+                assert!(!c.check(fed, ans).expect("in memory"), "{c:?}: no at byte {at}, yet what was fed is accepted");
+            }
+        }
+    }
+}
+
+/// Where `c`'s stream said no to `out` fed in chunks of `size` (the
+/// answer read through as large a buffer), if it did.
+fn diverged(c: &Checker, out: &[u8], ans: &[u8], size: usize) -> Option<u64> {
+    let mut stream = checker::Stream::of(c, BufReader::with_capacity(size, ans)).expect("a built-in checker");
+    for chunk in out.chunks(size) {
+        if !stream.feed(chunk) {
+            return stream.diverged().map(|d| d.byte);
+        }
+    }
+    None
 }
 
 // ---- durations -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ use super::{Case, CaseRun, Judge, Slot, Submission, CHECKER_DIR, CHECK_DIR, SRC}
 use crate::checker::{Checker, Program};
 use crate::language::Toolchain;
 use crate::protocol::{CaseResult, Task, Verdict};
-use crate::sandbox::{self, Bind, Limits};
+use crate::sandbox::{self, Bind, Fired, Limits, OutputWatch};
 use crate::verdict;
 use std::fs::File;
 use std::io::Seek;
@@ -81,12 +81,27 @@ impl CaseContext<'_> {
             Ok(p) => p,
             Err(why) => return CaseRun::judge_error(&why),
         };
-        let usage = match sandbox::run(program.stdio(stdin, out_w, err_w)) {
+        // The built-in checkers compare as the output comes; an answer that
+        // cannot be opened is the whole comparison's JE, after the run.
+        let mut stream = match self.judge.stream_verdicts {
+            true => self.sub.checker.stream(self.answer).ok().flatten(),
+            false => None,
+        };
+        let watch = sandbox::Watch {
+            idle: Some(self.judge.idle_window),
+            stdout: stream.as_mut().map(|s| s as &mut dyn OutputWatch),
+        };
+        let usage = match sandbox::run_watched(program.stdio(stdin, out_w, err_w), watch) {
             Ok(u) => u,
             Err(e) => return CaseRun::judge_error(&e.to_string()),
         };
-        let mut message = None;
+        let (mut message, mut stopped) = (None, None);
         let status = match verdict::decide(&usage, &limits, size(&stdout).max(size(&stderr))) {
+            Some(Verdict::WA) => {
+                let at = stream.as_ref().and_then(|s| s.diverged()).map_or(String::new(), |d| format!(" at {d}"));
+                stopped = Some(format!("[judge] stopped: the output cannot match the answer{at}\n"));
+                Verdict::WA
+            }
             Some(s) => s,
             // Through the judge's own handle: `scratch` belongs to the slot, and
             // a program could have put a link to the answer at `scratch/stdout`.
@@ -110,7 +125,10 @@ impl CaseContext<'_> {
             },
         };
         let cap = self.judge.output_cap;
-        let (out, err) = (read_back(&mut stdout, cap), read_back(&mut stderr, cap));
+        let (out, mut err) = (read_back(&mut stdout, cap), read_back(&mut stderr, cap));
+        if let Some(note) = stopped {
+            err = with_note(err, &note, cap);
+        }
         super::icpc::with_message(self.case_run(status, &usage, out, err), message, cap)
     }
 
@@ -207,13 +225,10 @@ impl CaseContext<'_> {
     ) -> CaseRun {
         let cap = self.judge.output_cap;
         if let Some(call) = &usage.denied {
-            // The note must fit: cut the program's own words first.
-            let note = format!("\n[judge] system call {call} denied by the sandbox\n");
-            stderr = cap_string(stderr, cap.saturating_sub(note.len()));
-            stderr.push_str(&note);
-            stderr = cap_string(stderr, cap);
+            stderr = with_note(stderr, &format!("\n[judge] system call {call} denied by the sandbox\n"), cap);
         }
-        let limit = match (usage.fired, &usage.denied) {
+        // A stop for the output is no limit: the status says the rest.
+        let limit = match (usage.fired.filter(|f| *f != Fired::Stopped), &usage.denied) {
             (Some(f), _) => Some(f.as_str()),
             (None, Some(_)) => Some("syscall"),
             _ if status == Verdict::OLE => Some("output"),
@@ -245,6 +260,17 @@ pub(super) enum CheckError {
     /// It ran, and failed: why, and what it said (its log).
     #[error("{failed}{}", if said.is_empty() { String::new() } else { format!(": {said}") })]
     Failed { failed: verdict::CheckerFailed, said: String },
+}
+
+/// `stderr` with the judge's `note` at its end: the note must fit, so the
+/// program's own words are cut first.
+fn with_note(stderr: String, note: &str, cap: usize) -> String {
+    let mut stderr = cap_string(stderr, cap.saturating_sub(note.len()));
+    if !stderr.is_empty() && !stderr.ends_with('\n') && !note.starts_with('\n') {
+        stderr.push('\n');
+    }
+    stderr.push_str(note);
+    cap_string(stderr, cap)
 }
 
 /// How many bytes a run's output file holds.

@@ -113,8 +113,8 @@ pub enum Compiled {
     JudgeError(String),
 }
 
-/// One judged case and which limit stopped it (`cpu`, `wall`, `memory`,
-/// `output`, `syscall`; `None` if none did).
+/// One judged case and which limit stopped it (`cpu`, `wall`, `idle`,
+/// `memory`, `output`, `syscall`; `None` if none did).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CaseRun {
     pub result: CaseResult,
@@ -155,6 +155,34 @@ pub struct Judge {
     /// Where compiled submissions are kept (`compile_cache.rs`); `None`:
     /// every submission is compiled.
     pub compile_cache: Option<crate::compile_cache::CompileCache>,
+    /// The idleness rule's window for a case's program
+    /// ([`sandbox::Watch::idle`](crate::sandbox::Watch::idle)); zero: no
+    /// such rule. Default: [`idle_window`] (judge-exec's `--idle-window`).
+    pub idle_window: Duration,
+    /// Whether a case's output is compared as it comes, the run stopped
+    /// at the first byte that cannot match (the built-in checkers:
+    /// [`Checker::stream`](crate::checker::Checker::stream)).
+    pub stream_verdicts: bool,
+}
+
+/// The idleness rule's window by default: a sleeper under a 5 s limit is
+/// ended 5 s and a look (10 ms) after its start, and a program that was
+/// busy until past its limit's worth of wall time gets half a second more
+/// to show a sign of life.
+pub const IDLE_WINDOW: Duration = Duration::from_millis(500);
+
+/// The process's idle window, in ms (judge-exec's `--idle-window`).
+static IDLE_WINDOW_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(IDLE_WINDOW.as_millis() as u64);
+
+/// Sets the idle window every [`Judge`] made from now on starts with (0:
+/// no idleness rule); before any judging, as `--netns-per-run` is.
+pub fn set_idle_window(window: Duration) {
+    IDLE_WINDOW_MS.store(window.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The idle window a [`Judge`] starts with ([`set_idle_window`]).
+pub fn idle_window() -> Duration {
+    Duration::from_millis(IDLE_WINDOW_MS.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 impl Default for Judge {
@@ -169,6 +197,8 @@ impl Default for Judge {
             compile_output: 256 << 20,
             compile_processes: 64,
             compile_cache: None,
+            idle_window: idle_window(),
+            stream_verdicts: true,
         }
     }
 }

@@ -7,7 +7,8 @@ use super::cores;
 use super::error::{Error, Step};
 use super::jail::{self, Jail};
 use super::limits::{
-    look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Usage, Watched, UNLIMITED,
+    look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Stillness, Usage, Used,
+    Watched, UNLIMITED,
 };
 use super::mounts::{self, JailRoot};
 use super::procfs::{anon_of, sample_tree};
@@ -332,7 +333,7 @@ impl Executor {
             Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
         self.stamps.mark(Mark::CgroupReset);
-        let watchdog = Watchdog::new(group, limits);
+        let watchdog = Watchdog::new(group, limits, req.idle, hangup);
         let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
@@ -448,20 +449,29 @@ impl JailReady {
 struct Watchdog<'a> {
     group: Option<&'a Group>,
     limits: &'a Limits,
+    /// The idleness rule's window, if it applies.
+    idle: Option<Duration>,
+    /// The judge's socket, where it may ask to stop the run ([`STOP`]):
+    /// looked at with the limits (init wakes for the socket's hangup, not
+    /// its messages: a stop waits for the next look, 10 ms at most).
+    judge: RawFd,
     start: Cell<Instant>,
     /// init's own CPU time when it joined the group (set by init).
     joined_at: Cell<Duration>,
     /// The largest CPU time and (without a cgroup) resident memory seen.
     seen: Cell<(Duration, u64)>,
+    /// How long the CPU time has stood still (the idleness rule).
+    still: Cell<Stillness>,
     /// With a cgroup, the program's own anonymous memory at each look: a
     /// floor for its peak (see [`Watchdog::usage`]).
     anon: Cell<u64>,
 }
 
 impl<'a> Watchdog<'a> {
-    fn new(group: Option<&'a Group>, limits: &'a Limits) -> Watchdog<'a> {
+    fn new(group: Option<&'a Group>, limits: &'a Limits, idle: Option<Duration>, judge: RawFd) -> Watchdog<'a> {
         let (start, seen, anon) = (Cell::new(Instant::now()), Cell::new((Duration::ZERO, 0)), Cell::new(0));
-        Watchdog { group, limits, start, joined_at: Cell::new(Duration::ZERO), seen, anon }
+        let still = Cell::new(Stillness::new(idle));
+        Watchdog { group, limits, idle, judge, start, joined_at: Cell::new(Duration::ZERO), seen, still, anon }
     }
 
     /// One look, in init, at the program `pid` (in the run's namespace).
@@ -481,7 +491,14 @@ impl<'a> Watchdog<'a> {
             }
         }
         self.seen.set((cpu, memory));
-        look(self.limits, cpu, memory, self.start.get().elapsed())
+        if stop_asked(self.judge) && !has_exited(pid) {
+            return Watched::Stop(Fired::Stopped);
+        }
+        let elapsed = self.start.get().elapsed();
+        let mut still = self.still.get();
+        let used = Used { cpu, memory, elapsed, still: still.look(cpu, elapsed) };
+        self.still.set(still);
+        look(self.limits, self.idle, used)
     }
 
     /// What the run used, from init's report, the group and the looks.
@@ -540,7 +557,7 @@ impl Executor {
     /// The basic level: the program forked by the helper, in its own process
     /// group, cleaned up by `killpg` and a sweep of the slot uid.
     fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
-        let Request { argv, cwd, env, identity, limits, core, .. } = req;
+        let Request { argv, cwd, env, identity, limits, core, idle, .. } = req;
         let core = core.map(cores::only);
         let [stdin, stdout, stderr] = stdio;
         // Everything the child needs is computed here: `pre_exec` must not allocate.
@@ -571,7 +588,7 @@ impl Executor {
         drop(child);
         drop(cmd);
 
-        let watch = watch(pid, &limits, start, hangup);
+        let watch = watch(pid, &limits, idle, start, hangup);
         self.stamps.mark(Mark::Exited);
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
@@ -673,12 +690,13 @@ struct Watch {
 }
 
 /// The basic level's watchdog: samples `pid`'s process tree every [`POLL`](super::POLL)
-/// (sooner when the wall limit is nearer) until `pid` exits, a limit fires
-/// or the judge hangs up. Does not reap. (A jailed run is watched by its
-/// init: `run_jailed`.)
-fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Watch {
+/// (sooner when the wall limit is nearer) until `pid` exits, a limit fires,
+/// the judge asks to stop ([`STOP`]) or hangs up. Does not reap. (A jailed
+/// run is watched by its init: `run_jailed`.)
+fn watch(pid: libc::pid_t, limits: &Limits, idle: Option<Duration>, start: Instant, hangup: RawFd) -> Watch {
     let pidfd = pidfd_open(pid);
     let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
+    let mut still = Stillness::new(idle);
     loop {
         let exited = has_exited(pid);
         if let Some(s) = sample_tree(pid) {
@@ -688,9 +706,15 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
         if exited {
             return w;
         }
+        if stop_asked(hangup) {
+            w.fired = Some(Fired::Stopped);
+            return w;
+        }
         // Wake at the next look, or at once when the run ends (the pidfd)
-        // or the judge goes (its socket).
-        let wait = match look(limits, w.cpu, w.peak_memory, start.elapsed()) {
+        // or the judge speaks or goes (its socket).
+        let elapsed = start.elapsed();
+        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still: still.look(w.cpu, elapsed) };
+        let wait = match look(limits, idle, used) {
             Watched::Stop(limit) => {
                 w.fired = Some(limit);
                 return w;
@@ -699,7 +723,7 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
         };
         let mut fds = [
             libc::pollfd { fd: pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: hangup, events: libc::POLLRDHUP, revents: 0 },
+            libc::pollfd { fd: hangup, events: libc::POLLRDHUP | libc::POLLIN, revents: 0 },
         ];
         // SAFETY: poll reads and writes the two entries of `fds`, a live local array.
         unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
@@ -708,4 +732,19 @@ fn watch(pid: libc::pid_t, limits: &Limits, start: Instant, hangup: RawFd) -> Wa
             return w;
         }
     }
+}
+
+/// What the judge sends on a helper's socket during a run to have it
+/// stopped (the program's output can no longer match its answer,
+/// `streams.rs`). Sent at most once a run; one that comes after its run
+/// is over is read as such by the helper's loop, and dropped.
+pub(super) const STOP: &[u8] = b"stop";
+
+/// Whether the judge asked, on its socket `judge`, to stop the run: takes
+/// its [`STOP`] if it is there. Never waits.
+fn stop_asked(judge: RawFd) -> bool {
+    let mut buf = [0u8; 8];
+    // SAFETY: recv writes at most buf.len() bytes into `buf`, a live local array.
+    let n = unsafe { libc::recv(judge, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    n > 0 && &buf[..n as usize] == STOP
 }

@@ -39,10 +39,10 @@
 //! fault does not become the submission's JE.
 
 use super::error::{Error, Step};
-use super::executor::Executor;
+use super::executor::{Executor, STOP};
 use super::limits::{Request, Usage};
 use super::slot;
-use super::streams::{Input, Outputs};
+use super::streams::{Drained, Input, OutputWatch, Outputs};
 use super::sys::{describe, recv, send};
 use super::timeline::{now_ns, Mark};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
@@ -142,8 +142,10 @@ pub enum Reply {
 pub static RUNS_LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs `req` with `stdio` in an idle helper (started if none is idle);
-/// the program gets its streams as `streams.rs` makes them.
-pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
+/// the program gets its streams as `streams.rs` makes them. `watch`, if
+/// any, reads its stdout as it comes; when it says no, the helper is asked
+/// to stop the run (`executor::STOP`: [`Fired::Stopped`](super::Fired::Stopped)).
+pub fn run(req: &Request, stdio: [File; 3], mut watch: Option<&mut dyn OutputWatch>) -> Result<Usage, Error> {
     let called = now_ns();
     let msg = serde_json::to_vec(req).map_err(|e| Step::Request.failed(e))?;
     let [stdin, stdout, stderr] = stdio;
@@ -172,6 +174,9 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
             }
         };
         let ([out, err], mut drain) = outputs.open().map_err(Step::Outputs.err())?;
+        if let Some(w) = watch.as_deref_mut() {
+            drain.watch(w);
+        }
         let sending = now_ns();
         let sent = send(helper.sock.as_raw_fd(), &msg, &[stdin.file().as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()]);
         // The program's ends are its own now: the pipes end when its do.
@@ -181,7 +186,14 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
             continue;
         }
         let mut buf = vec![0u8; 64 * 1024];
-        let answered = drain.until_readable(helper.sock.as_raw_fd());
+        let answered = loop {
+            match drain.until_readable(helper.sock.as_raw_fd()) {
+                // Stopped at once; a helper gone meanwhile is seen at the reply.
+                Ok(Drained::Mismatch) => _ = send(helper.sock.as_raw_fd(), STOP, &[]),
+                Ok(Drained::Readable) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
         let reply = answered.and_then(|()| recv(helper.sock.as_raw_fd(), &mut buf, &mut []));
         let answered = now_ns();
         // The run is over (or its helper gone): its outputs are complete.
@@ -229,6 +241,8 @@ pub fn run(req: &Request, stdio: [File; 3]) -> Result<Usage, Error> {
         if swept && stdin.rewind() && outputs.rewind() {
             log::warn!("{lost}; running it again in a new helper");
             (rerun, fresh) = (true, true);
+            // It read the lost run's output: the new run is not watched.
+            watch = None;
             continue;
         }
         return Err(lost);
@@ -363,6 +377,10 @@ fn serve(fd: RawFd) -> i32 {
                 break 1;
             }
         };
+        if &buf[..n] == STOP {
+            // A stop for a run that was over when it came.
+            continue;
+        }
         let received = now_ns();
         // SAFETY: each was just received (SCM_RIGHTS) into this process; nothing else owns it.
         let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));

@@ -185,6 +185,9 @@ pub struct Request {
     /// The core the program is pinned to (`cores.rs`), if any.
     #[serde(default)]
     pub core: Option<u32>,
+    /// The idleness rule's window, if it applies ([`Watch::idle`](super::Watch::idle)).
+    #[serde(default)]
+    pub idle: Option<Duration>,
 }
 
 fn default_slot_lock_dir() -> PathBuf {
@@ -226,6 +229,12 @@ pub enum Fired {
     Wall,
     /// The watchdog (resident memory) or the cgroup's OOM killer.
     Memory,
+    /// The watchdog: the idleness rule (`look`): past its CPU limit in
+    /// wall time, the run's CPU time stood still for the idle window.
+    Idle,
+    /// The judge: the program's output could no longer match the answer
+    /// (`streams.rs`); not a limit, and so no `limit` of the case.
+    Stopped,
 }
 
 impl Fired {
@@ -234,6 +243,8 @@ impl Fired {
             Fired::Cpu => "cpu",
             Fired::Wall => "wall",
             Fired::Memory => "memory",
+            Fired::Idle => "idle",
+            Fired::Stopped => "stopped",
         }
     }
 }
@@ -266,19 +277,69 @@ pub enum Watched {
     Stop(Fired),
 }
 
+/// What a run used so far, as a watchdog sees it at one look.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Used {
+    pub cpu: Duration,
+    pub memory: u64,
+    /// Wall time since the run's start.
+    pub elapsed: Duration,
+    /// How long its CPU time has stood still ([`Stillness`]).
+    pub still: Duration,
+}
+
 /// The limits' rule, for both watchdogs (the jail's init and the basic level's, `executor::watch`):
 /// the limit that fired for what the run used so far (CPU time, memory,
-/// time since its start), else how long until the next look: the next
-/// sample, or just past the wall limit.
-pub(super) fn look(limits: &Limits, cpu: Duration, memory: u64, elapsed: Duration) -> Watched {
-    if cpu > limits.cpu {
+/// time since its start, and with an idle window `idle` the idleness
+/// rule), else how long until the next look: the next sample, or just
+/// past the wall limit.
+///
+/// The idleness rule: once the run has had its CPU limit's worth of wall
+/// time, a run whose CPU time has stood still for the window
+/// ([`Stillness`]) is ended (TLE, `idle`). Before that, a program may
+/// sleep or wait as it likes: it could still finish within its CPU limit.
+pub(super) fn look(limits: &Limits, idle: Option<Duration>, used: Used) -> Watched {
+    let idle = idle.filter(|w| !w.is_zero());
+    if used.cpu > limits.cpu {
         Watched::Stop(Fired::Cpu)
-    } else if memory > limits.memory {
+    } else if used.memory > limits.memory {
         Watched::Stop(Fired::Memory)
-    } else if elapsed > limits.wall {
+    } else if used.elapsed > limits.wall {
         Watched::Stop(Fired::Wall)
+    } else if idle.is_some_and(|w| used.elapsed >= limits.cpu && used.still >= w) {
+        Watched::Stop(Fired::Idle)
     } else {
-        Watched::Wait(POLL.min(limits.wall.saturating_sub(elapsed) + Duration::from_millis(1)))
+        Watched::Wait(POLL.min(limits.wall.saturating_sub(used.elapsed) + Duration::from_millis(1)))
+    }
+}
+
+/// CPU time that advances by less than this over a whole idle window
+/// stands still: a sleeping program's runtime may wake for a few
+/// microseconds now and then (a JVM's threads, a timer), while a program
+/// at work uses its core's whole time.
+pub(super) const STILL_CPU_PER_WINDOW: u32 = 50;
+
+/// How long a run's CPU time has stood still: since the last look at which
+/// it had advanced by more than the window / [`STILL_CPU_PER_WINDOW`]
+/// (10 ms of a 0.5 s window) over the last mark.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stillness {
+    window: Duration,
+    /// The CPU time at the last mark, and when (since the run's start).
+    mark: (Duration, Duration),
+}
+
+impl Stillness {
+    pub fn new(window: Option<Duration>) -> Stillness {
+        Stillness { window: window.unwrap_or_default(), mark: (Duration::ZERO, Duration::ZERO) }
+    }
+
+    /// One look: the CPU time now, at `elapsed`; how long it has stood still.
+    pub fn look(&mut self, cpu: Duration, elapsed: Duration) -> Duration {
+        if cpu.saturating_sub(self.mark.0) > self.window / STILL_CPU_PER_WINDOW {
+            self.mark = (cpu, elapsed);
+        }
+        elapsed.saturating_sub(self.mark.1)
     }
 }
 
@@ -325,5 +386,59 @@ mod tests {
         assert_eq!(seen_inside(&binds, "/var/x.judge/feedback/"), "/judge/feedback/");
         assert_eq!(seen_inside(&binds, "/var/x.judge"), "/judge");
         assert_eq!(seen_inside(&binds, "nonnegative"), "nonnegative");
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            cpu: Duration::from_secs(5),
+            wall: Duration::from_secs(16),
+            memory: 64 << 20,
+            address_space: None,
+            stack: None,
+            output: 1 << 20,
+            processes: None,
+        }
+    }
+
+    fn fired(w: Watched) -> Option<Fired> {
+        match w {
+            Watched::Stop(f) => Some(f),
+            Watched::Wait(_) => None,
+        }
+    }
+
+    #[test]
+    fn the_idleness_rule_ends_a_still_run_only_past_its_cpu_limit_in_wall_time() {
+        let (l, w) = (limits(), Some(Duration::from_millis(500)));
+        let s = |secs: f64| Duration::from_secs_f64(secs);
+        let used =
+            |cpu: f64, elapsed: f64, still: f64| Used { cpu: s(cpu), memory: 0, elapsed: s(elapsed), still: s(still) };
+        // A sleeper: still from the start, ended as soon as it has had its CPU limit of wall time.
+        assert_eq!(fired(look(&l, w, used(0.0, 4.99, 4.99))), None);
+        assert_eq!(fired(look(&l, w, used(0.0, 5.0, 5.0))), Some(Fired::Idle));
+        // Past it, a run that was busy until just now still has the window.
+        assert_eq!(fired(look(&l, w, used(2.0, 7.0, 0.49))), None);
+        assert_eq!(fired(look(&l, w, used(2.0, 7.0, 0.5))), Some(Fired::Idle));
+        // No window, or a window of 0: no rule; the wall limit stays.
+        for off in [None, Some(Duration::ZERO)] {
+            assert_eq!(fired(look(&l, off, used(0.0, 15.0, 15.0))), None);
+            assert_eq!(fired(look(&l, off, used(0.0, 16.1, 16.1))), Some(Fired::Wall));
+        }
+        // The other limits come first.
+        assert_eq!(fired(look(&l, w, used(5.1, 6.0, 1.0))), Some(Fired::Cpu));
+    }
+
+    #[test]
+    fn cpu_time_stands_still_unless_it_advances_by_a_fiftieth_of_the_window() {
+        let ms = Duration::from_millis;
+        let mut st = Stillness::new(Some(ms(500)));
+        assert_eq!(st.look(ms(0), ms(100)), ms(100));
+        // A few microseconds now and then (a runtime's timer) do not count.
+        assert_eq!(st.look(ms(5), ms(300)), ms(300));
+        assert_eq!(st.look(ms(10), ms(400)), ms(400));
+        // A busy run moves the mark at every look.
+        assert_eq!(st.look(ms(11), ms(410)), ms(0));
+        assert_eq!(st.look(ms(25), ms(430)), ms(0));
+        assert_eq!(st.look(ms(30), ms(700)), ms(270));
     }
 }

@@ -23,7 +23,10 @@
 //!    exits, through a pidfd) it checks the CPU time (the cgroup's, else the
 //!    run's own `/proc`), the resident memory when there is no cgroup to
 //!    enforce it, the wall clock and the judge's socket, and on a limit
-//!    kills every process of the run's PID namespace;
+//!    kills every process of the run's PID namespace; a judged program's
+//!    run ([`Watch`]) may also be ended by the idleness rule (`limits.rs`)
+//!    or by the judge, whose drain found its output can no longer match
+//!    (`streams.rs`: a stop on the socket, taken at the next look);
 //! 4. measures ([`Usage`]) and answers as soon as init is done: init kills
 //!    and reaps whatever the program left before it is, so the answer need
 //!    not wait for init's own exit (the namespaces' teardown): that, init's
@@ -200,6 +203,7 @@ pub use helper::{enter_if_asked, netns_per_run, set_netns_per_run, set_timed};
 pub use limits::SLOT_LOCK_DIR;
 pub use limits::{Bind, Exit, Fired, Identity, Limits, Request, Spec, Usage, POLL, UNLIMITED};
 pub use slot::slot_lock_dir;
+pub use streams::OutputWatch;
 pub use sys::{has_cap_sys_resource, only_stdio_across_exec};
 
 /// At a program's start, before it starts stages or helpers: makes the
@@ -228,11 +232,30 @@ pub fn place_cgroups() -> Result<Option<cgroup::Hierarchy>, delegation::Refused>
 /// own failures (the program could not be started, the kernel refused a
 /// call): the caller's JE.
 pub fn run(spec: Spec) -> Result<Usage, Error> {
+    run_watched(spec, Watch::default())
+}
+
+/// What a judged program's run adds to its [`Spec`]: the rules that may
+/// end it before its limits do.
+#[derive(Default)]
+pub struct Watch<'a> {
+    /// The idleness rule's window ([`Fired::Idle`]; `limits.rs`'s `look`):
+    /// past its CPU limit in wall time, a run whose CPU time stood still
+    /// this long is ended. `None` (or zero): no such rule.
+    pub idle: Option<std::time::Duration>,
+    /// What reads its stdout as it comes: when it says no, the run is
+    /// stopped ([`Fired::Stopped`]; `streams.rs`).
+    pub stdout: Option<&'a mut dyn OutputWatch>,
+}
+
+/// [`run`], under the rules of `watch` too.
+pub fn run_watched(spec: Spec, watch: Watch<'_>) -> Result<Usage, Error> {
     let Spec { argv, cwd, env, stdin, stdout, stderr, identity, limits, binds } = spec;
     let slot_lock_dir = slot_lock_dir().to_path_buf();
     let (fresh_netns, timed, core) = (netns_per_run(), helper::timed(), cores::core_of(identity));
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed, core };
-    helper::run(&req, [stdin, stdout, stderr])
+    let idle = watch.idle.filter(|w| !w.is_zero());
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed, core, idle };
+    helper::run(&req, [stdin, stdout, stderr], watch.stdout)
 }
 
 #[cfg(test)]
@@ -324,6 +347,57 @@ mod tests {
         let (u, _) = sh("sleep 30", "", Limits { wall: Duration::from_millis(300), ..limits() });
         assert_eq!(u.fired, Some(Fired::Wall));
         assert!(u.wall < Duration::from_secs(3), "{u:?}");
+    }
+
+    /// Runs `sh -c script` as [`sh`] does, under `watch`.
+    fn sh_watched(script: &str, limits: Limits, watch: Watch<'_>) -> Usage {
+        let spec = Spec {
+            argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            cwd: "/".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin: scratch("win"),
+            stdout: scratch("wout"),
+            stderr: scratch("werr"),
+            identity: None,
+            limits,
+            binds: vec![],
+        };
+        run_watched(spec, watch).unwrap()
+    }
+
+    #[test]
+    fn a_sleeper_is_ended_as_idle_past_its_cpu_limit_and_a_busy_program_is_not() {
+        let l = Limits { cpu: Duration::from_millis(300), wall: Duration::from_secs(20), ..limits() };
+        let idle = || Watch { idle: Some(Duration::from_millis(200)), ..Watch::default() };
+        let u = sh_watched("sleep 30", l.clone(), idle());
+        assert_eq!(u.fired, Some(Fired::Idle), "{u:?}");
+        assert!(u.wall < Duration::from_secs(10), "not ended long before its wall limit: {u:?}");
+        // Busy past the window (in CPU time and in wall time): the CPU limit ends it.
+        let u = sh_watched("while :; do :; done", l.clone(), idle());
+        assert_eq!(u.fired, Some(Fired::Cpu), "{u:?}");
+        // Without the rule, the wall limit.
+        let u = sh_watched("sleep 30", Limits { wall: Duration::from_millis(800), ..l }, Watch::default());
+        assert_eq!(u.fired, Some(Fired::Wall), "{u:?}");
+    }
+
+    /// A watch that says no at the first `!`.
+    struct NoBang;
+
+    impl OutputWatch for NoBang {
+        fn feed(&mut self, chunk: &[u8]) -> bool {
+            !chunk.contains(&b'!')
+        }
+    }
+
+    #[test]
+    fn a_run_whose_output_the_watch_refuses_is_stopped_and_one_it_accepts_is_not() {
+        let l = Limits { cpu: Duration::from_secs(20), wall: Duration::from_secs(60), ..limits() };
+        let watched = |script: &str| sh_watched(script, l.clone(), Watch { idle: None, stdout: Some(&mut NoBang) });
+        let u = watched("echo wrong!; sleep 30");
+        assert_eq!((u.fired, u.exit), (Some(Fired::Stopped), Exit::Signal(libc::SIGKILL)), "{u:?}");
+        assert!(u.wall < Duration::from_secs(20), "not stopped long before its end: {u:?}");
+        let u = watched("echo fine; sleep 0.3; echo fine again");
+        assert_eq!((u.fired, u.exit), (None, Exit::Code(0)), "{u:?}");
     }
 
     #[test]

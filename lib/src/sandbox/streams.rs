@@ -19,6 +19,15 @@
 //!   Two outputs
 //!   into one file (a compiler's stdout and stderr) share one pipe, so
 //!   their order is kept.
+//! - **Watching stdout**: a judged run's stdout may be watched as it is
+//!   copied ([`OutputWatch`]: the checker's streaming comparison). Each
+//!   chunk the file gets (never past the limit) is fed to it in order;
+//!   once it says the output can no longer be accepted, the drain returns
+//!   [`Drained::Mismatch`] (once), the caller has the run stopped
+//!   (`helper.rs`), and stdout is read no further: the file holds what
+//!   came up to that chunk, and the program, blocked on a full pipe until
+//!   the stop kills it, cannot reach the output limit meanwhile (the stop's
+//!   WA, not an OLE that raced it).
 //!
 //! The pipes are mode 0666, as a file a program may open by name:
 //! `/dev/stdout` is `/proc/self/fd/1`, which checks the pipe's own mode;
@@ -131,7 +140,7 @@ impl Outputs {
                 Sink::Direct(f) => f.try_clone()?.into(),
                 Sink::Drained(file) => {
                     let (read, write) = output_pipe()?;
-                    pipes.push(Pipe { read: Some(read), file, copied: 0 });
+                    pipes.push(Pipe { read: Some(read), file, copied: 0, paused: false });
                     write
                 }
                 Sink::AsStdout => ends[0].try_clone()?,
@@ -141,8 +150,29 @@ impl Outputs {
         let [out, err]: [OwnedFd; 2] = ends.try_into().map_err(|_| io::Error::other("two outputs"))?;
         // The copy buffer only where there is something to copy.
         let buf = if pipes.is_empty() { Vec::new() } else { vec![0u8; 64 << 10] };
-        Ok(([out, err], Drain { pipes, limit: self.limit, failed: None, buf }))
+        // Only stdout alone in its file can be watched (the first pipe).
+        let stdout_alone = matches!(self.sinks, [Sink::Drained(_), Sink::Direct(_) | Sink::Drained(_)]);
+        let drain = Drain { pipes, limit: self.limit, failed: None, buf, watch: None, stdout_alone, mismatch: false };
+        Ok(([out, err], drain))
     }
+}
+
+/// What reads a run's standard output as the judge copies it (the
+/// checker's streaming comparison, `checker.rs`).
+pub trait OutputWatch {
+    /// The next bytes of the output, in order (never past the output
+    /// limit): `false` once no output that begins with all it was fed can
+    /// be accepted. Not fed again after that.
+    fn feed(&mut self, chunk: &[u8]) -> bool;
+}
+
+/// Why [`Drain::until_readable`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// What it waited for is readable (or hung up).
+    Readable,
+    /// The watch said the output can no longer be accepted (said once).
+    Mismatch,
 }
 
 /// The first look at an output pipe while its run goes on, and the
@@ -156,6 +186,8 @@ struct Pipe<'a> {
     read: Option<OwnedFd>,
     file: &'a File,
     copied: u64,
+    /// Read no further (the watch said no): neither polled nor copied.
+    paused: bool,
 }
 
 /// Copies the program's outputs into their files while it runs.
@@ -166,29 +198,43 @@ pub struct Drain<'a> {
     failed: Option<io::Error>,
     /// What each read copies through.
     buf: Vec<u8>,
+    /// What reads stdout as it comes, until it says no.
+    watch: Option<&'a mut dyn OutputWatch>,
+    /// stdout has a file and a pipe of its own (the first).
+    stdout_alone: bool,
+    /// The watch said no, and `until_readable` has not yet said so.
+    mismatch: bool,
 }
 
-impl Drain<'_> {
-    /// Copies what comes until `until` is readable (or hung up); `Ok(())`
-    /// then. `Err` if polling failed.
+impl<'a> Drain<'a> {
+    /// Has `w` read stdout as it is copied (when stdout has a file of its
+    /// own; else it is never fed).
+    pub fn watch(&mut self, w: &'a mut dyn OutputWatch) {
+        if self.stdout_alone {
+            self.watch = Some(w);
+        }
+    }
+
+    /// Copies what comes until `until` is readable (or hung up), or until
+    /// the watch says no ([`Drained`]). `Err` if polling failed.
     ///
     /// Most programs write a little and end: waking the judge for each
     /// write, and again for each pipe's end, cost a tenth of a judged case.
     /// So a pipe is looked at on a timer (`FIRST_LOOK`, doubling to
     /// `LAST_LOOK`) until a look finds something, and from then on at
     /// every write: a writer that fills a pipe waits at most one look.
-    pub fn until_readable(&mut self, until: RawFd) -> io::Result<()> {
+    pub fn until_readable(&mut self, until: RawFd) -> io::Result<Drained> {
         let mut armed = vec![false; self.pipes.len()];
         let mut look = FIRST_LOOK;
         let mut next_look = std::time::Instant::now() + look;
         loop {
             let mut fds = vec![libc::pollfd { fd: until, events: libc::POLLIN, revents: 0 }];
             fds.extend(self.pipes.iter().zip(&armed).map(|(p, &armed)| libc::pollfd {
-                fd: p.read.as_ref().filter(|_| armed).map_or(-1, |r| r.as_raw_fd()),
+                fd: p.read.as_ref().filter(|_| armed && !p.paused).map_or(-1, |r| r.as_raw_fd()),
                 events: libc::POLLIN,
                 revents: 0,
             }));
-            let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed);
+            let waiting = self.pipes.iter().zip(&armed).any(|(p, &armed)| p.read.is_some() && !armed && !p.paused);
             let timeout = match waiting {
                 // Rounded up: a poll that wakes a little early would spin.
                 true => next_look.saturating_duration_since(std::time::Instant::now()).as_micros().div_ceil(1000)
@@ -221,8 +267,11 @@ impl Drain<'_> {
                     self.copy(i);
                 }
             }
+            if std::mem::take(&mut self.mismatch) {
+                return Ok(Drained::Mismatch);
+            }
             if fds[0].revents != 0 {
-                return Ok(());
+                return Ok(Drained::Readable);
             }
         }
     }
@@ -233,7 +282,8 @@ impl Drain<'_> {
     /// end. Then the files are complete; `Err` if one could not be written.
     pub fn finish(mut self) -> io::Result<()> {
         for i in 0..self.pipes.len() {
-            // Past the limit or at the end, `copy` closes the pipe.
+            // Past the limit or at the end, `copy` closes the pipe; a
+            // paused one is left unread.
             let deadline = std::time::Instant::now() + Duration::from_secs(1);
             while self.pipes[i].read.is_some() && self.copy(i) && std::time::Instant::now() < deadline {}
             self.pipes[i].read = None;
@@ -249,7 +299,7 @@ impl Drain<'_> {
     fn copy(&mut self, i: usize) -> bool {
         let (limit, buf) = (self.limit, &mut self.buf);
         let p = &mut self.pipes[i];
-        let Some(read) = p.read.as_ref() else { return false };
+        let Some(read) = p.read.as_ref().filter(|_| !p.paused) else { return false };
         // SAFETY: read writes at most buf.len() bytes into `buf`.
         let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
@@ -272,6 +322,15 @@ impl Drain<'_> {
             self.failed.get_or_insert(e);
             p.read = None;
             return false;
+        }
+        if i == 0 && keep > 0 {
+            if let Some(w) = self.watch.as_deref_mut() {
+                if !w.feed(&buf[..keep]) {
+                    self.watch = None;
+                    self.mismatch = true;
+                    p.paused = true;
+                }
+            }
         }
         p.copied += keep as u64;
         if p.copied >= limit {
@@ -352,13 +411,50 @@ mod tests {
         // The judge's end closes at the limit; this writer then gets EPIPE.
         let (wake_r, wake_w) = output_pipe().unwrap();
         File::from(wake_w).write_all(b"x").unwrap();
-        drain.until_readable(wake_r.as_raw_fd()).unwrap();
+        assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Readable);
         drain.finish().unwrap();
         assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"0123456789");
         assert_eq!(read_all(&mut err.try_clone().unwrap()).unwrap(), b"err");
         // SAFETY: SIG_IGN installs no handler: no code of ours runs in signal context.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         assert_eq!(w_out.write_all(b"more").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    /// A watch that says no at the first byte `bad`, and keeps what it was fed.
+    struct Until {
+        bad: u8,
+        fed: Vec<u8>,
+    }
+
+    impl OutputWatch for Until {
+        fn feed(&mut self, chunk: &[u8]) -> bool {
+            self.fed.extend_from_slice(chunk);
+            !chunk.contains(&self.bad)
+        }
+    }
+
+    #[test]
+    fn a_watch_reads_stdout_as_copied_and_after_its_no_said_once_stdout_is_read_no_further() {
+        let (out, err) = (scratch("wout"), scratch("werr"));
+        let outputs = Outputs::new(out.try_clone().unwrap(), err.try_clone().unwrap(), 1 << 20).unwrap();
+        let mut until = Until { bad: b'!', fed: Vec::new() };
+        let ([w_out, w_err], mut drain) = outputs.open().unwrap();
+        drain.watch(&mut until);
+        let (mut w_out, mut w_err) = (File::from(w_out), File::from(w_err));
+        w_err.write_all(b"stderr is not watched!").unwrap();
+        w_out.write_all(b"fine\n").unwrap();
+        w_out.write_all(b"wrong!\n").unwrap();
+        let (wake_r, wake_w) = output_pipe().unwrap();
+        // Nothing wakes the drain but the watch's no.
+        assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Mismatch);
+        w_out.write_all(b"more!\n").unwrap();
+        drop((w_out, w_err));
+        File::from(wake_w).write_all(b"x").unwrap();
+        assert_eq!(drain.until_readable(wake_r.as_raw_fd()).unwrap(), Drained::Readable, "said once");
+        drain.finish().unwrap();
+        assert_eq!(until.fed, b"fine\nwrong!\n", "not fed after its no");
+        assert_eq!(read_all(&mut out.try_clone().unwrap()).unwrap(), b"fine\nwrong!\n", "read no further");
+        assert_eq!(read_all(&mut err.try_clone().unwrap()).unwrap(), b"stderr is not watched!", "stderr still is");
     }
 
     #[test]
