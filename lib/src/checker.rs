@@ -1183,22 +1183,28 @@ mod tests {
         verdict
     }
 
+    /// An output and an answer by turns: random bytes, two texts of the
+    /// same lines, two texts of lines of their own.
+    fn random_pair(rng: &mut Rng, round: usize) -> (String, String) {
+        match round % 3 {
+            0 => (random_bytes(rng), random_bytes(rng)),
+            1 => {
+                let lines = random_lines(rng);
+                (random_text(rng, &lines), random_text(rng, &lines))
+            }
+            _ => {
+                let (a, b) = (random_lines(rng), random_lines(rng));
+                (random_text(rng, &a), random_text(rng, &b))
+            }
+        }
+    }
+
     #[test]
     fn diff_agrees_with_normal_ojs_strip_on_random_text_through_tiny_buffers() {
         let mut rng = Rng(9);
         let mut equal = 0;
         for round in 0..3000 {
-            let (out, ans) = match round % 3 {
-                0 => (random_bytes(&mut rng), random_bytes(&mut rng)),
-                1 => {
-                    let lines = random_lines(&mut rng);
-                    (random_text(&mut rng, &lines), random_text(&mut rng, &lines))
-                }
-                _ => {
-                    let (a, b) = (random_lines(&mut rng), random_lines(&mut rng));
-                    (random_text(&mut rng, &a), random_text(&mut rng, &b))
-                }
-            };
+            let (out, ans) = random_pair(&mut rng, round);
             let want = python_strip(&out) == python_strip(&ans);
             assert_eq!(check_through_tiny_buffers(&Checker::Diff, &out, &ans), want, "{out:?} vs {ans:?}");
             equal += usize::from(want);
@@ -1308,17 +1314,7 @@ mod tests {
         let mut rng = Rng(26);
         let mut said_no = [0; 4];
         for round in 0..1500 {
-            let (out, ans) = match round % 3 {
-                0 => (random_bytes(&mut rng), random_bytes(&mut rng)),
-                1 => {
-                    let lines = random_lines(&mut rng);
-                    (random_text(&mut rng, &lines), random_text(&mut rng, &lines))
-                }
-                _ => {
-                    let (a, b) = (random_lines(&mut rng), random_lines(&mut rng));
-                    (random_text(&mut rng, &a), random_text(&mut rng, &b))
-                }
-            };
+            let (out, ans) = random_pair(&mut rng, round);
             for (k, c) in checkers().iter().enumerate() {
                 said_no[k] += usize::from(assert_stream_sound(c, &out, &ans, &TAILS));
             }
