@@ -27,6 +27,9 @@ pub fn runner_env_at(url: &str, spool: &Path) -> Vec<(String, String)> {
         ("OJ_SPOOL".into(), spool.to_str().unwrap().into()),
         // Retry delays and deadlines in tenths, so faults resolve in seconds.
         ("OJ_TIME_SCALE".into(), "0.1".into()),
+        // The suites hold jobs in flight with programs that sleep past their
+        // time limit (slow_ab): no idleness rule (tests/early_verdicts.rs has it).
+        ("OJ_IDLE_WINDOW_MS".into(), "0".into()),
         ("RUST_LOG".into(), std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())),
         // This suite's slot uids, and the locks every runner of the
         // checkout shares (a supervisor may clear the environment).

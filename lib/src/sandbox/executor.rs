@@ -496,7 +496,8 @@ impl<'a> Watchdog<'a> {
         }
         let elapsed = self.start.get().elapsed();
         let mut still = self.still.get();
-        let used = Used { cpu, memory, elapsed, still: still.look(cpu, elapsed) };
+        let used =
+            Used { cpu, memory, elapsed, still: still_unless_output_waits(&mut still, self.idle, pid, cpu, elapsed) };
         self.still.set(still);
         look(self.limits, self.idle, used)
     }
@@ -689,6 +690,45 @@ struct Watch {
     hangup: bool,
 }
 
+/// How long the run's CPU time has stood still ([`Stillness::look`]), but
+/// not when the program's stdout or stderr holds output the judge has not
+/// read yet: a program blocked on a full pipe waits on the judge (busy or
+/// starved on a loaded host), not on itself, and is never idle for it.
+/// Looked at only once the window has passed: an open of `/proc` then.
+fn still_unless_output_waits(
+    still: &mut Stillness,
+    idle: Option<Duration>,
+    pid: libc::pid_t,
+    cpu: Duration,
+    elapsed: Duration,
+) -> Duration {
+    let s = still.look(cpu, elapsed);
+    if idle.is_some_and(|w| !w.is_zero() && s >= w) && [1, 2].into_iter().any(|fd| unread_output(pid, fd)) {
+        still.stir(cpu, elapsed);
+        return Duration::ZERO;
+    }
+    s
+}
+
+/// Whether `pid`'s descriptor `fd` is a pipe holding bytes nobody has read
+/// (opened again through `/proc`, for reading, without blocking; a file,
+/// or a descriptor this process may not open, is not).
+fn unread_output(pid: libc::pid_t, fd: i32) -> bool {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let Ok(pipe) =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(format!("/proc/{pid}/fd/{fd}"))
+    else {
+        return false;
+    };
+    if !pipe.metadata().is_ok_and(|m| m.file_type().is_fifo()) {
+        return false;
+    }
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which points to `unread`.
+    let asked = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut unread) };
+    asked == 0 && unread > 0
+}
+
 /// The basic level's watchdog: samples `pid`'s process tree every [`POLL`](super::POLL)
 /// (sooner when the wall limit is nearer) until `pid` exits, a limit fires,
 /// the judge asks to stop ([`STOP`]) or hangs up. Does not reap. (A jailed
@@ -713,7 +753,8 @@ fn watch(pid: libc::pid_t, limits: &Limits, idle: Option<Duration>, start: Insta
         // Wake at the next look, or at once when the run ends (the pidfd)
         // or the judge speaks or goes (its socket).
         let elapsed = start.elapsed();
-        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still: still.look(w.cpu, elapsed) };
+        let still = still_unless_output_waits(&mut still, idle, pid, w.cpu, elapsed);
+        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still };
         let wait = match look(limits, idle, used) {
             Watched::Stop(limit) => {
                 w.fired = Some(limit);

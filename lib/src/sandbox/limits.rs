@@ -334,6 +334,12 @@ impl Stillness {
         Stillness { window: window.unwrap_or_default(), mark: (Duration::ZERO, Duration::ZERO) }
     }
 
+    /// The run shows a sign of life at `elapsed` though its CPU time stood
+    /// still: its stillness starts again from here.
+    pub fn stir(&mut self, cpu: Duration, elapsed: Duration) {
+        self.mark = (cpu, elapsed);
+    }
+
     /// One look: the CPU time now, at `elapsed`; how long it has stood still.
     pub fn look(&mut self, cpu: Duration, elapsed: Duration) -> Duration {
         if cpu.saturating_sub(self.mark.0) > self.window / STILL_CPU_PER_WINDOW {
