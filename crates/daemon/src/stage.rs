@@ -346,6 +346,7 @@ pub fn run<S: Stage>(stage: &mut S, inbox: Inbox) -> Result<ExitCode, Failure> {
             serve.on(stage, Cause::Deadline, "the drain's deadline");
             continue;
         }
+        let before = serve.state;
         let wait = match stage.tick(&mut serve)? {
             Tick::Exit(code) => return Ok(code),
             Tick::Busy(wait) => wait,
@@ -354,6 +355,11 @@ pub fn run<S: Stage>(stage: &mut S, inbox: Inbox) -> Result<ExitCode, Failure> {
                 wait
             }
         };
+        // A drain (or stop) heard while the tick served its inbox (a long
+        // poll): the wait it asked for was decided before; tick again now.
+        if serve.state != before {
+            continue;
+        }
         if !serve.stopping() {
             serve.serve(stage, wait);
         }
@@ -463,6 +469,39 @@ mod tests {
             run_with(Probe { busy: usize::MAX, ..Probe::default() }, vec![drain, Event::Signal(libc::SIGTERM)]);
         assert_eq!(answer.recv().unwrap(), json!({"ok": true, "draining": true}));
         assert_eq!(p.said, ["drain: drain command", "stop: second SIGTERM"]);
+    }
+
+    /// A stage that hears TERM while it serves its inbox within its first
+    /// tick (as claimd in a long poll), and asks then for a long wait.
+    struct Poller {
+        ticks: usize,
+    }
+
+    impl Stage for Poller {
+        fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
+            self.ticks += 1;
+            if self.ticks == 1 {
+                serve.serve(self, Duration::ZERO);
+                return Ok(Tick::Busy(Duration::from_secs(60)));
+            }
+            Ok(if serve.draining() { Tick::Idle(Duration::ZERO) } else { Tick::Busy(Duration::from_secs(60)) })
+        }
+        fn status(&self, _: State) -> Value {
+            Value::Null
+        }
+    }
+
+    #[test]
+    fn a_drain_heard_within_a_tick_is_acted_on_at_once_not_after_its_wait() {
+        let (done_tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            let inbox = Inbox::new();
+            inbox.tx.send(Event::Signal(libc::SIGTERM)).unwrap();
+            let mut poller = Poller { ticks: 0 };
+            let _ = done_tx.send((run(&mut poller, inbox).unwrap(), poller.ticks));
+        });
+        let ended = done.recv_timeout(Duration::from_secs(10));
+        assert_eq!(ended, Ok((ExitCode::Ok, 2)), "the drain waited for the tick's 60 s");
     }
 
     #[test]
