@@ -109,18 +109,17 @@ test: deps build nextest
 
 # cargo-nextest, installed when missing as nexte.st advises: its prebuilt
 # binary of the 0.9 series (cargo-binstall's, or the release archive into
-# cargo's bin directory), else built from source, which takes minutes.
+# cargo's bin directory); where neither can be had (no binstall, no way to
+# get.nexte.st), built from source, which takes minutes.
 nextest:
-	@$(CARGO) nextest --version >/dev/null 2>&1 && exit 0; \
+	@set -o pipefail; $(CARGO) nextest --version >/dev/null 2>&1 && exit 0; \
 	echo "make: installing cargo-nextest"; \
 	case "$$(uname -m)" in x86_64) arch=linux ;; aarch64) arch=linux-arm ;; *) arch= ;; esac; \
-	if command -v cargo-binstall >/dev/null; then \
-		$(CARGO) binstall -y --secure cargo-nextest@0.9; \
-	elif [ -n "$$arch" ] && command -v curl >/dev/null; then \
-		curl -LsSf https://get.nexte.st/0.9/$$arch | tar zxf - -C $${CARGO_HOME:-$$HOME/.cargo}/bin; \
-	else \
-		$(CARGO) install cargo-nextest --locked; \
-	fi
+	if command -v cargo-binstall >/dev/null && $(CARGO) binstall -y --secure cargo-nextest@0.9; then exit 0; fi; \
+	if [ -n "$$arch" ] && command -v curl >/dev/null && \
+		curl -LsSf https://get.nexte.st/0.9/$$arch | tar zxf - -C $${CARGO_HOME:-$$HOME/.cargo}/bin; then exit 0; fi; \
+	echo "make: no prebuilt cargo-nextest reached; building it (minutes)"; \
+	$(CARGO) install cargo-nextest --locked
 
 # tests/cgroup2.rs in a qemu guest that boots Debian's kernel on cgroup v2
 # (tests/cgroup2/run-in-guest installs qemu, the kernel and virtme-ng when
