@@ -31,6 +31,28 @@ pub(super) fn cap_string(mut s: String, cap: usize) -> String {
     s
 }
 
+/// How the case's message starts in its `stderr`.
+const MESSAGE_MARK: &str = "[validator] ";
+
+/// The most of the case's `stderr` a message takes: a quarter of the cap,
+/// so the program's own words are never all pushed out.
+pub(super) fn message_cap(output_cap: usize) -> usize {
+    output_cap / 4
+}
+
+/// A program's `own` stderr with a validator's `message` after it, the
+/// stderr cut first so that the message fits the cap.
+pub(super) fn message_after(own: String, message: Option<String>, output_cap: usize) -> String {
+    let Some(message) = message.filter(|m| !m.trim().is_empty()) else { return own };
+    let note = cap_string(format!("{MESSAGE_MARK}{}\n", message.trim_end()), message_cap(output_cap));
+    let mut stderr = cap_string(own, output_cap.saturating_sub(note.len() + 1));
+    if !stderr.is_empty() && !stderr.ends_with('\n') {
+        stderr.push('\n');
+    }
+    stderr.push_str(&note);
+    cap_string(stderr, output_cap)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

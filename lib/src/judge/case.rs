@@ -6,7 +6,7 @@
 //! the program's run, the checker's and the interactor's
 //! (`interactive.rs`) take nothing but it.
 
-use super::capped::{cap_string, read_back};
+use super::capped::{cap_string, message_after, read_back};
 use super::files::{annotate, create_fresh, run_output, set_mode, CheckDir};
 use super::spec::RunSpec;
 use super::{Case, CaseRun, Judge, Slot, Submission, CHECKER_DIR, CHECK_DIR, SRC};
@@ -129,7 +129,7 @@ impl CaseContext<'_> {
         if let Some(note) = stopped {
             err = with_note(err, &note, cap);
         }
-        super::icpc::with_message(self.case_run(status, &usage, out, err), message, cap)
+        with_message(self.case_run(status, &usage, out, err), message, cap)
     }
 
     /// The program's limits under its task.
@@ -271,6 +271,13 @@ fn with_note(stderr: String, note: &str, cap: usize) -> String {
     }
     stderr.push_str(note);
     cap_string(stderr, cap)
+}
+
+/// The case's run with a validator's `message` after the program's own
+/// stderr ([`message_after`]).
+pub(super) fn with_message(mut run: CaseRun, message: Option<String>, output_cap: usize) -> CaseRun {
+    run.result.stderr = message_after(std::mem::take(&mut run.result.stderr), message, output_cap);
+    run
 }
 
 /// How many bytes a run's output file holds.

@@ -12,8 +12,8 @@
 //! pipes; the verdict is [`verdict::interactive`]'s, the validator's own
 //! from its exit code.
 
-use super::capped::{cap_string, read_back, read_capped};
-use super::case::{CaseContext, CheckError};
+use super::capped::{message_cap, read_back, read_capped};
+use super::case::{with_message, CaseContext, CheckError};
 use super::files::{annotate, create_fresh, CheckDir};
 use super::spec::RunSpec;
 use super::{CaseRun, CHECKER_DIR, CHECK_DIR};
@@ -31,15 +31,6 @@ const VALIDATOR: &str = "validator";
 
 /// The feedback file whose words are the case's message.
 const JUDGE_MESSAGE: &str = "judgemessage.txt";
-
-/// How the case's message starts in its `stderr`.
-const MESSAGE_MARK: &str = "[validator] ";
-
-/// The most of the case's `stderr` a message takes: a quarter of the cap,
-/// so the program's own words are never all pushed out.
-fn message_cap(output_cap: usize) -> usize {
-    output_cap / 4
-}
 
 impl CaseContext<'_> {
     /// Runs an output validator on a finished case, the program's output
@@ -132,21 +123,6 @@ impl CaseContext<'_> {
         let home = Bind::at(&dir.path, CHECK_DIR, true);
         RunSpec::new(argv, self.slot.auxiliary().identity(), limits, home).bind(v.program.dir(), CHECKER_DIR)
     }
-}
-
-/// The case's run with the validator's `message` after the program's own
-/// stderr, cut first so that the message fits the cap.
-pub(super) fn with_message(mut run: CaseRun, message: Option<String>, output_cap: usize) -> CaseRun {
-    let Some(message) = message.filter(|m| !m.trim().is_empty()) else { return run };
-    let note = cap_string(format!("{MESSAGE_MARK}{}\n", message.trim_end()), message_cap(output_cap));
-    let own = std::mem::take(&mut run.result.stderr);
-    let mut stderr = cap_string(own, output_cap.saturating_sub(note.len() + 1));
-    if !stderr.is_empty() && !stderr.ends_with('\n') {
-        stderr.push('\n');
-    }
-    stderr.push_str(&note);
-    run.result.stderr = cap_string(stderr, output_cap);
-    run
 }
 
 /// What a validator said, one part a line.
