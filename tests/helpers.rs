@@ -272,28 +272,32 @@ fn the_slot_uid_base_and_lock_directory_are_settings() {
     assert_eq!(out.status.code(), Some(2), "a base among the system's users is refused: {out:?}");
 }
 
-/// Jailed, as judged programs run: a program blocked on a full stdout
-/// waits on its reader (a judge slow on a loaded host), not on itself, and
-/// the idleness rule never ends it (init looks at the pipe through the
-/// run's /proc).
+/// A program blocked on a full stdout waits on its reader (a judge slow on
+/// a loaded host), not on itself: the idleness rule never ends it, jailed
+/// (init looks at the pipe through the run's /proc) or at the basic level.
 #[test]
-fn a_jailed_program_blocked_on_output_nobody_has_read_yet_is_not_idle() {
+fn a_program_blocked_on_output_nobody_has_read_yet_is_not_idle() {
     let Some(_one) = root_turn() else { return };
     let dir = TempDir::new("unread");
-    let (mut reader, writer) = std::io::pipe().unwrap();
-    let slow_reader = std::thread::spawn(move || {
-        // The reader comes back well past the CPU limit and the window.
-        std::thread::sleep(Duration::from_millis(1500));
-        let mut all = Vec::new();
-        std::io::Read::read_to_end(&mut reader, &mut all).unwrap();
-        all.len()
-    });
-    let mut spec = slot_spec(&["/usr/bin/head", "-c", "300000", "/dev/zero"], dir.path(), 77, 64, 16);
-    spec.stdout = std::fs::File::from(std::os::fd::OwnedFd::from(writer));
-    spec.limits.cpu = Duration::from_millis(300);
-    spec.limits.wall = Duration::from_secs(20);
-    let watch = sandbox::Watch { idle: Some(Duration::from_millis(200)), ..sandbox::Watch::default() };
-    let u = sandbox::run_watched(spec, watch).unwrap();
-    assert_eq!((u.fired, u.exit), (None, sandbox::Exit::Code(0)), "{u:?}");
-    assert_eq!(slow_reader.join().unwrap(), 300_000);
+    for jailed in [true, false] {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let slow_reader = std::thread::spawn(move || {
+            // The reader comes back well past the CPU limit and the window.
+            std::thread::sleep(Duration::from_millis(1500));
+            let mut all = Vec::new();
+            std::io::Read::read_to_end(&mut reader, &mut all).unwrap();
+            all.len()
+        });
+        let mut spec = slot_spec(&["/usr/bin/head", "-c", "300000", "/dev/zero"], dir.path(), 77, 64, 16);
+        if !jailed {
+            spec.identity = None;
+        }
+        spec.stdout = std::fs::File::from(std::os::fd::OwnedFd::from(writer));
+        spec.limits.cpu = Duration::from_millis(300);
+        spec.limits.wall = Duration::from_secs(20);
+        let watch = sandbox::Watch { idle: Some(Duration::from_millis(200)), ..sandbox::Watch::default() };
+        let u = sandbox::run_watched(spec, watch).unwrap();
+        assert_eq!((u.fired, u.exit), (None, sandbox::Exit::Code(0)), "jailed {jailed}: {u:?}");
+        assert_eq!(slow_reader.join().unwrap(), 300_000, "jailed {jailed}");
+    }
 }

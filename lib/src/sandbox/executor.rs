@@ -496,10 +496,10 @@ impl<'a> Watchdog<'a> {
         }
         let elapsed = self.start.get().elapsed();
         let mut still = self.still.get();
-        let used =
-            Used { cpu, memory, elapsed, still: still_unless_output_waits(&mut still, self.idle, pid, cpu, elapsed) };
+        let used = Used { cpu, memory, elapsed, still: still.look(cpu, elapsed) };
+        let watched = look_at(self.limits, self.idle, &mut still, pid, used);
         self.still.set(still);
-        look(self.limits, self.idle, used)
+        watched
     }
 
     /// What the run used, from init's report, the group and the looks.
@@ -690,24 +690,19 @@ struct Watch {
     hangup: bool,
 }
 
-/// How long the run's CPU time has stood still ([`Stillness::look`]), but
-/// not when the program's stdout or stderr holds output the judge has not
-/// read yet: a program blocked on a full pipe waits on the judge (busy or
-/// starved on a loaded host), not on itself, and is never idle for it.
-/// Looked at only once the window has passed: an open of `/proc` then.
-fn still_unless_output_waits(
-    still: &mut Stillness,
-    idle: Option<Duration>,
-    pid: libc::pid_t,
-    cpu: Duration,
-    elapsed: Duration,
-) -> Duration {
-    let s = still.look(cpu, elapsed);
-    if idle.is_some_and(|w| !w.is_zero() && s >= w) && [1, 2].into_iter().any(|fd| unread_output(pid, fd)) {
-        still.stir(cpu, elapsed);
-        return Duration::ZERO;
+/// [`look`] at the program `pid`, but an idleness that is the judge's is
+/// none: a program blocked on a stdout or stderr holding output the judge
+/// has not read yet (a judge busy or starved on a loaded host) waits on
+/// the judge, not on itself, and its stillness starts again. The pipes are
+/// looked at only when the rule would end the run.
+fn look_at(limits: &Limits, idle: Option<Duration>, still: &mut Stillness, pid: libc::pid_t, used: Used) -> Watched {
+    match look(limits, idle, used) {
+        Watched::Stop(Fired::Idle) if [1, 2].into_iter().any(|fd| unread_output(pid, fd)) => {
+            still.stir(used.cpu, used.elapsed);
+            look(limits, idle, Used { still: Duration::ZERO, ..used })
+        }
+        watched => watched,
     }
-    s
 }
 
 /// Whether `pid`'s descriptor `fd` is a pipe holding bytes nobody has read
@@ -753,9 +748,8 @@ fn watch(pid: libc::pid_t, limits: &Limits, idle: Option<Duration>, start: Insta
         // Wake at the next look, or at once when the run ends (the pidfd)
         // or the judge speaks or goes (its socket).
         let elapsed = start.elapsed();
-        let still = still_unless_output_waits(&mut still, idle, pid, w.cpu, elapsed);
-        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still };
-        let wait = match look(limits, idle, used) {
+        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still: still.look(w.cpu, elapsed) };
+        let wait = match look_at(limits, idle, &mut still, pid, used) {
             Watched::Stop(limit) => {
                 w.fired = Some(limit);
                 return w;

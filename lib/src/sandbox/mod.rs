@@ -380,36 +380,6 @@ mod tests {
         assert_eq!(u.fired, Some(Fired::Wall), "{u:?}");
     }
 
-    /// A program blocked on a full stdout waits on its reader, not on itself:
-    /// however slow the reader (a judge on a loaded host), the idleness rule
-    /// never ends it.
-    #[test]
-    fn a_program_blocked_on_output_nobody_has_read_yet_is_not_idle() {
-        let l = Limits { cpu: Duration::from_millis(300), wall: Duration::from_secs(20), ..limits() };
-        let (mut reader, writer) = std::io::pipe().unwrap();
-        let slow_reader = std::thread::spawn(move || {
-            // The reader comes back well past the CPU limit and the window.
-            std::thread::sleep(Duration::from_millis(1500));
-            let mut all = Vec::new();
-            std::io::Read::read_to_end(&mut reader, &mut all).unwrap();
-            all.len()
-        });
-        let spec = Spec {
-            argv: vec!["/bin/sh".into(), "-c".into(), "head -c 300000 /dev/zero".into()],
-            cwd: "/".into(),
-            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            stdin: scratch("pin"),
-            stdout: std::fs::File::from(std::os::fd::OwnedFd::from(writer)),
-            stderr: scratch("perr"),
-            identity: None,
-            limits: l,
-            binds: vec![],
-        };
-        let u = run_watched(spec, Watch { idle: Some(Duration::from_millis(200)), ..Watch::default() }).unwrap();
-        assert_eq!((u.fired, u.exit), (None, Exit::Code(0)), "{u:?}");
-        assert_eq!(slow_reader.join().unwrap(), 300_000);
-    }
-
     /// A watch that says no at the first `!`.
     struct NoBang;
 
