@@ -135,20 +135,18 @@ pub fn bench(base: &Path, rep: &mut Report) -> Result<(), String> {
     for _ in 0..5 {
         judged(&on, &ab, &data, "ab", 20_000);
     }
-    let mut ab_times = Vec::new();
-    for _ in 0..21 {
-        let (run, t) = judged(&on, &ab, &data, "ab", 20_000);
-        expect("A+B", &run, Verdict::AC, None)?;
-        ab_times.push(t);
-    }
-    let ab_p50 = testkit::stats(ab_times).p50;
-    let mut wrong_times = Vec::new();
-    for _ in 0..5 {
-        let (run, t) = judged(&on, &wrong, &data, "ab", 20_000);
-        expect("the wrong first line", &run, Verdict::WA, None)?;
-        wrong_times.push(t);
-    }
-    let wrong_p50 = testkit::stats(wrong_times).p50;
+    // The median of `n` judgings of `program` with the rules on, each `status`.
+    let p50 = |what: &str, program: &Program, n: usize, status: Verdict| -> Result<Duration, String> {
+        let mut times = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (run, t) = judged(&on, program, &data, "ab", 20_000);
+            expect(what, &run, status, None)?;
+            times.push(t);
+        }
+        Ok(testkit::stats(times).p50)
+    };
+    let ab_p50 = p50("A+B", &ab, 21, Verdict::AC)?;
+    let wrong_p50 = p50("the wrong first line", &wrong, 5, Verdict::WA)?;
     let (run, wrong_off) = judged(&off, &wrong, &data, "ab", 20_000);
     expect("the wrong first line, streaming off", &run, Verdict::WA, None)?;
     rep.target(
