@@ -193,8 +193,9 @@ fn an_interactive_problem_judges_by_the_interactor() {
     let t = std::time::Instant::now();
     let silent = judge(work.path(), &source("guess_silent.c"), &td, Some("interactive"), 200, 46);
     assert_eq!(statuses(&silent), [Verdict::TLE; 3], "{silent:?}");
-    assert_eq!(silent[0].limit, Some("wall"));
-    // Wall limit 3 × 200 ms + 1 s per case, and nothing waits longer.
+    // Both sides wait for the other: the dialogue is idle (0.2 s of wall
+    // time, then the 0.5 s window), well before the wall limit (1.6 s).
+    assert_eq!(silent[0].limit, Some("idle"));
     assert!(t.elapsed() < std::time::Duration::from_secs(12), "{:?}", t.elapsed());
 }
 
@@ -304,7 +305,7 @@ fn judge_exec_run_takes_every_checker() {
     assert_eq!(code, 0, "{lines:?}");
     let (code, lines) = cli(&fixture("guess_silent.c"), &td, "interactive", "200");
     assert_eq!(code, 1);
-    assert_eq!((&lines[0]["status"], &lines[0]["limit"]), (&"TLE".into(), &"wall".into()), "{lines:?}");
+    assert_eq!((&lines[0]["status"], &lines[0]["limit"]), (&"TLE".into(), &"idle".into()), "{lines:?}");
 }
 
 #[test]

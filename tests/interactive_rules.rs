@@ -10,6 +10,10 @@
 //!   WA, or failed, before the program died or ran out of time makes the
 //!   case WA, or JE.
 //!
+//! - the idleness rule is the dialogue's: a deadlock (both sides reading)
+//!   is TLE `idle` soon after the time limit, a program waiting on a busy
+//!   interactor is not idle.
+//!
 //! Run as root (programs run as slot uids 90–99 above the base, the
 //! interactors as their auxiliary uids).
 
@@ -125,6 +129,20 @@ fn an_interactor_that_failed_first_is_je_whatever_the_program_did_after() {
     judged_to(&[Verdict::JE], "irules-fail-crash", "c11", &then(SILENT_THEN, CRASH), &["fail"], 1000, 95);
     let runs = judged_to(&[Verdict::JE], "irules-fail-spin", "c11", &then(SILENT_THEN, SPIN), &["fail"], 300, 95);
     assert!(runs[0].result.stderr.contains("broken on purpose"), "{runs:?}");
+}
+
+#[test]
+fn a_deadlocked_dialogue_is_idle_a_busy_interactor_is_not() {
+    // Both read first: nobody ever speaks. TL 1 s, so a wall limit of 4 s.
+    let started = std::time::Instant::now();
+    let runs = judge("irules-deadlock", "c11", ANSWERS_OK, &["ac"], 1000, 96);
+    let took = started.elapsed();
+    assert_eq!((runs[0].result.status, runs[0].limit), (Verdict::TLE, Some("idle")), "{runs:?}");
+    assert!(took < std::time::Duration::from_secs(4), "ended before its wall limit: {took:?}");
+    // The interactor works 2.5 s of CPU time before its first word, the
+    // program waiting on it past its 2 s limit and the window: AC.
+    let runs = judged_to(&[Verdict::AC], "irules-slow", "c11", ANSWERS_OK, &["slow"], 2000, 96);
+    assert_eq!(runs[0].limit, None, "{runs:?}");
 }
 
 #[test]

@@ -10,11 +10,14 @@
  *   wa        reads a line (or the end) and says WA (exit 1) at once
  *   ac        reads a line: AC; the end: WA (exit 2)
  *   fail      fails at once (exit 3), before reading anything
+ *   slow      works 2.5 s of CPU time first, then writes "hello" and reads a
+ *             line: "ok" is AC
  * Its writes are checked: a failed one is reported and fails it (exit 3),
  * and SIGPIPE, if it comes, kills it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void say(const char *s) {
     if (fputs(s, stdout) == EOF || fflush(stdout) == EOF) {
@@ -60,6 +63,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (!strcmp(mode, "ac")) return got_ok() ? 0 : 2;
+    if (!strcmp(mode, "slow")) {
+        while (clock() < 5 * CLOCKS_PER_SEC / 2) {}
+        say("hello\n");
+        return got_ok() ? 0 : 2;
+    }
     if (!strcmp(mode, "fail")) { fprintf(stderr, "fail: broken on purpose\n"); return 3; }
     fprintf(stderr, "fail: unknown mode %s\n", mode);
     return 3;

@@ -90,6 +90,7 @@ impl CaseContext<'_> {
         let watch = sandbox::Watch {
             idle: Some(self.judge.idle_window),
             stdout: stream.as_mut().map(|s| s as &mut dyn OutputWatch),
+            board: None,
         };
         let usage = match sandbox::run_watched(program.stdio(stdin, out_w, err_w), watch) {
             Ok(u) => u,

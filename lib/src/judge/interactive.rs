@@ -11,6 +11,13 @@
 //! end of the program's output and says WA, and the early exit is the
 //! program's fault, never the judge's.
 //!
+//! The idleness rule is the dialogue's: the program's run is ended as idle
+//! only when neither its CPU time nor the interactor's has moved for the
+//! window (a deadlock, both reading; a sleep), past its CPU limit's worth
+//! of wall time. The interactor's run tells its CPU time on a board the
+//! program's run reads (`sandbox/board.rs`): a program waiting on a busy
+//! interactor is never idle.
+//!
 //! Which side ended first decides some verdicts: the judge notes when each
 //! run came back, and only then lets go of its own copies of that side's
 //! ends (the write end the other side reads, the read end it writes), so
@@ -24,7 +31,8 @@ use super::spec::RunSpec;
 use super::CaseRun;
 use crate::checker::Program;
 use crate::protocol::Verdict;
-use crate::sandbox::{self, Limits, Usage};
+use crate::sandbox::board::{Board, Side};
+use crate::sandbox::{self, Limits, Usage, Watch};
 use crate::verdict::{self, FirstEnded};
 use std::fs::File;
 use std::time::Instant;
@@ -77,9 +85,10 @@ impl CaseContext<'_> {
             let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
             let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;
             let (err_w, log_w) = (stderr.try_clone()?, log.try_clone()?);
-            Ok::<_, std::io::Error>((stderr, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]))
+            let board = Board::new()?;
+            Ok::<_, std::io::Error>((stderr, board, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]))
         })();
-        let (stderr, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]) =
+        let (stderr, board, [to_prog_r, to_prog_w, from_prog_r, from_prog_w, err_w, log_w]) =
             opened.map_err(|e| format!("preparing the case: {e}"))?;
         // The judge's own copies of the pipes' ends (see the module doc).
         let held = (|| {
@@ -97,9 +106,12 @@ impl CaseContext<'_> {
         let program = self.program(limits.clone())?;
         let program = program.stdio(to_prog_r, from_prog_w, err_w);
         let interactor = interactor(ilimits).stdio(from_prog_r, to_prog_w, log_w);
+        let idle = Some(self.judge.idle_window);
+        let board = &board;
         let (usage, iusage, first) = std::thread::scope(|s| {
             let prog = s.spawn(move || {
-                let usage = sandbox::run(program);
+                let usage =
+                    sandbox::run_watched(program, Watch { idle, board: Some((board, Side::Hears)), stdout: None });
                 let back = Instant::now();
                 drop(program_end);
                 // Nobody reads it now: what the interactor still says goes nowhere,
@@ -107,7 +119,7 @@ impl CaseContext<'_> {
                 let _ = std::io::copy(&mut unread, &mut std::io::sink());
                 (usage, back)
             });
-            let i = sandbox::run(interactor);
+            let i = sandbox::run_watched(interactor, Watch { board: Some((board, Side::Tells)), ..Watch::default() });
             let i_back = Instant::now();
             drop(interactor_ends);
             let prog = prog.join().map_err(|_| "the program's run panicked");

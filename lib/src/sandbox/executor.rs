@@ -2,6 +2,7 @@
 //! the basic level), the watchdog and the measures, then the cleanup after
 //! the reply.
 
+use super::board::{self, Board, Part};
 use super::cgroup::{Baseline, Group, Hierarchy};
 use super::cores;
 use super::error::{Error, Step};
@@ -230,7 +231,14 @@ impl Executor {
 
     /// Runs one request (`hangup` is the judge's socket: if it closes, the
     /// run is killed).
-    pub(super) fn run(&mut self, req: Request, stdio: [File; 3], hangup: RawFd, received: u64) -> Result<Usage, Error> {
+    pub(super) fn run(
+        &mut self,
+        req: Request,
+        stdio: [File; 3],
+        board: Option<Board>,
+        hangup: RawFd,
+        received: u64,
+    ) -> Result<Usage, Error> {
         let program = match req.argv.first() {
             Some(p) if p.starts_with("./") => req.cwd.join(&p[2..]),
             Some(p) => PathBuf::from(p),
@@ -250,14 +258,17 @@ impl Executor {
             None => None,
         };
         self.stamps.mark(Mark::SlotLocked);
+        let part = req.board.zip(board.as_ref()).map(|(side, board)| Part { board, side });
         let ran = match req.identity {
-            Some(id) if self.mechanisms.namespaces => self.run_jailed(req, program, id, stdio, hangup, slot_lock),
+            Some(id) if self.mechanisms.namespaces => {
+                self.run_jailed(req, program, id, Handed { stdio, part }, hangup, slot_lock)
+            }
             _ => match self.ahead.as_mut().map(|a| a.release()) {
                 Some(Err(e)) => {
                     self.retiring = true;
                     Err(Step::Ahead.failed(e))
                 }
-                _ => self.run_direct(req, program, stdio, hangup),
+                _ => self.run_direct(req, program, Handed { stdio, part }, hangup),
             },
         };
         ran.map(|mut usage| {
@@ -285,10 +296,11 @@ impl Executor {
         req: Request,
         program: PathBuf,
         id: Identity,
-        stdio: [File; 3],
+        handed: Handed<'_>,
         hangup: RawFd,
         slot_lock: Option<SlotLock>,
     ) -> Result<Usage, Error> {
+        let Handed { stdio, part } = handed;
         let (host_proc, way_out) = match &self.jail_ready {
             Some(Ok(ready)) => (
                 ready.host_proc.as_raw_fd(),
@@ -333,7 +345,7 @@ impl Executor {
             Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
         self.stamps.mark(Mark::CgroupReset);
-        let watchdog = Watchdog::new(group, limits, req.idle, hangup);
+        let watchdog = Watchdog::new(group, limits, req.idle, part, hangup);
         let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
@@ -443,6 +455,13 @@ impl JailReady {
     }
 }
 
+/// What comes with a request: the program's stdio, and its part in a
+/// dialogue, if any (`board.rs`).
+struct Handed<'a> {
+    stdio: [File; 3],
+    part: Option<Part<'a>>,
+}
+
 /// A jailed run's watchdog and measures. It runs in init, while the
 /// helper waits (they share memory: hence the cells): the CPU time is the
 /// group's less init's own since it joined the group.
@@ -460,18 +479,26 @@ struct Watchdog<'a> {
     joined_at: Cell<Duration>,
     /// The largest CPU time and (without a cgroup) resident memory seen.
     seen: Cell<(Duration, u64)>,
-    /// How long the CPU time has stood still (the idleness rule).
+    /// How long the CPU time has stood still (the idleness rule): the
+    /// dialogue's, for a side of one (`board.rs`).
     still: Cell<Stillness>,
+    part: Option<Part<'a>>,
     /// With a cgroup, the program's own anonymous memory at each look: a
     /// floor for its peak (see [`Watchdog::usage`]).
     anon: Cell<u64>,
 }
 
 impl<'a> Watchdog<'a> {
-    fn new(group: Option<&'a Group>, limits: &'a Limits, idle: Option<Duration>, judge: RawFd) -> Watchdog<'a> {
+    fn new(
+        group: Option<&'a Group>,
+        limits: &'a Limits,
+        idle: Option<Duration>,
+        part: Option<Part<'a>>,
+        judge: RawFd,
+    ) -> Watchdog<'a> {
         let (start, seen, anon) = (Cell::new(Instant::now()), Cell::new((Duration::ZERO, 0)), Cell::new(0));
-        let still = Cell::new(Stillness::new(idle));
-        Watchdog { group, limits, idle, judge, start, joined_at: Cell::new(Duration::ZERO), seen, still, anon }
+        let (still, joined_at) = (Cell::new(Stillness::new(idle)), Cell::new(Duration::ZERO));
+        Watchdog { group, limits, idle, judge, start, joined_at, seen, still, part, anon }
     }
 
     /// One look, in init, at the program `pid` (in the run's namespace).
@@ -496,8 +523,9 @@ impl<'a> Watchdog<'a> {
         }
         let elapsed = self.start.get().elapsed();
         let mut still = self.still.get();
-        let used = Used { cpu, memory, elapsed, still: still.look(cpu, elapsed) };
-        let watched = look_at(self.limits, self.idle, &mut still, pid, used);
+        let progress = board::progress(self.part.as_ref(), cpu);
+        let used = Used { cpu, memory, elapsed, still: still.look(progress, elapsed) };
+        let watched = look_at(self.limits, self.idle, &mut still, pid, used, progress);
         self.still.set(still);
         watched
     }
@@ -557,7 +585,14 @@ fn tidy_after_init(group: Option<&Group>, binds: &[Bind]) {
 impl Executor {
     /// The basic level: the program forked by the helper, in its own process
     /// group, cleaned up by `killpg` and a sweep of the slot uid.
-    fn run_direct(&mut self, req: Request, program: PathBuf, stdio: [File; 3], hangup: RawFd) -> Result<Usage, Error> {
+    fn run_direct(
+        &mut self,
+        req: Request,
+        program: PathBuf,
+        handed: Handed<'_>,
+        hangup: RawFd,
+    ) -> Result<Usage, Error> {
+        let Handed { stdio, part } = handed;
         let Request { argv, cwd, env, identity, limits, core, idle, .. } = req;
         let core = core.map(cores::only);
         let [stdin, stdout, stderr] = stdio;
@@ -589,7 +624,7 @@ impl Executor {
         drop(child);
         drop(cmd);
 
-        let watch = watch(pid, &limits, idle, start, hangup);
+        let watch = watch(pid, &limits, idle, part.as_ref(), start, hangup);
         self.stamps.mark(Mark::Exited);
         // Kill the group: the program if a limit fired, and any background child.
         // The group exists until the leader is reaped, so this cannot hit a reused pid.
@@ -695,10 +730,19 @@ struct Watch {
 /// has not read yet (a judge busy or starved on a loaded host) waits on
 /// the judge, not on itself, and its stillness starts again. The pipes are
 /// looked at only when the rule would end the run.
-fn look_at(limits: &Limits, idle: Option<Duration>, still: &mut Stillness, pid: libc::pid_t, used: Used) -> Watched {
+/// `progress` is what its stillness is measured by (its CPU time, or its
+/// dialogue's).
+fn look_at(
+    limits: &Limits,
+    idle: Option<Duration>,
+    still: &mut Stillness,
+    pid: libc::pid_t,
+    used: Used,
+    progress: Duration,
+) -> Watched {
     match look(limits, idle, used) {
         Watched::Stop(Fired::Idle) if [1, 2].into_iter().any(|fd| unread_output(pid, fd)) => {
-            still.stir(used.cpu, used.elapsed);
+            still.stir(progress, used.elapsed);
             look(limits, idle, Used { still: Duration::ZERO, ..used })
         }
         watched => watched,
@@ -728,7 +772,14 @@ fn unread_output(pid: libc::pid_t, fd: i32) -> bool {
 /// (sooner when the wall limit is nearer) until `pid` exits, a limit fires,
 /// the judge asks to stop ([`STOP`]) or hangs up. Does not reap. (A jailed
 /// run is watched by its init: `run_jailed`.)
-fn watch(pid: libc::pid_t, limits: &Limits, idle: Option<Duration>, start: Instant, hangup: RawFd) -> Watch {
+fn watch(
+    pid: libc::pid_t,
+    limits: &Limits,
+    idle: Option<Duration>,
+    part: Option<&Part<'_>>,
+    start: Instant,
+    hangup: RawFd,
+) -> Watch {
     let pidfd = pidfd_open(pid);
     let mut w = Watch { fired: None, cpu: Duration::ZERO, peak_memory: 0, hangup: false };
     let mut still = Stillness::new(idle);
@@ -748,8 +799,9 @@ fn watch(pid: libc::pid_t, limits: &Limits, idle: Option<Duration>, start: Insta
         // Wake at the next look, or at once when the run ends (the pidfd)
         // or the judge speaks or goes (its socket).
         let elapsed = start.elapsed();
-        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still: still.look(w.cpu, elapsed) };
-        let wait = match look_at(limits, idle, &mut still, pid, used) {
+        let progress = board::progress(part, w.cpu);
+        let used = Used { cpu: w.cpu, memory: w.peak_memory, elapsed, still: still.look(progress, elapsed) };
+        let wait = match look_at(limits, idle, &mut still, pid, used, progress) {
             Watched::Stop(limit) => {
                 w.fired = Some(limit);
                 return w;

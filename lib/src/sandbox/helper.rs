@@ -38,6 +38,7 @@
 //! stdio are files that can be put back (`streams.rs`), so the judge's
 //! fault does not become the submission's JE.
 
+use super::board::Board;
 use super::error::{Error, Step};
 use super::executor::{Executor, STOP};
 use super::limits::{Request, Usage};
@@ -145,7 +146,13 @@ pub static RUNS_LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// the program gets its streams as `streams.rs` makes them. `watch`, if
 /// any, reads its stdout as it comes; when it says no, the helper is asked
 /// to stop the run (`executor::STOP`: [`Fired::Stopped`](super::Fired::Stopped)).
-pub fn run(req: &Request, stdio: [File; 3], mut watch: Option<&mut dyn OutputWatch>) -> Result<Usage, Error> {
+/// `board`, if any, travels as a fourth descriptor (`board.rs`).
+pub fn run(
+    req: &Request,
+    stdio: [File; 3],
+    board: Option<&Board>,
+    mut watch: Option<&mut dyn OutputWatch>,
+) -> Result<Usage, Error> {
     let called = now_ns();
     let msg = serde_json::to_vec(req).map_err(|e| Step::Request.failed(e))?;
     let [stdin, stdout, stderr] = stdio;
@@ -178,7 +185,9 @@ pub fn run(req: &Request, stdio: [File; 3], mut watch: Option<&mut dyn OutputWat
             drain.watch(w);
         }
         let sending = now_ns();
-        let sent = send(helper.sock.as_raw_fd(), &msg, &[stdin.file().as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()]);
+        let mut fds = vec![stdin.file().as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()];
+        fds.extend(board.map(|b| b.fd()));
+        let sent = send(helper.sock.as_raw_fd(), &msg, &fds);
         // The program's ends are its own now: the pipes end when its do.
         drop((out, err));
         if let Err(e) = sent {
@@ -368,7 +377,7 @@ fn serve(fd: RawFd) -> i32 {
     let mut executor = Executor::start();
     let mut buf = vec![0u8; 256 * 1024];
     let code = loop {
-        let mut fds = [-1; 3];
+        let mut fds = [-1; 4];
         let n = match recv(fd, &mut buf, &mut fds) {
             Ok(0) => break 0,
             Ok(n) => n,
@@ -383,11 +392,13 @@ fn serve(fd: RawFd) -> i32 {
         }
         let received = now_ns();
         // SAFETY: each was just received (SCM_RIGHTS) into this process; nothing else owns it.
-        let stdio = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
-        let ran: Result<Usage, Error> = match (serde_json::from_slice::<Request>(&buf[..n]), stdio) {
-            (Ok(req), [Some(i), Some(o), Some(e)]) => executor.run(req, [i, o, e], fd, received),
+        let files = fds.map(|f| (f >= 0).then(|| unsafe { File::from_raw_fd(f) }));
+        let ran: Result<Usage, Error> = match (serde_json::from_slice::<Request>(&buf[..n]), files) {
+            (Ok(req), [Some(i), Some(o), Some(e), board]) if req.board.is_some() == board.is_some() => {
+                executor.run(req, [i, o, e], board.map(Board::from_file), fd, received)
+            }
             (Err(e), _) => Err(Error::BadRequest(e.to_string())),
-            _ => Err(Error::BadRequest("three files expected".into())),
+            _ => Err(Error::BadRequest("three files expected, and a board for a side of a dialogue".into())),
         };
         let reply = match ran {
             Ok(u) => Reply::Ok(u),

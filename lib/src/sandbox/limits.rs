@@ -188,6 +188,10 @@ pub struct Request {
     /// The idleness rule's window, if it applies ([`Watch::idle`](super::Watch::idle)).
     #[serde(default)]
     pub idle: Option<Duration>,
+    /// The run's side of a dialogue, its board the fourth descriptor
+    /// (`board.rs`).
+    #[serde(default)]
+    pub board: Option<super::board::Side>,
 }
 
 fn default_slot_lock_dir() -> PathBuf {

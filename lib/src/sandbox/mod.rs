@@ -172,6 +172,7 @@
 //! | `sys` | the kernel calls, each wrapped once: descriptors over a socket, waiting, pipes (raw: some run between `clone` and `exec`) |
 //! | `timeline` | a run's steps stamped, when the judge asks (`make bench`'s cost per step) |
 //! | `procfs` | what `/proc` says of a process tree |
+//! | `board` | a dialogue's board: the interactor's CPU time, read by the program's watchdog (an interactive case's idleness rule) |
 //! | `limits` | [`Spec`], [`Limits`], [`Bind`], [`Identity`], [`Usage`], the [`Request`] a helper gets; the limits' one rule |
 //! | `delegation` | where the runner's v2 groups live (the cgroup it was started in, or the root) and the move that makes it its own |
 //! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
@@ -181,6 +182,7 @@
 //! | `helper` | the helper process: its server loop and the judge's client |
 //! | this module | the interface: [`run`] |
 
+pub mod board;
 pub mod cgroup;
 pub mod cores;
 pub mod delegation;
@@ -246,6 +248,9 @@ pub struct Watch<'a> {
     /// What reads its stdout as it comes: when it says no, the run is
     /// stopped ([`Fired::Stopped`]; `streams.rs`).
     pub stdout: Option<&'a mut dyn OutputWatch>,
+    /// The run's part in a dialogue (`board.rs`): the interactor tells its
+    /// CPU time on the board, the program's idleness is the dialogue's.
+    pub board: Option<(&'a board::Board, board::Side)>,
 }
 
 /// [`run`], under the rules of `watch` too.
@@ -254,8 +259,9 @@ pub fn run_watched(spec: Spec, watch: Watch<'_>) -> Result<Usage, Error> {
     let slot_lock_dir = slot_lock_dir().to_path_buf();
     let (fresh_netns, timed, core) = (netns_per_run(), helper::timed(), cores::core_of(identity));
     let idle = watch.idle.filter(|w| !w.is_zero());
-    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed, core, idle };
-    helper::run(&req, [stdin, stdout, stderr], watch.stdout)
+    let board = watch.board.map(|(_, side)| side);
+    let req = Request { argv, cwd, env, identity, limits, binds, fresh_netns, slot_lock_dir, timed, core, idle, board };
+    helper::run(&req, [stdin, stdout, stderr], watch.board.map(|(b, _)| b), watch.stdout)
 }
 
 #[cfg(test)]
@@ -392,7 +398,8 @@ mod tests {
     #[test]
     fn a_run_whose_output_the_watch_refuses_is_stopped_and_one_it_accepts_is_not() {
         let l = Limits { cpu: Duration::from_secs(20), wall: Duration::from_secs(60), ..limits() };
-        let watched = |script: &str| sh_watched(script, l.clone(), Watch { idle: None, stdout: Some(&mut NoBang) });
+        let watched =
+            |script: &str| sh_watched(script, l.clone(), Watch { stdout: Some(&mut NoBang), ..Watch::default() });
         let u = watched("echo wrong!; sleep 30");
         assert_eq!((u.fired, u.exit), (Some(Fired::Stopped), Exit::Signal(libc::SIGKILL)), "{u:?}");
         assert!(u.wall < Duration::from_secs(20), "not stopped long before its end: {u:?}");

@@ -25,7 +25,7 @@ pub(super) fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
         msg.msg_control = cbuf.as_mut_ptr().cast();
         // SAFETY: CMSG_SPACE only computes a size.
         msg.msg_controllen = unsafe { libc::CMSG_SPACE(len) } as usize;
-        // SAFETY: `cbuf` (64 bytes, aligned) holds one header and the few descriptors sent (3 at most: 32 bytes), as
+        // SAFETY: `cbuf` (64 bytes, aligned) holds one header and the few descriptors sent (4 at most: 32 bytes), as
         // msg_controllen says.
         unsafe {
             let c = libc::CMSG_FIRSTHDR(&msg);
