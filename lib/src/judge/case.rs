@@ -21,8 +21,8 @@ use std::path::Path;
 
 impl Judge {
     /// Runs `case` of `sub` as `slot`: `lang.run` in the workspace, stdin
-    /// from the case's input, stdout and stderr to `scratch/stdout` and
-    /// `scratch/stderr`, under its task's limits; decides the verdict
+    /// from the case's input, stdout and stderr to memfds (`files.rs`),
+    /// under its task's limits; decides the verdict
     /// ([`verdict::decide`]) and, if the program ran cleanly, lets the
     /// submission's checker compare its stdout with the answer.
     ///
@@ -64,9 +64,7 @@ impl CaseContext<'_> {
         let opened = (|| {
             self.hand_over()?;
             let stdin = File::open(self.input).map_err(|e| annotate(e, self.input))?;
-            let identity = self.slot.identity();
-            let (stdout, stderr) = (self.scratch.join("stdout"), self.scratch.join("stderr"));
-            Ok::<_, std::io::Error>((stdin, run_output(&stdout, identity)?, run_output(&stderr, identity)?))
+            Ok::<_, std::io::Error>((stdin, run_output(c"stdout")?, run_output(c"stderr")?))
         })();
         let (stdin, mut stdout, mut stderr) = match opened {
             Ok(files) => files,
@@ -104,8 +102,6 @@ impl CaseContext<'_> {
                 Verdict::WA
             }
             Some(s) => s,
-            // Through the judge's own handle: `scratch` belongs to the slot, and
-            // a program could have put a link to the answer at `scratch/stdout`.
             None => match self.sub.checker {
                 Checker::Special(p) => match self.run_checker(p, &mut stdout) {
                     Ok(s) => s,

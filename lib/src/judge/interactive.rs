@@ -80,7 +80,7 @@ impl CaseContext<'_> {
     pub(super) fn converse(&self, log: &File, interactor: impl FnOnce(Limits) -> RunSpec) -> Result<Dialogue, String> {
         let opened = (|| {
             self.hand_over()?;
-            let stderr = run_output(&self.scratch.join("stderr"), self.slot.identity())?;
+            let stderr = run_output(c"stderr")?;
             // Interactor -> program, program -> interactor.
             let (to_prog_r, to_prog_w) = crate::sandbox::streams::pipe()?;
             let (from_prog_r, from_prog_w) = crate::sandbox::streams::pipe()?;

@@ -36,10 +36,10 @@
 //! - `scratch` ([`Judge::run_cases`] gives each slot one, reused from case
 //!   to case) is handed to the slot: it is the
 //!   program's `TMPDIR` at the basic level (a jailed run does not see it).
-//!   Its stdout and stderr go to files there, root's alone: the program
-//!   writes to pipes the judge copies into them, capped at the output limit
-//!   (`streams.rs`); they are emptied and reused while they are still the
-//!   judge's own.
+//!   It is emptied before each case.
+//! - A run's stdout and stderr go to memfds, the judge's alone and on no
+//!   file system: the program writes to pipes the judge copies into them,
+//!   capped at the output limit (`streams.rs`).
 //! - The input is opened by the judge and handed as a sealed copy
 //!   (`streams.rs`), so the slot uid needs no permission on the testdata and
 //!   can change nothing of it. A jailed run sees no testdata at all, and its

@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
@@ -34,13 +34,7 @@ pub struct Board {
 
 impl Board {
     pub fn new() -> io::Result<Board> {
-        // SAFETY: a NUL-terminated literal name.
-        let fd = unsafe { libc::memfd_create(c"board".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by memfd_create; nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd) };
+        let file = super::sys::memfd(c"board")?;
         file.write_all_at(&0u64.to_ne_bytes(), 0)?;
         Ok(Board { file })
     }

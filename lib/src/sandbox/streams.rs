@@ -35,7 +35,7 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
@@ -55,14 +55,7 @@ impl Input {
             use std::os::unix::fs::FileTypeExt;
             return Ok(Input { replayable: kind.is_char_device(), file });
         }
-        let name = c"stdin";
-        // SAFETY: a NUL-terminated literal name.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by memfd_create; nothing else owns it.
-        let mut copy = unsafe { File::from_raw_fd(fd) };
+        let mut copy = super::sys::memfd_with(c"stdin", libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)?;
         let mut from = &file;
         from.seek(SeekFrom::Start(0))?;
         io::copy(&mut from, &mut copy)?;

@@ -97,6 +97,23 @@ pub(crate) fn recv(sock: RawFd, buf: &mut [u8], fds: &mut [RawFd]) -> io::Result
     Ok(n)
 }
 
+/// A new, empty memfd named `name` (close-on-exec): a file of the judge's
+/// own on no file system.
+pub(crate) fn memfd(name: &std::ffi::CStr) -> io::Result<std::fs::File> {
+    memfd_with(name, libc::MFD_CLOEXEC)
+}
+
+/// [`memfd`] with `flags` (`MFD_ALLOW_SEALING`, say).
+pub(crate) fn memfd_with(name: &std::ffi::CStr, flags: libc::c_uint) -> io::Result<std::fs::File> {
+    // SAFETY: `name` is NUL-terminated; memfd_create reads nothing else.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by memfd_create; nothing else owns it.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
 /// Sends one file descriptor with a one-byte message.
 pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
     send(sock, b"f", &[fd])
