@@ -7,9 +7,14 @@
 //!    (installed with apt-get if missing), as ratios to bare.
 //!    Then the same run timed step by step (clone, mounts, cgroup, seccomp,
 //!    exec, wait, teardown: `sandbox::timeline`), p50 and p99 of each.
+//!    And the kernel's floor for a fresh jail per run (`tests/bench/floor.c`:
+//!    the namespaces, mounts, uid and filter alone, no code of ours), beside
+//!    a bare run from the same small program.
 //! 2. Judged cases per second: one job of 1,000 A+B cases through
 //!    `Judge::run_cases` as judge-exec runs a lone job (its cases side by
 //!    side on one slot per core; the checker and per-case results on).
+//!    Beside it, the A+B program run by `floor.c` in a loop per core, bare
+//!    and each run in a fresh jail: the kernel's ceiling for each.
 //! 3. The price of issue #3's letter, which the sandbox does not pay by
 //!    default (each helper has one network namespace, and one cgroup reset
 //!    per run): the cost of a run with `--netns-per-run`, of making and
@@ -144,6 +149,12 @@ fn bench() -> Result<(), String> {
     ] {
         compile_static(&dir, name, src)?;
     }
+    compile_static(&dir, "floor", include_str!("../bench/floor.c"))?;
+    let floor_dir = work.path().join("floor");
+    for d in ["tmp", "proc"] {
+        std::fs::create_dir_all(floor_dir.join(d)).map_err(|e| e.to_string())?;
+    }
+    let floor = Floor { binary: dir.join("floor"), dir: floor_dir, uid: Slot::for_index(SLOT).uid };
     let mech = sandbox::probe_mechanisms();
     println!("ojrunner bench: {}", machine());
     println!(
@@ -225,11 +236,33 @@ fn bench() -> Result<(), String> {
     if let Some(b) = &bwrap {
         row("bwrap (unshare-all)", b);
     }
-    // Issue #26's targets, each beside its limit: bare fork/exec/wait.
+    // The kernel's own work for a fresh jail, measured the same way.
+    let floor_stats = if root {
+        let trivial_floor = floor.runs_in_turns(&trivial, None, n, 10)?;
+        println!();
+        println!(
+            "the kernel's floor for a fresh jail per run (tests/bench/floor.c, no code of ours; {n} runs each, in 10 \
+             interleaved turns; ms)"
+        );
+        println!("  {:<28} {:>8} {:>8} {:>10}", "", "p50", "p99", "p50-bare");
+        let [b, j] = &trivial_floor;
+        for (name, s) in [("bare (a small program's)", b), ("a fresh jail (floor.c)", j)] {
+            println!("  {:<28} {:>8.3} {:>8.3} {:>+10.3}", name, ms(s.p50), ms(s.p99), ms(s.p50) - ms(b.p50));
+        }
+        println!("  (a fresh jail: PID, mount, IPC, UTS namespaces; a tmpfs and a proc; a uid; a filter; its init)");
+        Some(trivial_floor)
+    } else {
+        None
+    };
+    let floor_note = floor_stats.as_ref().map_or(String::new(), |[b, j]| {
+        format!("; the kernel's floor for a fresh jail {:+.3} ms", ms(j.p50) - ms(b.p50))
+    });
+    // Issue #26's targets, each beside its limits: bare fork/exec/wait, and
+    // the kernel's own work for a fresh jail.
     rep.target(
         "sandbox p50 <= bare p50 + 0.30 ms",
         format!(
-            "{:.3} ms vs {:.3} ms (bare {:.3} ms; over bare {:+.3} ms)",
+            "{:.3} ms vs {:.3} ms (bare {:.3} ms; over bare {:+.3} ms{floor_note})",
             ms(sandboxed.p50),
             ms(bare.p50) + 0.3,
             ms(bare.p50),
@@ -263,6 +296,12 @@ fn bench() -> Result<(), String> {
     // judged case, where the trivial program above is the sandbox's.
     let ab = bare_ab(&dir, work.path(), 300)?;
     let ab_ceiling = cores as f64 / ab.as_secs_f64();
+    // The A+B program in a loop per core, bare and in a fresh jail each.
+    let ab_input = work.path().join("job/data/0000.in");
+    let floor_rates = match root {
+        true => Some(floor.rates(&dir.join("ab"), &ab_input, cores, cases.min(2000))?),
+        false => None,
+    };
     println!(
         "one job of {cases} A+B cases through Judge::run_cases on {cores} slot(s) (diff checker, per-case results)"
     );
@@ -276,10 +315,20 @@ fn bench() -> Result<(), String> {
          {ab_ceiling:.0} cases/s on {cores} cores",
         ms(ab)
     );
+    let floor_note = match floor_rates {
+        Some((bare_rate, jail_rate)) => {
+            println!(
+                "  the A+B program in a loop per core (floor.c): bare {bare_rate:.0} runs/s; each run in a fresh jail \
+                 (the kernel's floor) {jail_rate:.0} runs/s"
+            );
+            format!("; the kernel's floor for a fresh jail {jail_rate:.0}")
+        }
+        None => String::new(),
+    };
     rep.target(
         &format!("judged cases/s >= 1500 on {cores} cores"),
         format!(
-            "{rate:.0} cases/s ({:.2} of bare's {ceiling:.0}){}",
+            "{rate:.0} cases/s ({:.2} of bare's {ceiling:.0}{floor_note}){}",
             rate / ceiling,
             if wrong > 0 { format!(" ({wrong} not AC!)") } else { String::new() }
         ),
@@ -716,6 +765,68 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
         println!("  a case was {:?}: {}", r.status, r.stderr.trim());
     }
     Ok((rate, wrong))
+}
+
+/// `floor.c`, compiled, with the directory it mounts on and the uid its
+/// jailed runs take.
+struct Floor {
+    binary: PathBuf,
+    dir: PathBuf,
+    uid: u32,
+}
+
+impl Floor {
+    /// `program` run `n` times in each mode, bare and jailed, in `turns`
+    /// turns: the wall time of each run, as `floor.c` timed it.
+    fn runs_in_turns(
+        &self,
+        program: &Path,
+        input: Option<&Path>,
+        n: usize,
+        turns: usize,
+    ) -> Result<[Stats; 2], String> {
+        let mut times = [Vec::with_capacity(n), Vec::with_capacity(n)];
+        for turn in 0..turns {
+            let block = n / turns + usize::from(turn < n % turns);
+            for (i, mode) in ["bare", "jail"].into_iter().enumerate() {
+                let out = self.command(program, input, mode, block).output().map_err(|e| format!("floor: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!("floor {mode}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+                }
+                let text = String::from_utf8_lossy(&out.stdout);
+                times[i].extend(text.lines().filter_map(|l| l.parse().ok()).map(Duration::from_micros));
+            }
+        }
+        let [b, j] = times;
+        Ok([stats(b), stats(j)])
+    }
+
+    /// Runs of `program` per second with `loops` loops of `n` at once
+    /// (one per core), bare and in a fresh jail each.
+    fn rates(&self, program: &Path, input: &Path, loops: usize, n: usize) -> Result<(f64, f64), String> {
+        let rate = |mode: &str| {
+            let t = Instant::now();
+            let children: Vec<_> = (0..loops)
+                .map(|_| self.command(program, Some(input), mode, n).stdout(Stdio::null()).spawn())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("floor: {e}"))?;
+            for c in children {
+                let out = c.wait_with_output().map_err(|e| format!("floor: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!("floor {mode}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+                }
+            }
+            Ok::<_, String>((loops * n) as f64 / t.elapsed().as_secs_f64())
+        };
+        Ok((rate("bare")?, rate("jail")?))
+    }
+
+    fn command(&self, program: &Path, input: Option<&Path>, mode: &str, n: usize) -> Command {
+        let mut c = Command::new(&self.binary);
+        c.arg(program).arg(input.unwrap_or(Path::new("-"))).arg(self.uid.to_string()).arg(&self.dir);
+        c.args([mode, &n.to_string()]).stdin(Stdio::null()).stderr(Stdio::piped());
+        c
+    }
 }
 
 /*** Helpers ***/
