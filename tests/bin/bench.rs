@@ -245,16 +245,18 @@ fn bench() -> Result<(), String> {
              interleaved turns; ms)"
         );
         println!("  {:<28} {:>8} {:>8} {:>10}", "", "p50", "p99", "p50-bare");
-        let [b, j] = &trivial_floor;
-        for (name, s) in [("bare (a small program's)", b), ("a fresh jail (floor.c)", j)] {
+        let [b, p, j] = &trivial_floor;
+        for (name, s) in
+            [("bare (a small program's)", b), ("an init, a uid, a filter", p), ("a fresh jail (floor.c)", j)]
+        {
             println!("  {:<28} {:>8.3} {:>8.3} {:>+10.3}", name, ms(s.p50), ms(s.p99), ms(s.p50) - ms(b.p50));
         }
-        println!("  (a fresh jail: PID, mount, IPC, UTS namespaces; a tmpfs and a proc; a uid; a filter; its init)");
+        println!("  (a fresh jail: the same, and new PID, mount, IPC, UTS namespaces, a tmpfs and a proc mounted)");
         Some(trivial_floor)
     } else {
         None
     };
-    let floor_note = floor_stats.as_ref().map_or(String::new(), |[b, j]| {
+    let floor_note = floor_stats.as_ref().map_or(String::new(), |[b, _, j]| {
         format!("; the kernel's floor for a fresh jail {:+.3} ms", ms(j.p50) - ms(b.p50))
     });
     // Issue #26's targets, each beside its limits: bare fork/exec/wait, and
@@ -316,10 +318,10 @@ fn bench() -> Result<(), String> {
         ms(ab)
     );
     let floor_note = match floor_rates {
-        Some((bare_rate, jail_rate)) => {
+        Some((bare_rate, plain_rate, jail_rate)) => {
             println!(
-                "  the A+B program in a loop per core (floor.c): bare {bare_rate:.0} runs/s; each run in a fresh jail \
-                 (the kernel's floor) {jail_rate:.0} runs/s"
+                "  the A+B program in a loop per core (floor.c): bare {bare_rate:.0} runs/s; with an init, a uid and a \
+                 filter {plain_rate:.0}; each run in a fresh jail (the kernel's floor) {jail_rate:.0}"
             );
             format!("; the kernel's floor for a fresh jail {jail_rate:.0}")
         }
@@ -776,19 +778,19 @@ struct Floor {
 }
 
 impl Floor {
-    /// `program` run `n` times in each mode, bare and jailed, in `turns`
-    /// turns: the wall time of each run, as `floor.c` timed it.
+    /// `program` run `n` times in each of `floor.c`'s modes (bare, plain,
+    /// jail), in `turns` turns: the wall time of each run, as it timed it.
     fn runs_in_turns(
         &self,
         program: &Path,
         input: Option<&Path>,
         n: usize,
         turns: usize,
-    ) -> Result<[Stats; 2], String> {
-        let mut times = [Vec::with_capacity(n), Vec::with_capacity(n)];
+    ) -> Result<[Stats; 3], String> {
+        let mut times = [Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n)];
         for turn in 0..turns {
             let block = n / turns + usize::from(turn < n % turns);
-            for (i, mode) in ["bare", "jail"].into_iter().enumerate() {
+            for (i, mode) in ["bare", "plain", "jail"].into_iter().enumerate() {
                 let out = self.command(program, input, mode, block).output().map_err(|e| format!("floor: {e}"))?;
                 if !out.status.success() {
                     return Err(format!("floor {mode}: {}", String::from_utf8_lossy(&out.stderr).trim()));
@@ -797,13 +799,12 @@ impl Floor {
                 times[i].extend(text.lines().filter_map(|l| l.parse().ok()).map(Duration::from_micros));
             }
         }
-        let [b, j] = times;
-        Ok([stats(b), stats(j)])
+        Ok(times.map(stats))
     }
 
     /// Runs of `program` per second with `loops` loops of `n` at once
-    /// (one per core), bare and in a fresh jail each.
-    fn rates(&self, program: &Path, input: &Path, loops: usize, n: usize) -> Result<(f64, f64), String> {
+    /// (one per core), in each of `floor.c`'s modes (bare, plain, jail).
+    fn rates(&self, program: &Path, input: &Path, loops: usize, n: usize) -> Result<(f64, f64, f64), String> {
         let rate = |mode: &str| {
             let t = Instant::now();
             let children: Vec<_> = (0..loops)
@@ -818,7 +819,7 @@ impl Floor {
             }
             Ok::<_, String>((loops * n) as f64 / t.elapsed().as_secs_f64())
         };
-        Ok((rate("bare")?, rate("jail")?))
+        Ok((rate("bare")?, rate("plain")?, rate("jail")?))
     }
 
     fn command(&self, program: &Path, input: Option<&Path>, mode: &str, n: usize) -> Command {
