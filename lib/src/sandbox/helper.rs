@@ -457,4 +457,45 @@ mod tests {
         assert_eq!(retiring.join().unwrap(), 1, "the request never reached the retiring helper");
         assert_eq!(usage.map(|u| u.exit), Ok(Exit::Code(0)), "the request was not run by a fresh helper");
     }
+
+    #[test]
+    fn a_request_whose_descriptors_do_not_match_it_is_refused_and_the_helper_serves_on() {
+        use crate::sandbox::board::{Board, Side};
+        let helper = Helper::start().unwrap();
+        let null = || File::options().read(true).write(true).open("/dev/null").unwrap();
+        let (files, board) = ([null(), null(), null()], Board::new().unwrap());
+        let spec = Spec::trial(&["/bin/true"], None).unwrap();
+        let request = |side: Option<Side>| Request {
+            argv: spec.argv.clone(),
+            cwd: spec.cwd.clone(),
+            env: vec![],
+            identity: None,
+            limits: spec.limits.clone(),
+            binds: vec![],
+            fresh_netns: false,
+            slot_lock_dir: crate::sandbox::slot_lock_dir().to_path_buf(),
+            timed: false,
+            core: None,
+            idle: None,
+            board: side,
+        };
+        let stdio: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+        let with_board: Vec<RawFd> = stdio.iter().copied().chain([board.fd()]).collect();
+        let ask = |req: &Request, fds: &[RawFd]| {
+            send(helper.sock.as_raw_fd(), &serde_json::to_vec(req).unwrap(), fds).unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            let n = recv(helper.sock.as_raw_fd(), &mut buf, &mut []).unwrap();
+            serde_json::from_slice::<Reply>(&buf[..n]).unwrap()
+        };
+        // A side of a dialogue without its board, a board without a side, two files.
+        for (req, fds) in
+            [(request(Some(Side::Hears)), &stdio[..]), (request(None), &with_board[..]), (request(None), &stdio[..2])]
+        {
+            assert!(matches!(ask(&req, fds), Reply::Err(Error::BadRequest(_))), "{req:?} with {} files", fds.len());
+        }
+        // The same helper runs the next, well-formed, request.
+        assert!(matches!(ask(&request(None), &stdio), Reply::Ok(u) if u.exit == Exit::Code(0)));
+        assert!(matches!(ask(&request(Some(Side::Tells)), &with_board), Reply::Ok(u) if u.exit == Exit::Code(0)));
+        helper.close();
+    }
 }
