@@ -83,13 +83,16 @@ pub fn enter_if_asked() {
     if args.next().is_none_or(|b| b != BUILD) {
         let exe = std::env::current_exe().unwrap_or_default();
         eprintln!("ojrunner-sandbox-helper: {} is of another build than its judge: rebuild it (cargo build --workspace --bins)", exe.display());
-        exit_now(2);
+        exit_now(OTHER_BUILD);
     }
     // Rust's runtime ignored SIGPIPE before `main`; the runs inherit the
     // helper's disposition, and must get the default.
     ojrunner_daemon::signals::default_sigpipe();
     exit_now(serve(0));
 }
+
+/// A helper's exit status when it is of another build than its judge.
+const OTHER_BUILD: i32 = 2;
 
 /// Ends the helper at once, as `_exit` (no exit handlers, nothing flushed).
 fn exit_now(code: i32) -> ! {
@@ -171,13 +174,15 @@ pub fn run(
         // A helper that died while idle, or closed with the request unread
         // (it was retiring, see `executor::must_retire`): nothing ran.
         let mut unread_by = |helper: Helper, e: io::Error| {
-            helper.discard();
             unread += 1;
             fresh = true;
             if unread <= 2 {
+                helper.discard();
                 Ok(())
             } else {
-                Err(Step::HelperSocket.failed(e))
+                // How the last one ended says why (another build, say).
+                let how = helper.reap();
+                Err(Step::HelperSocket.failed(io::Error::new(e.kind(), format!("{e}; the helper {how}"))))
             }
         };
         let ([out, err], mut drain) = outputs.open().map_err(Step::Outputs.err())?;
@@ -342,6 +347,10 @@ impl Helper {
         for _ in 0..500 {
             // SAFETY: waitpid writes only `status`, a live local.
             if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } != 0 {
+                if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == OTHER_BUILD {
+                    return "refused to serve: it is of another build than its judge (cargo build --workspace --bins)"
+                        .into();
+                }
                 return describe(status);
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -456,6 +465,27 @@ mod tests {
         let usage = crate::sandbox::run(Spec::trial(&["/bin/true"], None).unwrap());
         assert_eq!(retiring.join().unwrap(), 1, "the request never reached the retiring helper");
         assert_eq!(usage.map(|u| u.exit), Ok(Exit::Code(0)), "the request was not run by a fresh helper");
+    }
+
+    #[test]
+    // The child is reaped by `Helper::reap`, through its pid.
+    #[allow(clippy::zombie_processes)]
+    fn a_helper_of_another_build_says_so() {
+        // The real helper, told another build's name: it refuses before reading.
+        let child = Command::new(program().unwrap())
+            .args([HELPER_ARG, "another-build"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut sv = [0; 2];
+        // SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, sv.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
+        let (ours, _theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+        let how = Helper { sock: ours, pid: child.id() as libc::pid_t }.reap();
+        assert!(how.contains("another build"), "{how}");
     }
 
     #[test]
