@@ -602,7 +602,8 @@ enum Rule {
         in_token: bool,
     },
     /// `buf` holds the output's token so far (up to `NUMBER_MAX` + 1
-    /// bytes), `abuf` the answer's, read when the output's is judged.
+    /// bytes), `abuf` the answer's at its start, read when the output's is
+    /// judged (`answer_token`).
     Float {
         abs: f64,
         rel: f64,
@@ -865,7 +866,7 @@ fn float_step(
             (FloatAt::InToken, false) => {
                 *at = FloatAt::Long;
                 let (m, ended) = answer_token(ans, abuf)?;
-                m.is_some() && !ended && abuf[..] == buf[..] && word_byte(ans, o)?
+                m.is_some_and(|m| !ended && abuf[..m] == buf[..]) && word_byte(ans, o)?
             }
             (FloatAt::Long, false) => word_byte(ans, o)?,
             (FloatAt::Long, true) => {
@@ -876,7 +877,7 @@ fn float_step(
             (FloatAt::InToken, true) => {
                 *at = FloatAt::Between;
                 let (m, ended) = answer_token(ans, abuf)?;
-                m.is_some() && ended && (abuf[..] == buf[..] || numbers_close(buf, abuf, abs, rel))
+                m.is_some_and(|m| ended && (abuf[..m] == buf[..] || numbers_close(buf, &abuf[..m], abs, rel)))
             }
         };
         if !ok {
@@ -887,16 +888,19 @@ fn float_step(
     Ok(None)
 }
 
-/// The answer's next token into `abuf` (at most `NUMBER_MAX` bytes, as the
-/// whole comparison reads it): `None` when it has none left, and whether
-/// the token ended there.
+/// The answer's next token into the start of `abuf` (at most `NUMBER_MAX`
+/// bytes, as the whole comparison reads it): its length, `None` when it
+/// has none left, and whether the token ended there. `abuf` is made
+/// `NUMBER_MAX` long once and never shrunk: zeroing it for each token cost
+/// the stream three times the whole comparison's time on short numbers.
 fn answer_token(ans: &mut impl BufRead, abuf: &mut Vec<u8>) -> io::Result<(Option<usize>, bool)> {
     if !skip_space(ans)? {
         return Ok((None, true));
     }
-    abuf.resize(NUMBER_MAX, 0);
+    if abuf.len() < NUMBER_MAX {
+        abuf.resize(NUMBER_MAX, 0);
+    }
     let (m, ended) = read_token(ans, abuf)?;
-    abuf.truncate(m);
     Ok((Some(m), ended))
 }
 
