@@ -8,13 +8,15 @@
 //!    Then the same run timed step by step (clone, mounts, cgroup, seccomp,
 //!    exec, wait, teardown: `sandbox::timeline`), p50 and p99 of each.
 //!    And the kernel's floor for a fresh jail per run (`tests/bench/floor.c`:
-//!    the namespaces, mounts, uid and filter alone, no code of ours), beside
-//!    a bare run from the same small program.
+//!    the namespaces, mounts, init, uid and filter alone, no code of ours),
+//!    and the same without the namespaces and mounts, beside a bare run
+//!    from the same small program.
 //! 2. Judged cases per second: one job of 1,000 A+B cases through
 //!    `Judge::run_cases` as judge-exec runs a lone job (its cases side by
 //!    side on one slot per core; the checker and per-case results on).
-//!    Beside it, the A+B program run by `floor.c` in a loop per core, bare
-//!    and each run in a fresh jail: the kernel's ceiling for each.
+//!    Beside it, the A+B program run by `floor.c` in a loop per core, bare,
+//!    from an init under a uid and a filter, and each run in a fresh jail:
+//!    the kernel's ceiling for each.
 //! 3. The price of issue #3's letter, which the sandbox does not pay by
 //!    default (each helper has one network namespace, and one cgroup reset
 //!    per run): the cost of a run with `--netns-per-run`, of making and
@@ -298,7 +300,7 @@ fn bench() -> Result<(), String> {
     // judged case, where the trivial program above is the sandbox's.
     let ab = bare_ab(&dir, work.path(), 300)?;
     let ab_ceiling = cores as f64 / ab.as_secs_f64();
-    // The A+B program in a loop per core, bare and in a fresh jail each.
+    // The A+B program in a loop per core in each of floor.c's modes.
     let ab_input = work.path().join("job/data/0000.in");
     let floor_rates = match root {
         true => Some(floor.rates(&dir.join("ab"), &ab_input, cores, cases.min(2000))?),
