@@ -11,10 +11,9 @@ use ojrunner::checker::{BadName, Checker};
 use ojrunner::judge::{Case, CaseRun, Compiled, Judge, PrepareError, Slot, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
-use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use testkit::{judge_cases, judge_exec_run, repo, source_dir, testdata_dir, TempDir};
+use testkit::{judge_cases, judge_exec_run, repo, staged_source, testdata_dir, TempDir};
 
 fn fixture(name: &str) -> PathBuf {
     repo().join("tests/checkers").join(name)
@@ -92,8 +91,7 @@ fn a_placeholder_or_absent_checker_is_diff_and_a_malformed_one_is_an_error() {
     // Unprepared (the name alone): JE, never a silent diff.
     let langs = Languages::builtin();
     let lang = langs.by_name("c11").unwrap();
-    let src = source_dir(work.path(), "main.c", ECHO);
-    let src = Workspace::stage(&src).unwrap();
+    let src = staged_source(work.path(), "main.c", ECHO);
     assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
     let scratch = work.path().join("case");
     std::fs::create_dir(&scratch).unwrap();

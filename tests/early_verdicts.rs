@@ -14,10 +14,9 @@ use ojrunner::checker::Checker;
 use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
-use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
-use testkit::{source_dir, TempDir};
+use testkit::{staged_source, TempDir};
 
 /// Judges one case of `source` in `language` (input `input`, answer
 /// `answer`, `time_ms` of CPU time) with `checker` as `judge` does, on
@@ -34,8 +33,7 @@ fn judge_one(
     let langs = Languages::builtin();
     let lang = langs.by_name(language).unwrap_or_else(|| panic!("no language {language}"));
     let work = TempDir::new("early");
-    let src = source_dir(work.path(), &lang.source, source);
-    let src = Workspace::stage(&src).unwrap();
+    let src = staged_source(work.path(), &lang.source, source);
     let slot = Slot::for_index(slot);
     assert_eq!(judge.compile(lang, &src, &slot), Compiled::Ready);
     let task = Task { task_score: 100, memory_limit: 262144, time_limit: time_ms, case_count: 1 };

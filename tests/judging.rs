@@ -16,7 +16,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{examples, processes_of, skip, slot_spec, source_dir, TempDir};
+use testkit::{examples, processes_of, skip, slot_spec, staged_source, TempDir};
 
 fn is_root() -> bool {
     // SAFETY: geteuid takes no pointer and cannot fail.
@@ -47,8 +47,7 @@ fn judge_with(j: &Judge, language: &str, source: &str, problem: &Path, slot: usi
     let langs = Languages::builtin();
     let lang = langs.by_name(language).unwrap_or_else(|| panic!("no language {language}"));
     let work = TempDir::new("judging");
-    let src = source_dir(work.path(), &lang.source, source);
-    let src = Workspace::stage(&src).unwrap();
+    let src = staged_source(work.path(), &lang.source, source);
     let slot = Slot::for_index(slot);
     let compiled = j.compile(lang, &src, &slot);
     let mut cases = Vec::new();
@@ -283,9 +282,8 @@ fn a_run_after_a_fork_bomb_is_not_charged_for_the_bombs_kernel_memory() {
 fn a_compile_error_carries_the_compilers_message() {
     let langs = Languages::builtin();
     let work = TempDir::new("ce");
-    let src = source_dir(work.path(), "main.cpp", "int main() { return undefined_name; }\n");
+    let src = staged_source(work.path(), "main.cpp", "int main() { return undefined_name; }\n");
     let judge = Judge { output_cap: 200, ..Judge::default() };
-    let src = Workspace::stage(&src).unwrap();
     match judge.compile(langs.by_name("cpp17").unwrap(), &src, &Slot::for_index(54)) {
         Compiled::Failed { message } => {
             assert!(message.contains("undefined_name") && message.contains("error"), "{message}");
@@ -303,9 +301,8 @@ fn a_compile_error_carries_the_compilers_message() {
 /// message must name the limit that stopped it (`words`) and fit the cap.
 fn compile_stopped_by(name: &str, source: &str, words: &str) {
     let work = TempDir::new(name);
-    let src = source_dir(work.path(), "main.c", source);
+    let src = staged_source(work.path(), "main.c", source);
     let judge = Judge { compile_output: 64 << 10, ..Judge::default() };
-    let src = Workspace::stage(&src).unwrap();
     match judge.compile(Languages::builtin().by_name("c11").unwrap(), &src, &Slot::for_index(54)) {
         Compiled::Failed { message } => {
             assert!(message.contains(words), "the limit is not named: {message}");
@@ -370,9 +367,8 @@ fn a_resumed_claim_compiles_again_in_the_same_dir() {
     let lang = langs.by_name("c11").unwrap();
     let work = TempDir::new("recompile");
     let ab_ok = std::fs::read_to_string(examples().join("submissions/ab_ok.c")).unwrap();
-    let src = source_dir(work.path(), "main.c", &ab_ok);
+    let src = staged_source(work.path(), "main.c", &ab_ok);
     let judge = Judge::default();
-    let src = Workspace::stage(&src).unwrap();
     assert_eq!(judge.compile(lang, &src, &Slot::for_index(55)), Compiled::Ready);
     assert_eq!(judge.compile(lang, &src, &Slot::for_index(56)), Compiled::Ready, "with a root-owned ./main present");
 }
@@ -637,10 +633,9 @@ fn a_lone_jobs_cases_run_on_idle_slots_too_which_go_back_to_a_claim_that_waits()
     let langs = Languages::builtin();
     let lang = langs.by_name("python3").unwrap();
     let work = TempDir::new("sidebyside");
-    let src = source_dir(work.path(), &lang.source, "import os, time\nprint(os.getuid())\ntime.sleep(0.2)\n");
+    let src = staged_source(work.path(), &lang.source, "import os, time\nprint(os.getuid())\ntime.sleep(0.2)\n");
     let (own, lent) = (Slot::for_index(67), 68);
     let judge = Judge::default();
-    let src = Workspace::stage(&src).unwrap();
     assert!(matches!(judge.compile(lang, &src, &own), Compiled::Ready));
     let p = problem(&work, 1000, 262144, "", "");
     let task = Task { task_score: 100, memory_limit: 262144, time_limit: 1000, case_count: 12 };

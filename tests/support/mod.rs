@@ -8,7 +8,7 @@
 mod layout;
 mod scratch;
 pub use layout::{bin, bin_dir, examples, repo, suite};
-pub use scratch::{source_dir, write_file, TempDir};
+pub use scratch::{source_dir, staged_source, write_file, TempDir};
 
 // Waiting with deadlines.
 mod wait;

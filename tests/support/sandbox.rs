@@ -3,7 +3,7 @@
 //! cgroups the helpers leave; and `judge-exec run` as a user runs it. These runs take the process's own slot uid
 //! base (lane 0): only the suites of `make test`'s first phase use them.
 
-use super::scratch::source_dir;
+use super::scratch::staged_source;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -68,8 +68,7 @@ pub fn judge_cases(
     let slot = Slot::for_index(slot);
     let checker =
         j.prepare_checker(checker, td, &work.join("cache"), &slot).unwrap_or_else(|e| panic!("{checker:?}: {e}"));
-    let src = source_dir(work, &lang.source, source);
-    let src = ojrunner::workspace::Workspace::stage(&src).unwrap();
+    let src = staged_source(work, &lang.source, source);
     assert_eq!(j.compile(lang, &src, &slot), Compiled::Ready);
     let count = std::fs::read_dir(td)
         .unwrap()

@@ -50,3 +50,9 @@ pub fn source_dir(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(src.join(name), text).unwrap();
     src
 }
+
+/// [`source_dir`], staged as the judge stages a submission (a root-owned
+/// copy on the workspaces' file system).
+pub fn staged_source(dir: &Path, name: &str, text: &str) -> ojrunner::workspace::Workspace {
+    ojrunner::workspace::Workspace::stage(&source_dir(dir, name, text)).unwrap()
+}
