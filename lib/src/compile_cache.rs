@@ -61,6 +61,9 @@
 //! of its lock, and a locker that finds its file unlinked under it takes
 //! the lock again (`lock_key`).
 
+// Directories deeper than the workspace copies are not cached.
+use crate::workspace::MAX_DEPTH;
+use ojrunner_daemon::lock;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Write};
@@ -73,9 +76,6 @@ pub const DEFAULT_BUDGET: u64 = 1 << 30;
 
 /// The key format's version: a change of what a key covers bumps it.
 const VERSION: &str = "ojrunner compile cache 1";
-
-/// Directories deeper than this are not cached (the workspace copies 16).
-const MAX_DEPTH: usize = 16;
 
 /// A cache of compiled programs: its directory and its byte budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,9 +155,7 @@ impl CompileCache {
         }
         match restore(&entry, into) {
             Ok(()) => {
-                if let Err(e) = File::open(&entry).and_then(|d| d.set_modified(SystemTime::now())) {
-                    log::warn!("compile cache: cannot mark {} used: {e}", entry.display());
-                }
+                crate::program_cache::touch(&entry);
                 true
             }
             Err(e) => {
@@ -196,7 +194,7 @@ impl CompileCache {
     /// A total that a crash left short only delays a prune; the prune
     /// writes the exact total.
     fn account(&self, added: u64) {
-        let Ok(_lock) = ojrunner_daemon::lock::exclusive(&self.dir.join(".total.lock")) else { return };
+        let Ok(_lock) = lock::exclusive(&self.dir.join(".total.lock")) else { return };
         let path = self.dir.join(".total");
         let known = std::fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u64>().ok());
         match known.map(|t| t.saturating_add(added)) {
@@ -244,7 +242,7 @@ impl CompileCache {
     /// skipping those in use; and unfinished builds no one
     /// holds. How many entries went.
     pub fn prune(&self) -> usize {
-        match ojrunner_daemon::lock::exclusive(&self.dir.join(".total.lock")) {
+        match lock::exclusive(&self.dir.join(".total.lock")) {
             Ok(_lock) => self.prune_locked(),
             Err(_) => 0,
         }
@@ -304,16 +302,13 @@ impl CompileCache {
 /// lockers never hold two files of one name.
 fn lock_key(path: &Path, wait: bool) -> io::Result<Option<File>> {
     loop {
-        let f = ojrunner_daemon::lock::open(path)?;
-        if wait {
-            f.lock()?;
-        } else {
-            match f.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
-                Err(std::fs::TryLockError::Error(e)) => return Err(e),
-            }
-        }
+        let f = match wait {
+            true => lock::exclusive(path)?,
+            false => match lock::try_exclusive(path)? {
+                Some(f) => f,
+                None => return Ok(None),
+            },
+        };
         let held = f.metadata()?;
         match std::fs::symlink_metadata(path) {
             Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(Some(f)),

@@ -33,7 +33,7 @@ pub fn enter(cache: &Path) -> io::Result<Lookup> {
 /// Marks the entry `dir` used now.
 pub fn touch(dir: &Path) {
     if let Err(e) = File::open(dir).and_then(|d| d.set_modified(SystemTime::now())) {
-        log::warn!("checker cache: cannot mark {} used: {e}", dir.display());
+        log::warn!("cache entry {}: cannot mark it used: {e}", dir.display());
     }
 }
 

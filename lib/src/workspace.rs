@@ -37,8 +37,8 @@ pub const ROOT: &str = "/run/ojrunner/work";
 const LOCK: &str = "/run/ojrunner/work.lock";
 
 /// Directories deeper than this in a submission are not copied (claimd's
-/// archive rules allow far fewer).
-const MAX_DEPTH: usize = 16;
+/// archive rules allow far fewer); the compile cache keeps as deep.
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// A submission's directory for one judging: a copy on [`ROOT`] (as root),
 /// else the directory itself.
