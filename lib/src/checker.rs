@@ -228,19 +228,17 @@ impl Checker {
     /// handle, with the expected answer: `Ok(true)` is AC.
     pub fn check_output(&self, output: &mut File, answer: &Path) -> io::Result<bool> {
         output.rewind()?;
-        let ans = File::open(answer).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", answer.display())))?;
-        self.check(BufReader::with_capacity(64 * 1024, output), BufReader::with_capacity(64 * 1024, ans))
+        self.check(BufReader::with_capacity(64 * 1024, output), open_answer(answer)?)
     }
 
     /// The streaming comparison of this checker's output with `answer`
     /// (see the module doc), for the built-in four; `None` for the checker
     /// programs, which see only a whole output.
     pub fn stream(&self, answer: &Path) -> io::Result<Option<Stream>> {
-        if !matches!(self, Checker::Diff | Checker::Exact | Checker::Token | Checker::Float { .. }) {
-            return Ok(None);
+        match Rule::of(self) {
+            Some(rule) => Ok(Some(Stream::new(rule, open_answer(answer)?))),
+            None => Ok(None),
         }
-        let ans = File::open(answer).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", answer.display())))?;
-        Ok(Stream::of(self, BufReader::with_capacity(64 * 1024, ans)))
     }
 
     /// Compares two streams: `Ok(true)` is AC. The program checkers cannot
@@ -613,6 +611,28 @@ enum Rule {
     },
 }
 
+impl Rule {
+    /// The rule of a built-in checker, at the start; `None` for the
+    /// checker programs, which see only a whole output.
+    fn of(checker: &Checker) -> Option<Rule> {
+        Some(match checker {
+            Checker::Diff => Rule::Diff(DiffAt::InStep),
+            Checker::Exact => Rule::Exact,
+            Checker::Token => Rule::Token { in_token: false },
+            Checker::Float { abs, rel } => {
+                Rule::Float { abs: *abs, rel: *rel, at: FloatAt::Between, buf: Vec::new(), abuf: Vec::new() }
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// The answer file, read through 64 KiB; an error names it.
+fn open_answer(answer: &Path) -> io::Result<BufReader<File>> {
+    let ans = File::open(answer).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", answer.display())))?;
+    Ok(BufReader::with_capacity(64 * 1024, ans))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DiffAt {
     /// Both at the same place of the same line.
@@ -643,16 +663,7 @@ impl<R: BufRead> Stream<R> {
 
     /// The stream of `checker` (a built-in one) against `ans`.
     pub fn of(checker: &Checker, ans: R) -> Option<Stream<R>> {
-        let rule = match checker {
-            Checker::Diff => Rule::Diff(DiffAt::InStep),
-            Checker::Exact => Rule::Exact,
-            Checker::Token => Rule::Token { in_token: false },
-            Checker::Float { abs, rel } => {
-                Rule::Float { abs: *abs, rel: *rel, at: FloatAt::Between, buf: Vec::new(), abuf: Vec::new() }
-            }
-            _ => return None,
-        };
-        Some(Stream::new(rule, ans))
+        Rule::of(checker).map(|rule| Stream::new(rule, ans))
     }
 
     /// The output's next bytes: `false` once no output that begins with
