@@ -55,13 +55,6 @@ impl Inbox {
     pub fn next(&self, timeout: Duration) -> Option<Event> {
         self.rx.recv_timeout(timeout).ok()
     }
-
-    /// The events to serve now: the first within `wait`, then whatever
-    /// else is already there.
-    pub fn drain(&self, wait: Duration) -> impl Iterator<Item = Event> + '_ {
-        let mut first = Some(wait);
-        std::iter::from_fn(move || self.next(first.take().unwrap_or(Duration::ZERO)))
-    }
 }
 
 /// Listens on the stage's socket, replacing a stale one, and feeds commands

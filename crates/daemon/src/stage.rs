@@ -118,13 +118,10 @@ pub trait Stage {
     /// ([`Serve::serve`]); once [`Serve::stopping`], it returns soon.
     fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure>;
 
-    /// An event that is not a stop: a wake-up, SIGHUP, CONT, a command
-    /// other than `status` (answered on `reply`, else it is unknown).
-    fn event(&mut self, event: Event, _state: State) {
-        if let Event::Command { cmd, reply, .. } = event {
-            let _ = reply.send(unknown(&cmd));
-        }
-    }
+    /// An event that is neither a stop nor a command (a command other than
+    /// `status`, or `drain` where it drains, is answered as unknown): a
+    /// wake-up, SIGHUP, CONT.
+    fn event(&mut self, _event: Event, _state: State) {}
 
     /// Its answer to `status`.
     fn status(&self, state: State) -> Value;
@@ -154,7 +151,7 @@ pub trait Stage {
 }
 
 /// The answer to a command a stage does not take.
-pub fn unknown(cmd: &str) -> Value {
+fn unknown(cmd: &str) -> Value {
     json!({"error": format!("unknown command {cmd:?}")})
 }
 
@@ -296,6 +293,9 @@ impl Serve {
             Event::Command { cmd, reply, .. } if cmd == "drain" && S::DRAIN_COMMAND => {
                 self.on(stage, Cause::DrainCommand, "drain command");
                 let _ = reply.send(json!({"ok": true, "draining": true}));
+            }
+            Event::Command { cmd, reply, .. } => {
+                let _ = reply.send(unknown(&cmd));
             }
             event => stage.event(event, self.state),
         }
@@ -502,6 +502,23 @@ mod tests {
         });
         let ended = done.recv_timeout(Duration::from_secs(10));
         assert_eq!(ended, Ok((ExitCode::Ok, 2)), "the drain waited for the tick's 60 s");
+    }
+
+    #[test]
+    fn a_command_no_stage_takes_is_answered_unknown_by_the_loop() {
+        let inbox = Inbox::new();
+        let mut serve = Serve::new(Inbox { tx: inbox.tx.clone(), rx: inbox.rx });
+        let ask = |cmd: &str| {
+            let (reply, answer) = mpsc::channel();
+            inbox.tx.send(Event::Command { cmd: cmd.into(), body: Value::Null, reply }).unwrap();
+            answer
+        };
+        // A stage that `drain` does not drain (every stage but runnerd).
+        let (frob, drain) = (ask("frobnicate"), ask("drain"));
+        assert!(serve.serve(&mut Poller { ticks: 0 }, Duration::ZERO));
+        assert_eq!(frob.recv().unwrap(), json!({"error": "unknown command \"frobnicate\""}));
+        assert_eq!(drain.recv().unwrap(), json!({"error": "unknown command \"drain\""}));
+        assert_eq!(serve.state(), State::Running);
     }
 
     #[test]

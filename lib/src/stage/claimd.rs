@@ -193,9 +193,6 @@ impl Stage for Claimd {
                     *latch_moved = true;
                 }
             },
-            Event::Command { cmd, reply, .. } => {
-                let _ = reply.send(stage::unknown(&cmd));
-            }
             Event::Signal(libc::SIGHUP) => match &self.languages_path {
                 Some(p) => match Languages::load(p) {
                     Ok(l) => {
@@ -207,6 +204,8 @@ impl Stage for Claimd {
                 None => info!("SIGHUP: the built-in language table has nothing to reload"),
             },
             Event::Signal(sig) => info!("{}", signals::name(sig)),
+            // Answered by the loop (`stage.rs`) before they come here.
+            Event::Command { .. } => {}
         }
     }
 

@@ -177,12 +177,8 @@ impl Stage for JudgeExec {
     }
 
     fn event(&mut self, event: Event, _: State) {
-        match event {
-            Event::Signal(libc::SIGHUP) => reload(self.languages_path.as_deref(), &self.languages),
-            Event::Command { cmd, reply, .. } => {
-                let _ = reply.send(stage::unknown(&cmd));
-            }
-            _ => {}
+        if let Event::Signal(libc::SIGHUP) = event {
+            reload(self.languages_path.as_deref(), &self.languages);
         }
     }
 

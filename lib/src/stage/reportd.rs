@@ -122,12 +122,8 @@ impl Stage for Reporter {
     }
 
     fn event(&mut self, event: Event, _: State) {
-        match event {
-            Event::Wake => self.woken = true,
-            Event::Command { cmd, reply, .. } => {
-                let _ = reply.send(stage::unknown(&cmd));
-            }
-            _ => {}
+        if let Event::Wake = event {
+            self.woken = true;
         }
     }
 

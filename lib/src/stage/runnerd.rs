@@ -255,22 +255,16 @@ impl stage::Stage for Supervisor {
     }
 
     fn event(&mut self, event: Event, _: State) {
-        match event {
-            Event::Signal(libc::SIGHUP) => {
-                info!("SIGHUP: passed on to every stage");
-                for s in &self.stages {
-                    if let Some(c) = &s.child {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(c.id() as i32),
-                            nix::sys::signal::Signal::SIGHUP,
-                        );
-                    }
+        if let Event::Signal(libc::SIGHUP) = event {
+            info!("SIGHUP: passed on to every stage");
+            for s in &self.stages {
+                if let Some(c) = &s.child {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(c.id() as i32),
+                        nix::sys::signal::Signal::SIGHUP,
+                    );
                 }
             }
-            Event::Command { cmd, reply, .. } => {
-                let _ = reply.send(stage::unknown(&cmd));
-            }
-            _ => {}
         }
     }
 
