@@ -23,23 +23,12 @@ fn hub_with_problems(tag: &str) -> (TempDir, Hub) {
     (dir, hub)
 }
 
-/// The submission `id` ended with `verdict`, judged once on one handout,
-/// nothing handed back.
-fn assert_judged_once(hub: &Hub, id: &str, verdict: &str) {
-    let s = hub.submission(id);
-    assert_eq!(s["verdict"], verdict, "{s}");
-    assert_eq!(s["completes"], 1, "one result landed: {s}");
-    assert_eq!(s["handouts"], 1, "the job was never handed out again: {s}");
-    assert_eq!(s["attempts"], 1, "no attempt spent by the runner's trouble: {s}");
-    assert!(s["aborts"].as_array().unwrap().is_empty(), "nothing handed back: {s}");
-}
-
 /// A+B submitted, judged through whatever faults `hub` was given: AC, once.
 fn ab_judged_once_through_the_faults(hub: &Hub, dir: &Path) {
     let sub = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
     let runner = start_runner(hub, &dir.join("spool"), &[]);
     hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(hub, &sub, "AC");
+    assert_clean_ac(&hub.submission(&sub));
     drain(runner);
 }
 
@@ -110,7 +99,7 @@ fn i13_2_a_refused_testdata_token_stops_claiming_hands_back_and_exits_100() {
         hub.submit(2, "c11", &examples().join("submissions/sum_ok.c")),
     ];
     assert_eq!(runner.wait_exit(Duration::from_secs(90)), 100, "a permanent failure: fix the configuration");
-    assert_judged_once(&hub, &judged, "AC");
+    assert_clean_ac(&hub.submission(&judged));
     for id in &others {
         let s = hub.submission(id);
         assert_ne!(s["state"], "done", "not judged, and not JE: {s}");
@@ -153,8 +142,8 @@ fn i13_4_a_prep_waiting_on_one_problem_never_holds_up_another() {
     assert_ne!(hub.submission(&stuck)["state"], "done");
     hub.cli(&["fault", "--clear"]);
     hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(&hub, &free, "AC");
-    assert_judged_once(&hub, &stuck, "AC");
+    assert_clean_ac(&hub.submission(&free));
+    assert_clean_ac(&hub.submission(&stuck));
     drain(runner);
 }
 
@@ -188,7 +177,7 @@ fn i13_5_a_full_disk_while_judging_is_never_read_as_a_lost_lease() {
 fn judged_once_when_freed(disk: SmallDisk, hub: &Hub, sub: &str, runner: Proc) {
     disk.free();
     hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(hub, sub, "AC");
+    assert_clean_ac(&hub.submission(sub));
     drain(runner);
 }
 
@@ -379,7 +368,7 @@ fn i23_1_intervals_from_the_hub_past_any_sense_are_clamped_and_the_job_is_judged
         let runner = start_runner_logged(&hub, &dir.path().join(format!("spool-{n}")), &[], &log);
         hub.wait_all_judged(Duration::from_secs(120));
         let s = hub.submission(&sub);
-        assert_judged_once(&hub, &sub, "AC");
+        assert_clean_ac(&hub.submission(&sub));
         let text = log_text(&log);
         assert!(!text.contains("lease lost"), "{config}: {s}\n{text}");
         drain(runner);
@@ -439,7 +428,7 @@ fn i23_2_job_ids_holding_what_urls_treat_specially_land_once() {
     let runner = start_runner(&hub, &dir.path().join("spool"), &[]);
     hub.wait_all_judged(Duration::from_secs(180));
     for sub in &subs {
-        assert_judged_once(&hub, sub, "AC");
+        assert_clean_ac(&hub.submission(sub));
     }
     drain(runner);
 }
@@ -456,7 +445,7 @@ fn i23_2_a_job_id_that_cannot_be_taken_is_refused_and_said_so() {
     let log = dir.path().join("runner.log");
     let runner = start_runner_logged(&hub, &dir.path().join("spool"), &[], &log);
     hub.wait_all_judged(Duration::from_secs(120));
-    assert_judged_once(&hub, &fine, "AC");
+    assert_clean_ac(&hub.submission(&fine));
     // Carried, but refused: handed back at once as prep_failed, with why.
     let s = hub.submission(&too_long);
     assert_eq!(s["completes"], 0, "never judged: {s}");

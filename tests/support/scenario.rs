@@ -96,10 +96,12 @@ impl Scenario {
     }
 }
 
-/// Checks a submission ended AC, judged once, on one handout.
+/// Checks a submission ended AC, judged once, on one handout, and nothing
+/// was handed back.
 pub fn assert_clean_ac(s: &serde_json::Value) {
     assert_eq!(s["verdict"], "AC", "{s}");
     assert_eq!(s["completes"], 1, "{s}");
     assert_eq!(s["handouts"], 1, "the job was never reclaimed: {s}");
     assert_eq!(s["attempts"], 1, "{s}");
+    assert!(s["aborts"].as_array().is_some_and(|a| a.is_empty()), "nothing was handed back: {s}");
 }
