@@ -298,10 +298,10 @@ fn bench() -> Result<(), String> {
     // The A+B program itself (dynamically linked, as the language table
     // compiles it), fork/exec/wait with a case's input: the wire for a
     // judged case, where the trivial program above is the sandbox's.
-    let ab = bare_ab(&dir, work.path(), 300)?;
+    let ab_input = work.path().join("job/data/0000.in");
+    let ab = bare_ab(&dir, &ab_input, 300)?;
     let ab_ceiling = cores as f64 / ab.as_secs_f64();
     // The A+B program in a loop per core in each of floor.c's modes.
-    let ab_input = work.path().join("job/data/0000.in");
     let floor_rates = match root {
         true => Some(floor.rates(&dir.join("ab"), &ab_input, cores, cases.min(2000))?),
         false => None,
@@ -592,7 +592,7 @@ fn sandboxed_run_in(slot: usize, dir: &Path, program: &str, args: &[String], lim
 /// The p50 of `n` bare fork/exec/waits of the A+B program compiled as the
 /// language table compiles C (dynamically linked), its stdin a case's
 /// input, its stdout `/dev/null`.
-fn bare_ab(dir: &Path, work: &Path, n: usize) -> Result<Duration, String> {
+fn bare_ab(dir: &Path, input: &Path, n: usize) -> Result<Duration, String> {
     let src = dir.join("ab.c");
     std::fs::write(&src, APLUSB).map_err(|e| e.to_string())?;
     let ab = dir.join("ab");
@@ -606,14 +606,13 @@ fn bare_ab(dir: &Path, work: &Path, n: usize) -> Result<Duration, String> {
     if !out.status.success() {
         return Err(format!("gcc ab.c: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let input = work.join("job/data/0000.in");
     let path = CString::new(ab.to_str().unwrap()).unwrap();
     let argv = [path.as_ptr(), std::ptr::null()];
     let envp = [std::ptr::null::<libc::c_char>()];
     let null = File::options().write(true).open("/dev/null").map_err(|e| e.to_string())?;
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
-        let stdin = File::open(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+        let stdin = File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
         use std::os::fd::AsRawFd;
         let (i, o) = (stdin.as_raw_fd(), null.as_raw_fd());
         let t = Instant::now();

@@ -610,7 +610,7 @@ fn burst(rep: &mut Report, dir: &Path) -> Result<(), String> {
     // mean charged to each of its submissions.
     println!();
     println!(
-        "5. a contest burst: {n} submissions (C, C++, Python, Java; 6 AC, 3 WA, 1 TLE in ten) queued at once on one runner"
+        "6. a contest burst: {n} submissions (C, C++, Python, Java; 6 AC, 3 WA, 1 TLE in ten) queued at once on one runner"
     );
     let mut mean = std::collections::HashMap::new();
     let mut unmeant = 0;

@@ -19,7 +19,7 @@
 //!
 //! `OJ_BENCH_EARLY_ONLY=1` runs this part alone.
 
-use super::{ms, sample_in_turns, set_mode, APLUSB, SLOT};
+use super::{ms, sample_in_turns, set_mode, APLUSB, SLEEPER, SLOT};
 use ojrunner::checker::{Checker, Stream};
 use ojrunner::judge::{Case, CaseRun, Compiled, Judge, Slot, Submission};
 use ojrunner::language::Languages;
@@ -51,8 +51,6 @@ int main(void) {
     return 0;
 }
 "#;
-
-const SLEEPER: &str = "#include <unistd.h>\nint main(void) { sleep(30); return 0; }\n";
 
 /// Writes the numbers 0 to n-1, a line each (the big answer's program).
 const LINES: &str = r#"

@@ -49,7 +49,6 @@ mod disk;
 mod lanes;
 mod sandbox;
 pub use disk::SmallDisk;
-pub use lanes::{lane, slot_uid_base, LANE_WIDTH, WAITING};
 pub use sandbox::{judge_cases, judge_exec_run, runs_cgroups, slot_spec};
 
 // Skips written down; dice; what the benchmarks share.
