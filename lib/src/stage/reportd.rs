@@ -102,16 +102,18 @@ impl Stage for Reporter {
             self.sweep();
             self.swept = Some(std::time::Instant::now());
         }
-        let next_due = self.deliver(serve);
+        let looked = self.deliver(serve);
         if serve.stopping() {
             return Ok(Tick::Busy(Duration::ZERO));
         }
-        let wait = next_due
+        // What is left, and when its next try is due (if it could look).
+        let (left, next) = self.spool.outbox_len().unwrap_or((0, None));
+        let wait = next
+            .filter(|_| looked)
             .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
             .unwrap_or(patience::spool_poll())
             .min(patience::spool_poll());
         let wait = if std::mem::take(&mut self.woken) { Duration::ZERO } else { wait };
-        let (left, _) = self.spool.outbox_len().unwrap_or((0, None));
         if left == 0 {
             return Ok(Tick::Idle(wait));
         }
@@ -185,10 +187,11 @@ impl Reporter {
         }
     }
 
-    /// Sends what is due; returns when the next try is due, if any.
-    fn deliver(&mut self, serve: &mut Serve) -> Option<i64> {
+    /// Sends what is due; false when it could not look (no identity yet,
+    /// the outbox unreadable).
+    fn deliver(&mut self, serve: &mut Serve) -> bool {
         let Ok(Some(id)) = self.spool.identity() else {
-            return None;
+            return false;
         };
         self.spool.drop_lost();
         self.send_events(serve, &id.runner_id, &id.token);
@@ -196,7 +199,7 @@ impl Reporter {
             Ok(d) => d,
             Err(e) => {
                 error!("{e}");
-                return None;
+                return false;
             }
         };
         for item in due {
@@ -236,7 +239,7 @@ impl Reporter {
             }
             self.send(serve, &item, &id.token);
         }
-        self.spool.outbox_len().ok().and_then(|(_, next)| next)
+        true
     }
 
     fn send(&mut self, serve: &mut Serve, item: &OutboxItem, token: &str) {
