@@ -94,7 +94,7 @@ impl Counter {
             ),
             Counter::JobsDiscarded => each("reason", &DISCARD_REASONS),
             Counter::CaseVerdicts => each("verdict", &VERDICTS.map(Verdict::as_str)),
-            Counter::StageRestarts => each("stage", &stages()),
+            Counter::StageRestarts => each("stage", &crate::drain::START_ORDER),
             Counter::HubErrors => HUB_ERRORS
                 .iter()
                 .flat_map(|(call, kinds)| kinds.iter().map(move |kind| labels(&[("call", call), ("kind", kind)])))
@@ -127,14 +127,6 @@ pub const HUB_ERRORS: [(&str, &[&str]); 8] = [
     ("events", &["unreachable", "http_3xx", "http_4xx", "http_5xx", "http_other", "not_held", "refused"]),
     ("download", &["answered_no", "unreachable", "unauthorized", "unusable"]),
 ];
-
-/// The stages runnerd restarts, in the order it starts them: the drain's
-/// order, last first (`drain::ORDER`, the one table of it).
-fn stages() -> [&'static str; crate::drain::ORDER.len()] {
-    let mut s = crate::drain::ORDER.map(|r| r.stage);
-    s.reverse();
-    s
-}
 
 /// Labels as the spool keeps them and Prometheus reads them:
 /// `name="value",…`, values escaped.

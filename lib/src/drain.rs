@@ -107,6 +107,22 @@ pub const ORDER: [Row; 4] = [
     },
 ];
 
+/// The stages in start order: the drain's reversed, so that what the drain
+/// stops last (leased) runs before anything is claimed, and claimd, stopped
+/// first, starts last (runnerd's start, its status, the restart counters).
+pub const START_ORDER: [&str; ORDER.len()] = start_order();
+
+/// [`ORDER`]'s stages, last first.
+const fn start_order() -> [&'static str; ORDER.len()] {
+    let mut order = [""; ORDER.len()];
+    let mut i = 0;
+    while i < order.len() {
+        order[i] = ORDER[order.len() - 1 - i].stage;
+        i += 1;
+    }
+    order
+}
+
 /// The time `leased` gets from its step's start, even past the deadline.
 pub const LAST_WORD: Duration = Duration::from_secs(5);
 

@@ -40,23 +40,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// The stages, in start order: the drain's ([`drain::ORDER`]) reversed, so
-/// that what the drain stops last (leased) runs before anything is
-/// claimed, and claimd, stopped first, starts last. The one source of the
-/// order in which runnerd starts its stages, passes signals on to them,
-/// and lists them in its status.
-pub const STAGES: [&str; drain::ORDER.len()] = start_order();
-
-/// [`drain::ORDER`]'s stages, last first.
-const fn start_order() -> [&'static str; drain::ORDER.len()] {
-    let mut order = [""; drain::ORDER.len()];
-    let mut i = 0;
-    while i < order.len() {
-        order[i] = drain::ORDER[order.len() - 1 - i].stage;
-        i += 1;
-    }
-    order
-}
+/// The stages, in start order ([`drain::START_ORDER`]): the order in which
+/// runnerd starts its stages, passes signals on to them, and lists them in
+/// its status.
+pub const STAGES: [&str; drain::ORDER.len()] = drain::START_ORDER;
 
 /// What the supervisor is told (its command line, and the commands that
 /// talk to a running one, are `bins/runnerd`'s).
