@@ -73,6 +73,16 @@ enum Streak {
     Refused(u32),
 }
 
+impl Streak {
+    /// Beats in a row that failed (a refusal is not a failure).
+    fn failed(self) -> usize {
+        match self {
+            Streak::Failed(n) => n as usize,
+            Streak::Clear | Streak::Refused(_) => 0,
+        }
+    }
+}
+
 impl Stage for Leased {
     fn tick(&mut self, serve: &mut Serve) -> Result<Tick, Failure> {
         if let Some(why) = self.spool.gone() {
@@ -94,10 +104,7 @@ impl Stage for Leased {
         if !serve.running() && jobs.is_empty() {
             return Ok(Tick::Idle(wait));
         }
-        let failed = match self.streak {
-            Streak::Failed(n) => n as usize,
-            Streak::Clear | Streak::Refused(_) => 0,
-        };
+        let failed = self.streak.failed();
         // Due one interval after the last beat began (the time a beat
         // took is thereby taken off the wait for the next); sooner
         // after a beat that failed.
@@ -152,8 +159,7 @@ impl Stage for Leased {
         }
         // The next beat is due `interval` after this one began (sooner
         // after a failed one).
-        let failed = if let Streak::Failed(n) = self.streak { n as usize } else { 0 };
-        let next = lease::next_beat(interval, failed);
+        let next = lease::next_beat(interval, self.streak.failed());
         let wait = self.last.at.map(|t| (t + next).saturating_duration_since(Instant::now())).unwrap_or(wait).min(wait);
         Ok(Tick::Busy(wait))
     }
