@@ -249,11 +249,7 @@ fn euid() -> u32 {
 
 /// `judge-exec run` of the C++ A+B with its cache in `cache`.
 fn judge_exec_run(cache: &Path, src: &Path, tests: &Path) -> std::process::Child {
-    std::process::Command::new(bin("judge-exec"))
-        .args(["run", "--lang", "cpp17", "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
+    judge_exec_cmd("cpp17", src, tests)
         .arg("--cache")
         .arg(cache)
         .env("RUST_LOG", "info")

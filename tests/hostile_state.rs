@@ -17,7 +17,7 @@ use ojrunner::language::Languages;
 use ojrunner::workspace::Workspace;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 use testkit::*;
 
@@ -53,11 +53,8 @@ fn cases(dir: &Path, name: &str, n: usize, input: &str, answer: &str) -> PathBuf
 
 /// `judge-exec run` started on `src` (C11) against `tests`.
 fn judge_exec_run(src: &Path, tests: &Path, mem_kib: u64) -> std::process::Child {
-    Command::new(bin("judge-exec"))
-        .args(["run", "--lang", "c11", "--time", "1000", "--mem", &mem_kib.to_string(), "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
+    judge_exec_cmd("c11", src, tests)
+        .args(["--time", "1000", "--mem", &mem_kib.to_string()])
         .stdout(Stdio::piped())
         .stderr(if quiet() { Stdio::null() } else { Stdio::inherit() })
         .spawn()

@@ -20,8 +20,7 @@
 use ojrunner::judge::CaseRun;
 use ojrunner::protocol::Verdict;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use testkit::{bin, judge_cases, repo, testdata_dir, TempDir};
+use testkit::{judge_cases, judge_exec_run, repo, testdata_dir, TempDir};
 
 fn interactor() -> PathBuf {
     repo().join("tests/interactive_rules/interactor.c")
@@ -151,20 +150,9 @@ fn judge_exec_run_judges_by_the_same_rules() {
     let td = testdata(work.path(), &["wa", "ac"]);
     let src = work.path().join("main.c");
     std::fs::write(&src, then(OK_THEN, CRASH)).unwrap();
-    let out = Command::new(bin("judge-exec"))
-        .args(["run", "--lang", "c11", "--src"])
-        .arg(&src)
-        .arg("--tests")
-        .arg(&td)
-        .args(["--time", "1000", "--checker", "interactive"])
-        .output()
-        .unwrap();
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
+    let (code, lines, _) = judge_exec_run(&src, &td, &["--time", "1000", "--checker", "interactive"]);
     // The program crashes once its input ends: after the interactor said WA
     // (WA), or after it accepted (the program's own RE).
     assert_eq!((&lines[0]["status"], &lines[1]["status"]), (&"WA".into(), &"RE".into()), "{lines:?}");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(code, 1);
 }

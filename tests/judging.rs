@@ -843,8 +843,7 @@ fn a_judge_with_a_low_hard_stack_limit_still_judges() {
     let dir = TempDir::new("lowstack");
     let (src, tests) =
         standalone_job(&dir, "ok.c", "#include <stdio.h>\nint main(void) { puts(\"ok\"); return 0; }\n", "ok\n");
-    let mut judge = std::process::Command::new(testkit::bin("judge-exec"));
-    judge.args(["run", "--lang", "c11", "--src"]).arg(&src).arg("--tests").arg(&tests);
+    let mut judge = testkit::judge_exec_cmd("c11", &src, &tests);
     // SAFETY: the closure only calls setrlimit (async-signal-safe) on a local: nothing allocates between fork and
     // exec.
     unsafe {
@@ -870,7 +869,7 @@ fn a_run_is_stopped_when_its_judge_is_killed() {
     if !is_root() {
         return skip("the run's processes are found by their slot uid");
     }
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     // A sleeper with roomy limits (20 s CPU, a minute of wall time), judged
     // by a standalone judge-exec that is then killed: its sandbox helper's
     // socket closes, and the run must end then, not at its limits.
@@ -878,11 +877,8 @@ fn a_run_is_stopped_when_its_judge_is_killed() {
     let (src, tests) = standalone_job(&dir, "sleeper.py", "import time\ntime.sleep(120)\n", "");
     let uid = Slot::for_index(0).uid;
     assert_eq!(processes_of(uid), Vec::<i32>::new(), "slot 0 is busy before the test");
-    let mut judge = Command::new(testkit::bin("judge-exec"))
-        .args(["run", "--lang", "python3", "--time", "20000", "--src"])
-        .arg(&src)
-        .arg("--tests")
-        .arg(&tests)
+    let mut judge = testkit::judge_exec_cmd("python3", &src, &tests)
+        .args(["--time", "20000"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();

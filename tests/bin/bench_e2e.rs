@@ -218,8 +218,7 @@ fn judge_exec_run(src: &Path, tests: &Path) -> Result<Duration, String> {
 /// [`judge_exec_run`] in `lang`, with its compile cache in `cache` if given.
 fn judge_exec_run_in(lang: &str, src: &Path, tests: &Path, cache: Option<&Path>) -> Result<Duration, String> {
     let t = Instant::now();
-    let mut cmd = Command::new(bin("judge-exec"));
-    cmd.args(["run", "--lang", lang, "--src"]).arg(src).arg("--tests").arg(tests);
+    let mut cmd = judge_exec_cmd(lang, src, tests);
     if let Some(c) = cache {
         cmd.arg("--cache").arg(c);
     }
@@ -547,11 +546,7 @@ fn judge_exec_run_as(
     meant: Outcome,
 ) -> Result<(Duration, bool), String> {
     let t = Instant::now();
-    let out = Command::new(bin("judge-exec"))
-        .args(["run", "--lang", lang, "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
+    let out = judge_exec_cmd(lang, src, tests)
         .arg("--cache")
         .arg(cache)
         .args(["--time", &BURST_TIME_MS.to_string(), "--mem", &BURST_MEMORY_KIB.to_string()])

@@ -49,7 +49,7 @@ mod disk;
 mod lanes;
 mod sandbox;
 pub use disk::SmallDisk;
-pub use sandbox::{judge_cases, judge_exec_run, runs_cgroups, slot_spec};
+pub use sandbox::{judge_cases, judge_exec_cmd, judge_exec_run, runs_cgroups, slot_spec};
 
 // Skips written down; dice; what the benchmarks share.
 mod bench;

@@ -87,17 +87,17 @@ pub fn judge_cases(
         .collect()
 }
 
+/// `judge-exec run --lang LANG --src SRC --tests TESTS`, to add to and run.
+pub fn judge_exec_cmd(lang: &str, src: &Path, tests: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(super::layout::bin("judge-exec"));
+    cmd.args(["run", "--lang", lang, "--src"]).arg(src).arg("--tests").arg(tests);
+    cmd
+}
+
 /// `judge-exec run --lang c11 --src SRC --tests TESTS ARGS…`, as a user
 /// runs it: its exit code, its JSON lines, its stderr.
 pub fn judge_exec_run(src: &Path, tests: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
-    let out = std::process::Command::new(super::layout::bin("judge-exec"))
-        .args(["run", "--lang", "c11", "--src"])
-        .arg(src)
-        .arg("--tests")
-        .arg(tests)
-        .args(args)
-        .output()
-        .unwrap();
+    let out = judge_exec_cmd("c11", src, tests).args(args).output().unwrap();
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
