@@ -313,20 +313,8 @@ fn throughput(rep: &mut Report, hub: &Hub, spool: &Path, log: &Path, src: &Path,
     let mut base = (0..5).map(|_| judge_exec_run(src, tests)).collect::<Result<Vec<_>, _>>()?;
     // Queued at once: every submission is in before the runner starts.
     let ids: Vec<String> = (0..jobs).map(|_| hub.submit(AB1, "python3", src)).collect();
-    let db = HubDb::open(&hub.db)?;
-    let runner = start_runner_logged(hub, spool, &RUNNER_ENV, log);
-    let t = Instant::now();
     let limit = Duration::from_secs(300);
-    let mut done = Vec::with_capacity(jobs);
-    for id in &ids {
-        let left = limit.saturating_sub(t.elapsed());
-        match db.wait_done(id, left)? {
-            Some(d) => done.push(d),
-            None => break,
-        }
-    }
-    let wall = t.elapsed();
-    drain_runner(runner)?;
+    let (wall, done) = judge_queued(hub, spool, log, &ids, limit)?;
     for _ in 0..5 {
         base.push(judge_exec_run(src, tests)?);
     }
@@ -411,16 +399,19 @@ fn compile_once(rep: &mut Report, dir: &Path, ab1_dir: &Path) -> Result<(), Stri
         .collect();
     let spool = dir.join("spool-cc");
     let log = dir.join("runner-cc.log");
-    let judged = judge_all_queued(&hub, &spool, &log, &ids)?;
+    let limit = Duration::from_secs(600);
+    let (first, judged) = judge_queued(&hub, &spool, &log, &ids, limit)?;
     for id in &ids {
         hub.cli(&["rejudge", id]);
     }
-    let rejudged = judge_all_queued(&hub, &spool, &log, &ids)?;
+    let (again, rejudged) = judge_queued(&hub, &spool, &log, &ids, limit)?;
     let hits = std::fs::read_to_string(&log).unwrap_or_default().matches("compile cache: hit").count();
-    let (Some((first, not_ac)), Some((again, not_ac_again))) = (judged, rejudged) else {
+    if judged.len() < ids.len() || rejudged.len() < ids.len() {
         rep.target("every verdict within 600 s", "no".into(), false);
         return Ok(());
-    };
+    }
+    let not_ac_of = |done: &[Done]| done.iter().filter(|d| d.verdict != "AC").count();
+    let (not_ac, not_ac_again) = (not_ac_of(&judged), not_ac_of(&rejudged));
     println!(
         "  {jobs} C++ submissions (each its own source), one runner, runnerd start to the last verdict: \
          judged {:.1} s, rejudged {:.1} s ({hits} compiles found in the cache){}",
@@ -433,27 +424,30 @@ fn compile_once(rep: &mut Report, dir: &Path, ab1_dir: &Path) -> Result<(), Stri
     Ok(())
 }
 
-/// Starts a runner on `spool` with `ids` queued, waits for each one's
-/// current job, drains it: the wall time from its start to the last
-/// verdict and how many were not AC; `None` if they took over 600 s.
-fn judge_all_queued(hub: &Hub, spool: &Path, log: &Path, ids: &[String]) -> Result<Option<(Duration, usize)>, String> {
+/// Starts a runner on `spool` with `ids` queued, waits (within `limit` of
+/// its start) for each one's current job, drains it: the wall time from
+/// its start to the last verdict, and the verdicts in order (fewer than
+/// `ids` when the limit came first).
+fn judge_queued(
+    hub: &Hub,
+    spool: &Path,
+    log: &Path,
+    ids: &[String],
+    limit: Duration,
+) -> Result<(Duration, Vec<Done>), String> {
     let db = HubDb::open(&hub.db)?;
     let runner = start_runner_logged(hub, spool, &RUNNER_ENV, log);
     let t = Instant::now();
-    let limit = Duration::from_secs(600);
-    let mut not_ac = 0;
+    let mut done = Vec::with_capacity(ids.len());
     for id in ids {
         match db.wait_done(id, limit.saturating_sub(t.elapsed()))? {
-            Some(d) => not_ac += usize::from(d.verdict != "AC"),
-            None => {
-                drain_runner(runner)?;
-                return Ok(None);
-            }
+            Some(d) => done.push(d),
+            None => break,
         }
     }
     let took = t.elapsed();
     drain_runner(runner)?;
-    Ok(Some((took, not_ac)))
+    Ok((took, done))
 }
 
 /*** 6. A contest burst ***/
@@ -647,21 +641,10 @@ fn burst(rep: &mut Report, dir: &Path) -> Result<(), String> {
 
     let hub = Hub::start(&base, &HUB_FLAGS);
     hub.add_problem(BURST, &tests);
-    let ids: Vec<(String, Outcome)> = subs.iter().map(|(l, o, p)| (hub.submit(BURST, l, p), *o)).collect();
-    let db = HubDb::open(&hub.db)?;
+    let ids: Vec<String> = subs.iter().map(|(l, _, p)| hub.submit(BURST, l, p)).collect();
     let (spool, log) = (base.join("spool"), base.join("runner.log"));
-    let runner = start_runner_logged(&hub, &spool, &RUNNER_ENV, &log);
-    let t = Instant::now();
     let limit = ideal * 3 + Duration::from_secs(120);
-    let mut done = Vec::with_capacity(n);
-    for (id, o) in &ids {
-        match db.wait_done(id, limit.saturating_sub(t.elapsed()))? {
-            Some(d) => done.push((d, *o)),
-            None => break,
-        }
-    }
-    let wall = t.elapsed();
-    let drained = drain_runner(runner);
+    let (wall, done) = judge_queued(&hub, &spool, &log, &ids, limit)?;
     if done.len() < n {
         print_log_tail(&log);
         rep.target(
@@ -669,10 +652,9 @@ fn burst(rep: &mut Report, dir: &Path) -> Result<(), String> {
             format!("only {} of {n}", done.len()),
             false,
         );
-        return drained;
+        return Ok(());
     }
-    drained?;
-    let other = done.iter().filter(|(d, o)| d.verdict != o.verdict()).count();
+    let other = done.iter().zip(&subs).filter(|(d, (_, o, _))| d.verdict != o.verdict()).count();
     let ratio = wall.as_secs_f64() / ideal.as_secs_f64();
     println!(
         "  runnerd start to the last verdict: {:.1} s ({:.1} submissions/s){}",
