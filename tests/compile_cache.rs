@@ -321,29 +321,24 @@ fn descends_from(mut pid: i32, ancestor: i32) -> bool {
 
 #[test]
 fn a_rejudge_through_hubd_and_a_runner_compiles_nothing() {
-    let dir = TempDir::new("cc-rejudge");
-    let hub = Hub::start(dir.path(), &[]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    let src = write_file(dir.path(), "ab.cpp", AB_CPP);
-    let other = write_file(dir.path(), "ab2.cpp", &format!("{AB_CPP}// another\n"));
-    let subs = [hub.submit(1, "cpp17", &src), hub.submit(1, "cpp17", &other)];
-    let spool = dir.path().join("spool");
-    let log = dir.path().join("runner.log");
-    let mut runner = start_runner_logged(&hub, &spool, &[], &log);
-    let hits = || std::fs::read_to_string(&log).unwrap_or_default().matches("compile cache: hit").count();
-    for s in hub.wait_all_judged(Duration::from_secs(300)) {
+    let sc = scenario("cc-rejudge", &[]);
+    let src = write_file(sc.dir.path(), "ab.cpp", AB_CPP);
+    let other = write_file(sc.dir.path(), "ab2.cpp", &format!("{AB_CPP}// another\n"));
+    let subs = [sc.hub.submit(1, "cpp17", &src), sc.hub.submit(1, "cpp17", &other)];
+    let runner = sc.start_logged(&[]);
+    let hits = || sc.log().matches("compile cache: hit").count();
+    for s in sc.hub.wait_all_judged(Duration::from_secs(300)) {
         assert_eq!(s["verdict"], "AC", "{s}");
     }
     assert_eq!(hits(), 0, "two sources, two compiles");
-    assert_eq!(entries(&spool.join("programs")).len(), 2);
+    assert_eq!(entries(&sc.spool.join("programs")).len(), 2);
     for s in &subs {
-        hub.cli(&["rejudge", s]);
+        sc.hub.cli(&["rejudge", s]);
     }
-    let judged = hub.wait_all_judged(Duration::from_secs(300));
+    let judged = sc.hub.wait_all_judged(Duration::from_secs(300));
     for s in &judged {
         assert_eq!(s["verdict"], "AC", "{s}");
     }
     wait_for("both rejudges' hits in the log", Duration::from_secs(30), || (hits() == 2).then_some(()));
-    runner.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)), 0);
+    sc.drain(runner);
 }

@@ -230,12 +230,9 @@ fn sleeper(dir: &Path, name: &str) -> PathBuf {
 /// A scratch directory named `tag`, a hub in it with problem 1 and one
 /// submission to be judged first, and the runner's spool's path.
 fn hub_with_problem(tag: &str) -> (TempDir, Hub, String, PathBuf) {
-    let dir = TempDir::new(tag);
-    let hub = Hub::start(dir.path(), &[]);
-    hub.add_problem(1, &examples().join("problems/1"));
-    let ok = hub.submit(1, "c11", &examples().join("submissions/ab_ok.c"));
-    let spool = dir.path().join("spool");
-    (dir, hub, ok, spool)
+    let sc = scenario(tag, &[]);
+    let ok = sc.submit_ab();
+    (sc.dir, sc.hub, ok, sc.spool)
 }
 
 /// The runner is up: the first submission is judged, once.
