@@ -36,13 +36,12 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 use ojrunner::checker::Checker;
-use ojrunner::judge::{Case, Compiled, Judge, Slot, Slots, Submission};
+use ojrunner::judge::{Case, Judge, Slot, Slots, Submission};
 use ojrunner::language::Languages;
 use ojrunner::protocol::{Task, Verdict};
 use ojrunner::sandbox::slot::SlotPool;
 use ojrunner::sandbox::timeline::{Mark, MARKS};
 use ojrunner::sandbox::{self, Bind, Fired, Limits, Spec, Usage};
-use ojrunner::workspace::Workspace;
 use std::ffi::CString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -171,9 +170,7 @@ fn bench() -> Result<(), String> {
     let mut rep = Report::default();
     if std::env::var_os("OJ_BENCH_EARLY_ONLY").is_some_and(|v| v == "1") {
         early::bench(work.path(), &mut rep)?;
-        println!("\n{} target(s) missed", rep.misses);
-        ojrunner::sandbox::helper::shutdown();
-        return Ok(());
+        return finish(&rep);
     }
 
     // 1. The cost of one run.
@@ -339,10 +336,7 @@ fn bench() -> Result<(), String> {
         rate >= 1500.0 && wrong == 0,
     );
     if std::env::var_os("OJ_BENCH_CASES_ONLY").is_some() {
-        println!();
-        println!("{} target(s) missed", rep.misses);
-        ojrunner::sandbox::helper::shutdown();
-        return Ok(());
+        return finish(&rep);
     }
 
     // 3. The price of issue #3's letter: a network namespace of each run's
@@ -456,8 +450,12 @@ fn bench() -> Result<(), String> {
     drop(ballast);
     pinning(&dir)?;
     early::bench(work.path(), &mut rep)?;
-    println!();
-    println!("{} target(s) missed", rep.misses);
+    finish(&rep)
+}
+
+/// The bench's last line (how many targets it missed); its helpers closed.
+fn finish(rep: &Report) -> Result<(), String> {
+    println!("\n{} target(s) missed", rep.misses);
     ojrunner::sandbox::helper::shutdown();
     Ok(())
 }
@@ -719,19 +717,14 @@ fn judged_cases(base: &Path, cases: usize, each: &mut dyn FnMut()) -> Result<(f6
     let langs = Languages::builtin();
     let lang = langs.by_name("c11").ok_or("no c11")?;
     let job = base.join("job");
-    let (src, data) = (job.join("src"), job.join("data"));
-    for d in [&job, &src, &data] {
+    let data = job.join("data");
+    for d in [&job, &data] {
         std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
         set_mode(d, 0o755);
     }
-    std::fs::write(src.join(&lang.source), APLUSB).map_err(|e| e.to_string())?;
+    let src = early::compile(&job, "src", APLUSB)?.src;
     let judge = Judge::default();
     let slot = Slot::for_index(SLOT);
-    let src = Workspace::stage(&src).map_err(|e| e.to_string())?;
-    match judge.compile(lang, &src, &slot) {
-        Compiled::Ready => {}
-        other => return Err(format!("compiling A+B: {other:?}")),
-    }
     for i in 0..cases {
         let (a, b) = (i as i64 * 7919 - 1_000_000, 31337 - i as i64);
         std::fs::write(data.join(format!("{i:04}.in")), format!("{a} {b}\n")).map_err(|e| e.to_string())?;

@@ -64,11 +64,12 @@ int main(void) {
 "#;
 
 /// A compiled program and the judge's view of it.
-struct Program {
-    src: Workspace,
+pub(super) struct Program {
+    pub(super) src: Workspace,
 }
 
-fn compile(base: &Path, name: &str, source: &str) -> Result<Program, String> {
+/// `source` in C11 (as the language table compiles it), in `base/name`.
+pub(super) fn compile(base: &Path, name: &str, source: &str) -> Result<Program, String> {
     let langs = Languages::builtin();
     let lang = langs.by_name("c11").ok_or("no c11")?;
     let dir = base.join(name);
