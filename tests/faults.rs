@@ -639,45 +639,6 @@ fn i23_7_fifos_and_dev_zero_as_user_files_are_refused_at_once() {
 
 // ---- a hub back from away takes a job's progress before its outcome -------
 
-/// A hub written by hand that drops every `events` request unanswered (a
-/// hub away, as far as they can tell) and takes `complete` and `abort`: the
-/// paths it heard, in order. With `answer_events` set, events are taken too.
-fn hub_deaf_to_events(
-    answer_events: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind(format!("{}:0", loopback())).unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = heard.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let mut r = BufReader::new(conn);
-            let mut line = String::new();
-            let _ = r.read_line(&mut line);
-            let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
-            let mut length = 0;
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-                    break;
-                }
-                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let _ = r.by_ref().take(length).read_to_end(&mut Vec::new());
-            if path.ends_with("/events") && !answer_events.load(std::sync::atomic::Ordering::SeqCst) {
-                continue; // dropped: no answer at all
-            }
-            log.lock().unwrap().push(path.clone());
-            let status = if path.ends_with("/abort") { "202 Accepted" } else { "204 No Content" };
-            let _ = write!(r.get_mut(), "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-        }
-    });
-    (url, heard)
-}
-
 /// A claim's outcome is never sent while its progress events get no answer
 /// at all: a hub coming back between the two would take the outcome first
 /// and refuse the events after it (404). Past four failed tries of events
@@ -685,7 +646,7 @@ fn hub_deaf_to_events(
 #[test]
 fn an_outcome_waits_while_its_events_get_no_answer_and_goes_after_them() {
     use ojrunner::protocol::{AbortReason, Registration, RunnerConfig};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     let dir = TempDir::new("f-events-first");
     let spool_dir = dir.path().join("spool");
     let mut spool = ojrunner::spool::Spool::create(&spool_dir).unwrap();
@@ -695,23 +656,24 @@ fn an_outcome_waits_while_its_events_get_no_answer_and_goes_after_them() {
     spool.add_event(claim, r#"{"t": 1, "kind": "note"}"#).unwrap();
     assert!(spool.abort(claim, AbortReason::Drain, "a test").unwrap());
     drop(spool);
-    let answer_events = std::sync::Arc::new(AtomicBool::new(false));
-    let (url, heard) = hub_deaf_to_events(answer_events.clone());
+    let hub = ScriptedHub::start(Vec::new());
+    hub.events_unanswered.store(true, Ordering::SeqCst);
+    let paths = || hub.heard.lock().unwrap().iter().map(|h| h.path.clone()).collect::<Vec<_>>();
     let log = dir.path().join("reportd.log");
     let mut cmd = Command::new(bin("reportd"));
-    cmd.env("BACKEND_URL", &url).env("OJ_SPOOL", &spool_dir).env("OJ_TIME_SCALE", "0.05");
+    cmd.env("BACKEND_URL", &hub.url).env("OJ_SPOOL", &spool_dir).env("OJ_TIME_SCALE", "0.05");
     cmd.stderr(std::fs::File::create(&log).unwrap());
     let reportd = Proc::of(cmd.spawn().unwrap(), "reportd", Some(&log));
     // Far past four tries of the events (1 + 2 + 4 + 8 s, scaled: 0.75 s),
     // or until the hub hears anything.
     wait_for("the events tried six times", Duration::from_secs(30), || {
         let tries = log_text(&log).matches("events: unreachable").count();
-        (tries >= 6 || !heard.lock().unwrap().is_empty()).then_some(())
+        (tries >= 6 || !paths().is_empty()).then_some(())
     });
-    assert!(heard.lock().unwrap().is_empty(), "sent while its events got no answer: {:?}", heard.lock().unwrap());
-    answer_events.store(true, Ordering::SeqCst);
+    assert!(paths().is_empty(), "sent while its events got no answer: {:?}", paths());
+    hub.events_unanswered.store(false, Ordering::SeqCst);
     let heard = wait_for("the outcome delivered", Duration::from_secs(30), || {
-        let h = heard.lock().unwrap().clone();
+        let h = paths();
         h.iter().any(|p| p.ends_with("/abort")).then_some(h)
     });
     assert!(heard[0].ends_with("/events"), "the events first: {heard:?}");

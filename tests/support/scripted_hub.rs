@@ -20,6 +20,9 @@ pub struct Heard {
 pub struct ScriptedHub {
     pub url: String,
     pub heard: std::sync::Arc<std::sync::Mutex<Vec<Heard>>>,
+    /// While set, an `events` request is read and dropped unanswered (a hub
+    /// away, as far as its sender can tell), and not kept.
+    pub events_unanswered: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ScriptedHub {
@@ -30,20 +33,22 @@ impl ScriptedHub {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let heard: Arc<Mutex<Vec<Heard>>> = Arc::default();
         let jobs = Arc::new(Mutex::new(std::collections::VecDeque::from(jobs)));
-        let log = heard.clone();
+        let events_unanswered: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (log, deaf) = (heard.clone(), events_unanswered.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (log, jobs) = (log.clone(), jobs.clone());
-                std::thread::spawn(move || ScriptedHub::serve(conn, &log, &jobs));
+                let (log, jobs, deaf) = (log.clone(), jobs.clone(), deaf.clone());
+                std::thread::spawn(move || ScriptedHub::serve(conn, &log, &jobs, &deaf));
             }
         });
-        ScriptedHub { url, heard }
+        ScriptedHub { url, heard, events_unanswered }
     }
 
     fn serve(
         mut conn: std::net::TcpStream,
         log: &std::sync::Mutex<Vec<Heard>>,
         jobs: &std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>,
+        events_unanswered: &std::sync::atomic::AtomicBool,
     ) {
         use std::io::{Read, Write};
         let mut head = Vec::new();
@@ -63,6 +68,9 @@ impl ScriptedHub {
             .unwrap_or(0usize);
         let mut body = vec![0u8; length];
         if conn.read_exact(&mut body).is_err() {
+            return;
+        }
+        if path.ends_with("/events") && events_unanswered.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         log.lock().unwrap().push(Heard { method: method.clone(), path: path.clone(), body });
