@@ -29,9 +29,7 @@ fn on_v2() -> bool {
         .lines()
         .any(|l| l.split_whitespace().nth(1) == Some(CG) && l.split_whitespace().nth(2) == Some("cgroup2"));
     let offered = std::fs::read_to_string(Path::new(CG).join("cgroup.controllers")).unwrap_or_default();
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if v2 && root && ["memory", "pids", "cpu"].iter().all(|c| offered.split_whitespace().any(|o| o == *c)) {
+    if v2 && is_root() && ["memory", "pids", "cpu"].iter().all(|c| offered.split_whitespace().any(|o| o == *c)) {
         return true;
     }
     skip("not root on cgroup v2 (make test-cgroup2 runs this suite in a cgroup v2 guest)");

@@ -38,8 +38,7 @@ fn tempfile_in(dir: &std::path::Path) -> std::fs::File {
 
 #[test]
 fn a_run_is_pinned_to_its_slots_core_and_cannot_leave_it() {
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         skip("slots (and so pinning) need root");
         return;
     }

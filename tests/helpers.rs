@@ -13,12 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use testkit::{skip, slot_spec, TempDir};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use testkit::{is_root, skip, slot_spec, TempDir};
 
 /// A test's turn, held for its whole length (one test at a time): `None`
 /// without root, where there is no jail, cgroup or slot identity to look

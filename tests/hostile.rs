@@ -17,7 +17,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{processes_of, repo, TempDir};
+use testkit::{is_root, processes_of, repo, TempDir};
 
 use Verdict::*;
 
@@ -118,11 +118,6 @@ const CASES: &[Case] = &[
     case("page_cache.c", &[AC], "nowait refused"),
     case("cgroup_seen.c", &[AC], "root only"),
 ];
-
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn language_of(file: &str) -> &'static str {
     match file.rsplit('.').next() {

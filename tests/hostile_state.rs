@@ -21,11 +21,6 @@ use std::process::Stdio;
 use std::time::Duration;
 use testkit::*;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A scratch directory named by `tag`; none (the test skipped) but as
 /// root, the only user the sandbox isolates as.
 fn scratch_as_root(tag: &str) -> Option<TempDir> {

@@ -16,12 +16,7 @@ use ojrunner::workspace::Workspace;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::{examples, processes_of, skip, slot_spec, staged_source, TempDir};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use testkit::{examples, is_root, processes_of, skip, slot_spec, staged_source, TempDir};
 
 /// A judged submission: every case's result, the verdict and the score.
 struct Judged {

@@ -47,7 +47,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testkit::{env_usize, machine, stats, Report, Stats, TempDir};
+use testkit::{env_usize, is_root, machine, stats, Report, Stats, TempDir};
 
 #[path = "bench_early.rs"]
 mod early;
@@ -133,8 +133,7 @@ fn main() {
 }
 
 fn bench() -> Result<(), String> {
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = is_root();
     let work = TempDir::new("bench");
     let dir = work.path().join("bin");
     std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
@@ -656,8 +655,7 @@ fn ensure_bwrap() -> Result<PathBuf, String> {
     if let Some(p) = found() {
         return Ok(p);
     }
-    // SAFETY: geteuid takes no pointer and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         return Err("not installed, and installing needs root".into());
     }
     println!("  (installing bubblewrap with apt-get)");

@@ -57,4 +57,4 @@ mod dice;
 mod skip;
 pub use bench::{env_usize, machine, stats, Report, Stats};
 pub use dice::{seed_from, Dice};
-pub use skip::skip;
+pub use skip::{is_root, skip};

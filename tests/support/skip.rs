@@ -19,3 +19,9 @@ pub fn skip(why: &str) {
         let _ = writeln!(f, "{suite}::{test}: {why}");
     }
 }
+
+/// Whether the tests run as root: the sandbox's namespaces, cgroups and
+/// slot uids need it.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
