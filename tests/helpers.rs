@@ -1,6 +1,6 @@
 //! The sandbox helpers seen from outside: what a run leaves in its helper's
-//! network namespace (sockets in flight included) and cgroup, a namespace
-//! per run, what the probe says
+//! network namespace (sockets in flight included), cgroup and kept jail, a
+//! namespace per run, what the probe says
 //! of the helpers. These tests look at every helper of this process, or
 //! change a setting the whole process shares: a binary of their own (a
 //! plain `cargo test` runs the tests of one binary side by side, each
@@ -295,4 +295,87 @@ fn a_program_blocked_on_output_nobody_has_read_yet_is_not_idle() {
         assert_eq!((u.fired, u.exit), (None, sandbox::Exit::Code(0)), "jailed {jailed}: {u:?}");
         assert_eq!(slow_reader.join().unwrap(), 300_000, "jailed {jailed}");
     }
+}
+
+/// A run of `argv` as slot 70 (its own helper's, one at a time), its
+/// directory `dir` seen at `/work`: its exit and its stdout.
+fn run_at_work(dir: &std::path::Path, argv: &[&str]) -> (sandbox::Exit, String) {
+    use std::io::{Read, Seek};
+    let out = dir.join(format!("out-{}", argv.join("-").replace('/', "")));
+    let file = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&out).unwrap();
+    let mut spec = sandbox::Spec { stdout: file.try_clone().unwrap(), ..slot_spec(argv, dir, 70, 64, 16) };
+    spec.binds[0].at = Some("/work".into());
+    let u = sandbox::run(spec).unwrap();
+    let (mut file, mut s) = (file, String::new());
+    file.rewind().unwrap();
+    file.read_to_string(&mut s).unwrap();
+    (u.exit, s)
+}
+
+#[test]
+fn what_a_run_leaves_in_its_helpers_kept_jail_is_gone_at_the_next_run() {
+    let Some(_one) = root_turn() else { return };
+    let dir = TempDir::new("kept");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = testkit::repo().join("tests/hostile/kept_leftovers.c");
+    let built =
+        std::process::Command::new("cc").arg("-O2").arg("-o").arg(dir.path().join("leftovers")).arg(&src).status();
+    assert!(built.unwrap().success(), "cc {}", src.display());
+    let (exit, left) = run_at_work(dir.path(), &["./leftovers", "leave"]);
+    assert_eq!(exit, sandbox::Exit::Code(0), "{left}");
+    let (exit, seen) = run_at_work(dir.path(), &["./leftovers", "look"]);
+    assert_eq!(exit, sandbox::Exit::Code(0), "{seen}");
+    // The same IPC namespace (the kept jail, not a fresh one), and nothing
+    // of the first run in it: /tmp, System V objects, message queues,
+    // processes.
+    assert!(left.starts_with("ipc:["), "{left}");
+    assert_eq!(seen, left, "the second run found the first's leftovers, or another jail");
+
+    // A bind's directory removed and made again at the same path is the
+    // new one in the next run, not the one the kept jail had attached.
+    let data = dir.path().join("data");
+    for mark in ["one", "two"] {
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir(&data).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(data.join("mark"), mark).unwrap();
+        let (exit, said) = run_at_work(&data, &["/bin/cat", "/work/mark"]);
+        assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), mark));
+    }
+}
+
+#[test]
+fn a_helper_whose_keeper_was_killed_makes_a_new_kept_jail() {
+    let Some(_one) = root_turn() else { return };
+    let dir = TempDir::new("keeper");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(run_at_work(dir.path(), &["/bin/true"]).0, sandbox::Exit::Code(0));
+    // The keepers of this process's helpers: their children, PID 1 of a
+    // namespace below the host's.
+    let field = |pid: &str, key: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+    };
+    let me = std::process::id().to_string();
+    let keepers: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|pid| {
+            let helper = field(pid, "PPid:");
+            helper.is_some_and(|h| field(&h, "PPid:") == Some(me.clone()))
+                && field(pid, "NSpid:").is_some_and(|n| n.split_whitespace().collect::<Vec<_>>()[1..] == ["1"])
+        })
+        .collect();
+    assert!(!keepers.is_empty(), "no keeper found below this process's helpers");
+    for k in &keepers {
+        // SAFETY: kill takes no pointer.
+        unsafe { libc::kill(k.parse().unwrap(), libc::SIGKILL) };
+    }
+    testkit::wait_for("the keepers to die", Duration::from_secs(10), || {
+        keepers.iter().all(|k| field(k, "State:").is_none_or(|s| s.starts_with('Z'))).then_some(())
+    });
+    // The next run, in the same helper, gets a new kept jail: not a JE.
+    let (exit, said) = run_at_work(dir.path(), &["/bin/echo", "again"]);
+    assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "again\n"));
 }

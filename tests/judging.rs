@@ -769,7 +769,7 @@ fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error
         status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
     };
     // The sleeper, found by its unique argument: its parent is the run's
-    // init, PID 1 of the run's namespace, a child of a helper of this
+    // init, in the run's PID namespace, a child of a helper of this
     // process (not `old`).
     let init_of_the_sleeper = |old: Option<&str>| {
         let (init, helper) = testkit::wait_for("the sleeper to start", Duration::from_secs(30), || {
@@ -782,7 +782,8 @@ fn a_run_whose_init_is_killed_goes_once_to_a_new_helper_then_is_the_judges_error
                 (Some(helper.as_str()) != old).then_some((init, helper))
             })
         });
-        assert!(field(&init, "NSpid:").is_some_and(|n| n.ends_with("\t1")), "not the run's init");
+        // In the helper's kept jail, a PID namespace below the host's.
+        assert!(field(&init, "NSpid:").is_some_and(|n| n.split_whitespace().count() == 2), "not the run's init");
         assert_eq!(field(&helper, "PPid:"), Some(std::process::id().to_string()), "not our helper");
         (init, helper)
     };

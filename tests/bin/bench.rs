@@ -401,6 +401,40 @@ fn bench() -> Result<(), String> {
             wrong(fresh_wrong)
         );
         println!("    and a cgroup made and removed per case: {both:.0} ({:.2}{})", both / rate, wrong(both_wrong));
+
+        // What the kept jail saves: new namespaces made and torn down
+        // around each run instead (`OJ_FRESH_JAIL=1`, new helpers).
+        let fresh_jail = |on: bool| {
+            ojrunner::sandbox::helper::shutdown();
+            match on {
+                true => std::env::set_var("OJ_FRESH_JAIL", "1"),
+                false => std::env::remove_var("OJ_FRESH_JAIL"),
+            }
+        };
+        fresh_jail(true);
+        let single = (|| {
+            for _ in 0..20 {
+                trivial()?;
+            }
+            let mut t = Vec::with_capacity(300);
+            for _ in 0..300 {
+                let start = Instant::now();
+                trivial()?;
+                t.push(start.elapsed());
+            }
+            Ok::<_, String>(testkit::stats(t))
+        })();
+        let cases_fresh = judged_cases(work.path(), cases, &mut || {});
+        fresh_jail(false);
+        let (single, (fresh_rate, fresh_wrong)) = (single?, cases_fresh?);
+        println!(
+            "  a fresh jail per run (OJ_FRESH_JAIL=1): sandbox::run p50 {:.3} ms (+{:.3} over bare); judged cases/s \
+             {fresh_rate:.0} ({:.2} of the kept jail's {rate:.0}{})",
+            ms(single.p50),
+            ms(single.p50) - ms(bare.p50),
+            fresh_rate / rate,
+            wrong(fresh_wrong)
+        );
     }
 
     // 4. Accuracy, with a judge of 200 MiB (touched): its size must not show.
@@ -581,7 +615,8 @@ fn sandboxed_run_in(slot: usize, dir: &Path, program: &str, args: &[String], lim
         stderr: null(true)?,
         identity: Slot::for_index(slot).identity(),
         limits,
-        binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: None }],
+        // At a neutral name, as the judge binds a submission's directory.
+        binds: vec![Bind { path: dir.to_path_buf(), writable: false, at: Some("/bench".into()) }],
     })
     .map_err(|e| e.to_string())
 }

@@ -7,6 +7,7 @@ use super::cgroup::{Baseline, Group, Hierarchy};
 use super::cores;
 use super::error::{Error, Step};
 use super::jail::{self, Jail};
+use super::kept::Kept;
 use super::limits::{
     look, rlimit_name, rlimits, seen_inside, Bind, Exit, Fired, Identity, Limits, Request, Stillness, Usage, Used,
     Watched, UNLIMITED,
@@ -123,6 +124,9 @@ pub(super) struct Executor {
     /// The next run's IPC, UTS and PID namespaces, made after each reply
     /// (`jail::Ahead`); `None` where they cannot be (init makes its own).
     ahead: Option<jail::Ahead>,
+    /// The kept jail (`kept.rs`), where the kernel allows one: every jailed
+    /// run's namespaces; then there are none to make ahead.
+    kept: Option<Kept>,
 }
 
 impl Executor {
@@ -135,7 +139,13 @@ impl Executor {
         let namespaces = root && nix::sched::unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).is_ok();
         let jail_ready = namespaces
             .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
-        let ahead = matches!(jail_ready, Some(Ok(_))).then(|| jail::Ahead::start().ok()).flatten();
+        let kept = match &jail_ready {
+            Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) if kept_jail() => Kept::make(ns, 64 << 20)
+                .map_err(|e| eprintln!("ojrunner-sandbox-helper: no kept jail (a new one per run): {e}"))
+                .ok(),
+            _ => None,
+        };
+        let ahead = (matches!(jail_ready, Some(Ok(_))) && kept.is_none()).then(|| jail::Ahead::start().ok()).flatten();
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
@@ -158,6 +168,7 @@ impl Executor {
             started_on: None,
             slot_locks: SlotLocks::default(),
             ahead,
+            kept,
         }
     }
 
@@ -211,6 +222,14 @@ impl Executor {
         let _ = reap(left.init);
         let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
+        if let (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
+            (self.kept.as_mut(), &self.jail_ready)
+        {
+            if let Err(e) = k.clean(ns) {
+                eprintln!("ojrunner-sandbox-helper: cleaning the kept jail: {e}");
+                self.retiring = true;
+            }
+        }
         // A failure is tried again on the next run's path (`run_jailed`).
         if let Some(a) = self.ahead.as_mut() {
             let _ = a.prepare();
@@ -350,9 +369,26 @@ impl Executor {
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
         let look = |pid| watchdog.look(pid);
+        if self.kept.as_mut().is_some_and(|k| !k.alive()) {
+            // Its keeper was killed: the next runs need a new one.
+            self.kept = None;
+            if let Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) = &self.jail_ready {
+                self.kept = Some(Kept::make(ns, limits.memory).map_err(Step::EnterRoot.err())?);
+            }
+        }
+        let kept = match (&mut self.kept, &self.jail_ready) {
+            (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) => {
+                if let Err(e) = k.prepare(ns, &req.binds, limits.memory) {
+                    self.retiring = true;
+                    return Err(Step::EnterRoot.failed(e));
+                }
+                true
+            }
+            _ => false,
+        };
         let trees = match way_out {
-            Some(_) => Some(mounts::detach_binds(&req.binds).map_err(Step::EnterRoot.err())?),
-            None => None,
+            Some(_) if !kept => Some(mounts::detach_binds(&req.binds).map_err(Step::EnterRoot.err())?),
+            _ => None,
         };
         let jail = Jail {
             program: cs(inside(&program.to_string_lossy()).as_bytes())?,
@@ -367,6 +403,7 @@ impl Executor {
                 .flatten()
                 .copied()
                 .chain(self.ahead.as_ref().map(|a| a.descriptor()))
+                .chain(self.kept.iter().flat_map(|k| k.descriptors()))
                 .collect::<Vec<_>>(),
             tmp_size: limits.memory,
             rlimits: &rlimits,
@@ -375,6 +412,7 @@ impl Executor {
             gid: id.gid,
             netns: req.fresh_netns,
             ahead,
+            kept,
             group,
             joined_at: &watchdog.joined_at,
             stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
@@ -389,18 +427,24 @@ impl Executor {
             Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) => Some(ns),
             _ => None,
         };
-        if let Some(ns) = jail_ns {
-            ns.enter().map_err(Step::Clone.err())?;
+        let kept = self.kept.as_ref().filter(|_| kept);
+        match (jail_ns, kept) {
+            (Some(_), Some(k)) => k.enter().map_err(Step::Clone.err())?,
+            (Some(ns), None) => ns.enter().map_err(Step::Clone.err())?,
+            (None, _) => {}
         }
         watchdog.start.set(Instant::now());
         let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
         // Back in the helper's namespace, where its paths are (else it
         // serves no more runs).
-        let returned = jail_ns.map_or(Ok(()), |ns| ns.leave());
+        let returned = match (jail_ns, kept) {
+            (Some(ns), Some(k)) => k.leave(ns),
+            (Some(ns), None) => ns.leave(),
+            (None, _) => Ok(()),
+        };
         self.stamps.mark(Mark::Resumed);
         drop(stdio);
-        drop(trees);
         if let Err(e) = returned {
             self.retiring = true;
             if let Ok((pid, _)) = spawned {
@@ -419,9 +463,12 @@ impl Executor {
             return Err(Error::InitDied { how });
         }
         let usage = watchdog.usage(&rep, &baseline, wall);
+        drop(trees);
+        // The kept jail's binds stay for the next run.
+        let binds = if kept.is_some() { Vec::new() } else { req.binds };
         // init killed and reaped every process of the run before it was done:
         // only its own exit (the namespaces' teardown) is left, reaped later.
-        self.leftover = Some(Leftover { init: pid, binds: req.binds, _slot_lock: slot_lock });
+        self.leftover = Some(Leftover { init: pid, binds, _slot_lock: slot_lock });
         if rep.hangup {
             return Err(Error::JudgeGone);
         }
@@ -581,6 +628,17 @@ fn tidy_after_init(group: Option<&Group>, binds: &[Bind]) {
     }
     mounts::forget(binds);
 }
+
+/// Whether jailed runs share the helper's kept jail (the default) or each
+/// gets namespaces of its own (`OJ_FRESH_JAIL=1`, for `make bench` to
+/// measure against).
+fn kept_jail() -> bool {
+    std::env::var_os(FRESH_JAIL).is_none_or(|v| v != "1")
+}
+
+/// The environment variable that gives each jailed run namespaces of its
+/// own (the helper gets it from its judge).
+pub(super) const FRESH_JAIL: &str = "OJ_FRESH_JAIL";
 
 impl Executor {
     /// The basic level: the program forked by the helper, in its own process

@@ -40,7 +40,7 @@
 
 use super::board::Board;
 use super::error::{Error, Step};
-use super::executor::{Executor, STOP};
+use super::executor::{Executor, FRESH_JAIL, STOP};
 use super::limits::{Request, Usage};
 use super::slot;
 use super::streams::{Drained, Input, OutputWatch, Outputs};
@@ -325,6 +325,8 @@ impl Helper {
             .arg0("ojrunner-sandbox-helper")
             .args([HELPER_ARG, BUILD])
             .env_clear()
+            // The one setting a helper reads from its environment (`executor.rs`).
+            .envs(std::env::var_os(FRESH_JAIL).map(|v| (FRESH_JAIL, v)))
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -1,5 +1,5 @@
-//! The jail: init and the program, in a run's own namespaces, as the slot
-//! uid, under the filter (the processes are described in the sandbox's
+//! The jail: init and the program, in the helper's kept namespaces
+//! (`kept.rs`) or a run's own, as the slot uid, under the filter (the processes are described in the sandbox's
 //! theory of operation, `sandbox/mod.rs`).
 
 use super::cgroup::Group;
@@ -49,6 +49,9 @@ pub struct Jail<'a> {
     /// made for this run ([`Ahead`]): init is cloned into them, not into
     /// namespaces of its own `clone`.
     pub ahead: bool,
+    /// The helper's kept jail (`kept.rs`) is the run's, readied: init is
+    /// cloned into its namespaces and mounts nothing.
+    pub kept: bool,
     /// The run's cgroup, which init joins first: the helper is not in it.
     pub group: Option<&'a Group>,
     /// init's own CPU time when it had joined the group: what the group
@@ -118,9 +121,9 @@ pub struct Stacks {
 const INIT_STACK: usize = 1 << 20;
 const PROGRAM_STACK: usize = 256 << 10;
 
-/// Runs init (new PID, mount, IPC, UTS namespaces) through the whole run
-/// and returns its pid (to be reaped: its exit, the namespaces' teardown,
-/// goes on) and its report.
+/// Runs init (in the kept jail, or new PID, mount, IPC, UTS namespaces)
+/// through the whole run and returns its pid (to be reaped: its exit goes
+/// on) and its report.
 ///
 /// init shares the helper's memory, and the helper waits while it runs
 /// (`CLONE_VM | CLONE_VFORK`): no page tables to copy, no copy-on-write
@@ -146,10 +149,11 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
         0
     }
     let mut init = Init { j, report: Report::default() };
+    let own =
+        libc::CLONE_NEWNS | if j.ahead { 0 } else { libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS };
     let flags = libc::CLONE_VM
         | libc::CLONE_VFORK
-        | libc::CLONE_NEWNS
-        | if j.ahead { 0 } else { libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS }
+        | if j.kept { 0 } else { own }
         | if j.netns { libc::CLONE_NEWNET } else { 0 }
         | libc::SIGCHLD;
     let stack = stack_top(&j.stacks.init, INIT_STACK)?;
@@ -235,7 +239,11 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         unsafe { libc::close(fd) };
     }
     oom_score_set.map_err(Step::OomScore.err())?;
-    mounts::enter_root(j.binds, j.trees, j.tmp_size).map_err(Step::EnterRoot.err())?;
+    match j.kept {
+        // Not PID 1 there: what the program leaves behind is still init's to reap.
+        true => nix::sys::prctl::set_child_subreaper(true).map_err(|e| Step::EnterRoot.failed(io::Error::from(e)))?,
+        false => mounts::enter_root(j.binds, j.trees, j.tmp_size).map_err(Step::EnterRoot.err())?,
+    }
     j.stamps.mark(Mark::RootEntered);
     let mut sv = [0; 2];
     // SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
@@ -254,6 +262,8 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         sock: theirs.as_raw_fd(),
         err: err_w.as_raw_fd(),
         not_ours: ours.as_raw_fd(),
+        // SAFETY: getpid takes no pointer (the system call: no cached value).
+        init: unsafe { libc::syscall(libc::SYS_getpid) } as libc::pid_t,
     };
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
@@ -376,8 +386,8 @@ fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
     io::Write::write_all(&mut f, OOM_FIRST.as_bytes())
 }
 
-/// In init: kills every process of the run (its PID namespace), init
-/// itself aside.
+/// In init: kills every process of the run (its PID namespace's), init
+/// itself aside, and the kept jail's keeper (PID 1, which `kill(-1)` spares).
 fn kill_run() {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
 }
@@ -395,6 +405,8 @@ struct Launch<'a> {
     err: RawFd,
     /// Init's end of that socket.
     not_ours: RawFd,
+    /// init's PID, as the program sees it (1 but in the kept jail).
+    init: libc::pid_t,
 }
 
 extern "C" fn launched(arg: *mut libc::c_void) -> libc::c_int {
@@ -457,7 +469,7 @@ fn program(l: &Launch) -> ! {
         check(libc::syscall(libc::SYS_setresuid, j.uid, j.uid, j.uid));
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long);
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long);
-        if libc::getppid() != 1 {
+        if libc::getppid() != l.init {
             fail(libc::ESRCH * 1000);
         }
         j.stamps.mark(Mark::Credentials);

@@ -13,8 +13,9 @@
 //!    [`slot_lock_dir`]`/slot-<uid>.lock`): a slot serves one run at a time;
 //! 2. makes the run's cgroup (`cgroup.rs`: memory limit, tasks limit, CPU
 //!    accounting), when the machine has one;
-//! 3. runs it in its jail (`jail.rs`: new PID, mount, IPC and UTS
-//!    namespaces, the helper's empty network namespace, a read-only root of
+//! 3. runs it in its jail (`jail.rs`: the PID, mount, IPC and UTS
+//!    namespaces the helper keeps and cleans after each run (`kept.rs`),
+//!    the helper's empty network namespace, a read-only root of
 //!    bind mounts, a private `/tmp`, the slot uid and its core (`cores.rs`),
 //!    no capabilities, `no_new_privs`, the seccomp deny list of
 //!    `seccomp.rs`). The jail's
@@ -29,8 +30,8 @@
 //!    (`streams.rs`: a stop on the socket, taken at the next look);
 //! 4. measures ([`Usage`]) and answers as soon as init is done: init kills
 //!    and reaps whatever the program left before it is, so the answer need
-//!    not wait for init's own exit (the namespaces' teardown): that, init's
-//!    reaping and the slot's lock wait until after the reply.
+//!    not wait for init's own exit: that, init's reaping, the kept jail's
+//!    cleaning and the slot's lock wait until after the reply.
 //!
 //! The mechanisms in use are decided once per helper ([`Mechanisms`];
 //! `judge-exec --probe` prints them). Without root (no slot identity) or
@@ -65,18 +66,22 @@
 //! (the kernel registers the sysctls and `lo` of every protocol) and more
 //! CPU again for its workers to tear down: `make bench` prints the price.
 //!
-//! - **init** (cloned into new PID, mount, IPC and UTS namespaces, and a
-//!   network one with [`Jail::netns`](jail::Jail::netns); PID 1 of
-//!   its namespace; root; sharing the helper's memory while the helper
-//!   waits, [`spawn`](jail::spawn); its mount namespace a copy of the
-//!   jail's, see below; on the core of its run's slot, as the helper is
-//!   for the run, so that the run's hand-offs are wake-ups on one core).
-//!   Its PID, IPC and UTS namespaces are made for each run by the helper
-//!   after the last run's reply, off the run's path
-//!   ([`Ahead`](jail::Ahead)), each new and used by that run alone (where
-//!   they cannot be, init's `clone` makes them); its mount namespace is
-//!   the copy its `clone` makes (a copy of the jail's dozen mounts costs
-//!   less than keeping one made ahead). init joins the run's cgroup and makes a cgroup
+//! - **init** (cloned into the helper's kept jail, [`Kept`](kept::Kept):
+//!   its PID, mount, IPC and UTS namespaces, made once per helper with a
+//!   keeper as their PID 1, and cleaned after each run of what a run can
+//!   leave in them (`/tmp`, System V objects, message queues; its
+//!   processes are init's to kill); and into a network namespace of its
+//!   own with [`Jail::netns`](jail::Jail::netns); the subreaper of the
+//!   run's processes; root; sharing the helper's memory while the helper
+//!   waits, [`spawn`](jail::spawn); on the core of its run's slot, as the
+//!   helper is for the run, so that the run's hand-offs are wake-ups on
+//!   one core). Making and tearing down a set of namespaces per run cost
+//!   the kernel more than the program's own `exec` (`make bench` shows
+//!   both, with `OJ_FRESH_JAIL=1`). Where the kept jail cannot be made, or
+//!   with `OJ_FRESH_JAIL=1`, init is cloned into new PID, mount, IPC and
+//!   UTS namespaces (PID 1 of its own): the PID, IPC and UTS ones made by
+//!   the helper after the last run's reply ([`Ahead`](jail::Ahead)), the
+//!   mount one a copy of the jail's. init joins the run's cgroup and makes a cgroup
 //!   namespace there (the helper is never in the group: its OOM killer
 //!   cannot pick the judge, `cgroup.rs`), finishes the root file system (`enter_root`),
 //!   starts the program, receives its seccomp listener, and supervises it:
@@ -86,7 +91,7 @@
 //!   exited, init kills and reaps whatever it left (a background child
 //!   cannot outlive its run, `setsid` or not), leaves its [`Report`](jail::Report) in the
 //!   memory it shares with the helper, and exits; the helper goes on.
-//! - **program** (PID 2; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
+//! - **program** (init's child; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
 //!   init's memory until `exec`, so it only makes system calls): born in
 //!   the run's cgroups (init's), takes its stdio, limits,
 //!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`](jail::OOM_FIRST)),
@@ -103,8 +108,11 @@
 //! helper's own mount namespace, and a mount namespace of the jail's whose
 //! root it is, with nothing of the host's tree below it
 //! ([`JailRoot`](mounts::JailRoot): a copy of the helper's namespace that
-//! `pivot_root`ed into the template and let the rest go); per run, init's
-//! copy of that namespace gets the rest (`enter_root`). Building it all per
+//! `pivot_root`ed into the template and let the rest go); then the kept
+//! jail's copy of that namespace gets the rest once, a `/tmp` and a `/proc`
+//! (the keeper's, [`Kept::make`](kept::Kept::make)), and the binds when a
+//! run's differ from the last run's ([`Kept::prepare`](kept::Kept::prepare);
+//! a fresh jail's init gets all three per run, `enter_root`). Building it all per
 //! run took 0.6 ms; copying the helper's namespace per run (the host's
 //! two dozen mounts with the template's) and unmounting the host's part
 //! after a `pivot_root`, 0.045 ms more at p50 and 0.2 ms at p99 on the
@@ -129,8 +137,8 @@
 //! | `/usr` | the host's, bind-mounted read-only, `nosuid`, `nodev`, with each of [`MASKED`](mounts::MASKED) (`/usr/local/etc`) an empty tmpfs; `/bin`, `/lib*`, `/sbin` as the host has them (symbolic links into `/usr` on a merged-/usr system, else read-only binds) |
 //! | `/etc` | only [`ETC`](mounts::ETC): the dynamic loader's cache, `alternatives`, the JVM's and Python's configuration, `localtime`; a `passwd`, `group` and `hosts` of its own |
 //! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (nodes made in the template), `fd`, `stdin`, `stdout`, `stderr` links, `shm` (a link to `/tmp`: POSIX shared memory and semaphores share its cap) |
-//! | `/proc` | the run's own PID namespace only, read-only, [`PROC_OPTIONS`](mounts::PROC_OPTIONS): its processes and nothing else of the kernel's (`/proc/self/net` for its network) |
-//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory) |
+//! | `/proc` | the jail's PID namespace only, read-only, [`PROC_OPTIONS`](mounts::PROC_OPTIONS): the run's processes and nothing else of the kernel's (`/proc/self/net` for its network; the keeper and init are root's, hidden) |
+//! | `/tmp` | a private tmpfs, capped at the run's memory limit (its pages count as the run's memory), empty at each run's start (one a run left anything in is replaced) |
 //! | each [`Bind`] | the work directories, where [`Bind::inside`](limits::Bind::inside) says (the judge's are `/src`, `/judge`, `/checker`: no host path), read-only unless writable |
 //!
 //! The program's stdio are a sealed copy and pipes (`streams.rs`); nothing
@@ -177,6 +185,7 @@
 //! | `delegation` | where the runner's v2 groups live (the cgroup it was started in, or the root) and the move that makes it its own |
 //! | `cgroup`, `seccomp`, `mounts`, `slot`, `streams` | the mechanisms: control groups, the system call filter, the root file system, the slots (identities, locks, sweep, pool), the program's stdio |
 //! | `cores` | the core each slot's runs are pinned to |
+//! | `kept` | the helper's kept jail: its namespaces, made once, readied for each run and cleaned after it |
 //! | `jail` | init and the program: namespaces, credentials, the filter's listener |
 //! | `executor` | one run in the helper, and the one state a helper keeps between runs |
 //! | `helper` | the helper process: its server loop and the judge's client |
@@ -190,6 +199,7 @@ pub mod error;
 pub mod executor;
 pub mod helper;
 pub mod jail;
+pub mod kept;
 pub mod limits;
 pub mod mounts;
 pub mod procfs;

@@ -326,8 +326,7 @@ pub fn detach_binds(binds: &[Bind]) -> io::Result<Vec<BindTree>> {
 /// ([`JailRoot::Pivot`]).
 pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u64) -> io::Result<()> {
     let root = Path::new(if trees.is_some() { "/" } else { ROOT });
-    let tmpfs = format!("size={},nr_inodes=16384,mode=1777", tmp_size.max(1 << 20));
-    mount(Some("tmpfs"), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))?;
+    mount_tmp(&root.join("tmp"), tmp_size)?;
     // Read-only: a run may not lower its `oom_score_adj` (see [`OOM_FIRST`]).
     // Only the run's processes (`subset=pid`: no `/proc/cmdline`, `meminfo`,
     // `sys`), and of them only its own uid's (`hidepid`: not init's); both
@@ -351,19 +350,40 @@ pub(super) fn enter_root(binds: &[Bind], trees: Option<&[BindTree]>, tmp_size: u
     mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID, None)
 }
 
-/// Makes the template at [`ROOT`] this mount namespace's root and lets go
-/// of the old root, with every host mount below it.
-fn pivot_into_template() -> io::Result<()> {
-    chdir(ROOT)?;
-    pivot_root(".", ".")?;
-    umount2(".", MntFlags::MNT_DETACH)?;
-    Ok(chdir("/")?)
+/// A run's `/tmp`: a tmpfs of `size` bytes (1 MiB at least), 16,384 inodes.
+fn mount_tmp(at: &Path, size: u64) -> io::Result<()> {
+    let tmpfs = format!("size={},nr_inodes=16384,mode=1777", size.max(1 << 20));
+    mount(Some("tmpfs"), at, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&tmpfs))
 }
 
-/// Attaches a detached bind tree at `dst` (created, as a directory or an
-/// empty file).
-fn attach(t: &BindTree, dst: &Path) -> io::Result<()> {
-    make_mount_point(dst, t.dir)?;
+/// In the kept jail's mount namespace (`kept.rs`): a new `/tmp` in place
+/// of the one a run left something in.
+pub(super) fn fresh_tmp(size: u64) -> io::Result<()> {
+    umount2("/tmp", MntFlags::MNT_DETACH).map_err(|e| context("unmount /tmp", e.into()))?;
+    mount_tmp(Path::new("/tmp"), size)
+}
+
+/// In the kept jail's mount namespace: its `/tmp` (empty) given a new size.
+pub(super) fn resize_tmp(size: u64) -> io::Result<()> {
+    let opts = format!("size={}", size.max(1 << 20));
+    mount(None, Path::new("/tmp"), None, libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV, Some(&opts))
+}
+
+/// The mount point of `b` in the template, made in the helper's namespace
+/// (the kept jail's root is read-only, the template it shows is not).
+pub(super) fn make_template_mount_point(b: &Bind) -> io::Result<()> {
+    let rel = b.inside().strip_prefix("/").unwrap_or(b.inside());
+    make_mount_point(&Path::new(ROOT).join(rel), std::fs::metadata(&b.path)?.is_dir())
+}
+
+/// Lets go of the bind at `at` (a kept jail's, `kept.rs`), with what is
+/// mounted below it.
+pub(super) fn detach_at(at: &Path) -> io::Result<()> {
+    umount2(at, MntFlags::MNT_DETACH).map_err(|e| context(&format!("unmount {}", at.display()), e.into()))
+}
+
+/// Attaches a detached bind tree at `dst`, whose mount point exists.
+pub(super) fn attach_at(t: &BindTree, dst: &Path) -> io::Result<()> {
     let dst_c = CString::new(dst.as_os_str().as_bytes()).map_err(io::Error::other)?;
     // SAFETY: NUL-terminated paths that live across the call.
     let r = unsafe {
@@ -380,6 +400,22 @@ fn attach(t: &BindTree, dst: &Path) -> io::Result<()> {
         return Err(context(&format!("mount {}", dst.display()), io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// Makes the template at [`ROOT`] this mount namespace's root and lets go
+/// of the old root, with every host mount below it.
+fn pivot_into_template() -> io::Result<()> {
+    chdir(ROOT)?;
+    pivot_root(".", ".")?;
+    umount2(".", MntFlags::MNT_DETACH)?;
+    Ok(chdir("/")?)
+}
+
+/// Attaches a detached bind tree at `dst` (created, as a directory or an
+/// empty file).
+pub(super) fn attach(t: &BindTree, dst: &Path) -> io::Result<()> {
+    make_mount_point(dst, t.dir)?;
+    attach_at(t, dst)
 }
 
 fn make_mount_point(dst: &Path, dir: bool) -> io::Result<()> {
