@@ -166,7 +166,7 @@ pub fn run(
     // again (once). After either, a newly started helper takes it.
     let (mut unread, mut rerun, mut fresh) = (0, false, false);
     loop {
-        let pooled = if fresh { None } else { CLIENT.idle.lock().unwrap().pop() };
+        let pooled = if fresh { None } else { CLIENT.take_idle(req.identity.map(|i| i.uid)) };
         let helper = match pooled {
             Some(h) => h,
             None => Helper::start().map_err(Step::StartHelper.err())?,
@@ -216,7 +216,7 @@ pub fn run(
         let lost = match reply {
             Ok(n) if n > 0 => match serde_json::from_slice(&buf[..n]) {
                 Ok(Reply::Ok(mut u)) => {
-                    CLIENT.idle.lock().unwrap().push(helper);
+                    CLIENT.give_back(helper, req);
                     if let Some(t) = &mut u.steps {
                         let ours = [(Mark::Called, called), (Mark::Sent, sending), (Mark::Answered, answered)];
                         for (m, at) in ours.into_iter().chain([(Mark::Returned, now_ns())]) {
@@ -226,7 +226,7 @@ pub fn run(
                     return copied.map(|()| u);
                 }
                 Ok(Reply::Err(e)) => {
-                    CLIENT.idle.lock().unwrap().push(helper);
+                    CLIENT.give_back(helper, req);
                     return Err(e);
                 }
                 // The helper retires after this answer.
@@ -276,6 +276,26 @@ struct Client {
 static CLIENT: Client =
     Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false), timed: AtomicBool::new(false) };
 
+impl Client {
+    /// An idle helper, the one that last served slot `uid` if there is one:
+    /// then its jail's `passwd`, core and cgroup limits are already the
+    /// run's (a helper that changes slot rewrites the first, moves to
+    /// another core and sets the others).
+    fn take_idle(&self, uid: Option<u32>) -> Option<Helper> {
+        let mut idle = self.idle.lock().unwrap();
+        match idle.iter().rposition(|h| uid.is_some() && h.served == uid) {
+            Some(i) => Some(idle.remove(i)),
+            None => idle.pop(),
+        }
+    }
+
+    /// Puts `helper` back among the idle, after its run of `req`.
+    fn give_back(&self, mut helper: Helper, req: &Request) {
+        helper.served = req.identity.map(|i| i.uid);
+        self.idle.lock().unwrap().push(helper);
+    }
+}
+
 /// Has every run from now on stamp each of its steps (`timeline.rs`) and
 /// carry them back in [`Usage::steps`]: `make bench`'s cost per step. Off
 /// by default: then a step's stamp is one branch.
@@ -304,6 +324,8 @@ pub fn netns_per_run() -> bool {
 struct Helper {
     sock: OwnedFd,
     pid: libc::pid_t,
+    /// The slot uid of its last run: a run of the same slot takes it first.
+    served: Option<u32>,
 }
 
 impl Helper {
@@ -331,7 +353,7 @@ impl Helper {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
-        Ok(Helper { sock: ours, pid: child.id() as libc::pid_t })
+        Ok(Helper { sock: ours, pid: child.id() as libc::pid_t, served: None })
     }
 
     /// Closes the socket (the helper exits), kills and reaps it.
@@ -440,6 +462,19 @@ pub fn shutdown() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_takes_the_idle_helper_that_last_served_its_slot() {
+        let helper = |served| Helper { sock: File::open("/dev/null").unwrap().into(), pid: 0, served };
+        let client =
+            Client { idle: Mutex::new(Vec::new()), fresh_netns: AtomicBool::new(false), timed: AtomicBool::new(false) };
+        client.idle.lock().unwrap().extend([helper(Some(7)), helper(Some(8)), helper(None)]);
+        assert_eq!(client.take_idle(Some(7)).map(|h| h.served), Some(Some(7)));
+        // None served this slot: the last one given back.
+        assert_eq!(client.take_idle(Some(9)).map(|h| h.served), Some(None));
+        assert_eq!(client.take_idle(None).map(|h| h.served), Some(Some(8)));
+        assert!(client.take_idle(Some(8)).is_none());
+    }
     use crate::sandbox::{Exit, Spec};
 
     #[test]
@@ -463,7 +498,7 @@ mod tests {
             drop(theirs);
             ready
         });
-        CLIENT.idle.lock().unwrap().push(Helper { sock: ours, pid: child.id() as libc::pid_t });
+        CLIENT.idle.lock().unwrap().push(Helper { sock: ours, pid: child.id() as libc::pid_t, served: None });
         let usage = crate::sandbox::run(Spec::trial(&["/bin/true"], None).unwrap());
         assert_eq!(retiring.join().unwrap(), 1, "the request never reached the retiring helper");
         assert_eq!(usage.map(|u| u.exit), Ok(Exit::Code(0)), "the request was not run by a fresh helper");
@@ -486,7 +521,7 @@ mod tests {
         assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, sv.as_mut_ptr()) }, 0);
         // SAFETY: both descriptors were just made by socketpair; nothing else owns them.
         let (ours, _theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
-        let how = Helper { sock: ours, pid: child.id() as libc::pid_t }.reap();
+        let how = Helper { sock: ours, pid: child.id() as libc::pid_t, served: None }.reap();
         assert!(how.contains("another build"), "{how}");
     }
 
