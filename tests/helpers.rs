@@ -379,3 +379,19 @@ fn a_helper_whose_keeper_was_killed_makes_a_new_kept_jail() {
     let (exit, said) = run_at_work(dir.path(), &["/bin/echo", "again"]);
     assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "again\n"));
 }
+
+#[test]
+fn nothing_a_run_left_behind_is_alive_when_its_answer_comes() {
+    let Some(_one) = root_turn() else { return };
+    let dir = TempDir::new("left-behind");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let uid = ojrunner::judge::Slot::for_index(70).uid;
+    for _ in 0..5 {
+        // Two sleepers left in the background, one in a session of its own.
+        let (exit, said) = run_at_work(dir.path(), &["/bin/sh", "-c", "sleep 100 & setsid sleep 100 & echo left"]);
+        // Looked at at once: not after the helper's cleanup that follows its reply.
+        let alive = testkit::processes_of(uid);
+        assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "left\n"));
+        assert_eq!(alive, Vec::<i32>::new(), "processes of the run alive at its answer");
+    }
+}

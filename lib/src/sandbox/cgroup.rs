@@ -181,6 +181,8 @@ pub struct Group {
     /// The least charge (file cache aside) seen at a reset: the caller's
     /// own, with nothing of a run left (see [`Group::reset`]).
     floor: std::cell::Cell<Option<u64>>,
+    /// `pids.current`, held open: whether a run left a task ([`Group::tasks`]).
+    tasks: File,
 }
 
 /// A group's files read (or, v1, reset) at every run.
@@ -362,7 +364,9 @@ impl Hierarchy {
             }
         };
         let files = Files::open(self.kind, &m)?;
+        let count = File::open(p.join("pids.current")).map_err(|e| annotate(e, &p.join("pids.current")))?;
         let g = Group {
+            tasks: count,
             kind: self.kind,
             files,
             cpu_file,
@@ -564,6 +568,13 @@ impl Group {
         reread(&self.files.events, &mut [0u8; 512]).and_then(|t| field(t, "oom_kill")).unwrap_or(0)
     }
 
+    /// The tasks the group holds now (`pids.current`: a task counts until
+    /// it is reaped), read through a descriptor held open.
+    pub fn tasks(&self) -> u64 {
+        let mut buf = [0u8; 32];
+        reread(&self.tasks, &mut buf).and_then(|t| t.trim().parse().ok()).unwrap_or(u64::MAX)
+    }
+
     /// Whether any task but the caller is left in the group. (One
     /// controller's list tells: tasks are born in all of them at once, and
     /// only root could move one.)
@@ -572,6 +583,12 @@ impl Group {
         fs::read_to_string(self.pids.join("cgroup.procs"))
             .map(|s| s.split_whitespace().all(|p| p == me))
             .unwrap_or(true)
+    }
+
+    /// Kills every task of the group but the caller, once (one
+    /// controller's list tells, as for [`Group::is_empty`]).
+    pub fn kill_tasks(&self) {
+        kill_procs(&self.pids);
     }
 
     /// Kills every task of the group but the caller, until none is left

@@ -27,7 +27,7 @@ use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -80,7 +80,10 @@ pub fn probe_namespaces() -> bool {
 /// and be reaped; the template's mount points go; the slot's lock is held
 /// until then.
 struct Leftover {
-    init: libc::pid_t,
+    /// init, to reap (none in the kept jail: the helper supervised the run).
+    init: Option<libc::pid_t>,
+    /// The run's descriptors the helper still holds ([`jail::Report::spent`]).
+    _spent: Vec<std::os::fd::OwnedFd>,
     binds: Vec<Bind>,
     _slot_lock: Option<SlotLock>,
 }
@@ -139,17 +142,19 @@ impl Executor {
         let namespaces = root && nix::sched::unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).is_ok();
         let jail_ready = namespaces
             .then(|| jail::drop_bounding_set().map_err(Step::BoundingSet.err()).and_then(|()| JailReady::make()));
-        let kept = match &jail_ready {
-            Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) if kept_jail() => Kept::make(ns, 64 << 20)
-                .map_err(|e| eprintln!("ojrunner-sandbox-helper: no kept jail (a new one per run): {e}"))
-                .ok(),
-            _ => None,
-        };
-        let ahead = (matches!(jail_ready, Some(Ok(_))) && kept.is_none()).then(|| jail::Ahead::start().ok()).flatten();
         let cgroup = if root { Hierarchy::detect() } else { None };
         if let Some(h) = &cgroup {
             h.remove_stale();
         }
+        let kept = match &jail_ready {
+            Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) if kept_jail() && cgroup.is_some() => {
+                Kept::make(ns, 64 << 20)
+                    .map_err(|e| eprintln!("ojrunner-sandbox-helper: no kept jail (a new one per run): {e}"))
+                    .ok()
+            }
+            _ => None,
+        };
+        let ahead = (matches!(jail_ready, Some(Ok(_))) && kept.is_none()).then(|| jail::Ahead::start().ok()).flatten();
         Executor {
             mechanisms: Mechanisms { namespaces, cgroup },
             jail_ready,
@@ -219,7 +224,9 @@ impl Executor {
     pub(super) fn after_reply(&mut self) {
         let Some(left) = self.leftover.take() else { return };
         let replied = now_ns();
-        let _ = reap(left.init);
+        if let Some(init) = left.init {
+            let _ = reap(init);
+        }
         let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
         if let (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
@@ -282,12 +289,24 @@ impl Executor {
             Some(id) if self.mechanisms.namespaces => {
                 self.run_jailed(req, program, id, Handed { stdio, part }, hangup, slot_lock)
             }
+            // The basic level's program is born in the helper's own PID
+            // namespace, not in one made for a jail.
             _ => match self.ahead.as_mut().map(|a| a.release()) {
                 Some(Err(e)) => {
                     self.retiring = true;
                     Err(Step::Ahead.failed(e))
                 }
-                _ => self.run_direct(req, program, Handed { stdio, part }, hangup),
+                _ if self.kept.as_ref().is_some_and(|k| k.outside(true).is_err()) => {
+                    self.retiring = true;
+                    Err(Step::Ahead.failed("the helper's own PID namespace"))
+                }
+                _ => {
+                    let ran = self.run_direct(req, program, Handed { stdio, part }, hangup);
+                    if self.kept.as_ref().is_some_and(|k| k.outside(false).is_err()) {
+                        self.retiring = true;
+                    }
+                    ran
+                }
             },
         };
         ran.map(|mut usage| {
@@ -376,8 +395,10 @@ impl Executor {
                 self.kept = Some(Kept::make(ns, limits.memory).map_err(Step::EnterRoot.err())?);
             }
         }
+        // The kept jail's runs are killed and counted through their cgroup:
+        // without one (it could not be made), the run gets a fresh jail.
         let kept = match (&mut self.kept, &self.jail_ready) {
-            (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) => {
+            (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) if self.group.is_some() => {
                 if let Err(e) = k.prepare(ns, &req.binds, limits.memory) {
                     self.retiring = true;
                     return Err(Step::EnterRoot.failed(e));
@@ -389,6 +410,12 @@ impl Executor {
         let trees = match way_out {
             Some(_) if !kept => Some(mounts::detach_binds(&req.binds).map_err(Step::EnterRoot.err())?),
             _ => None,
+        };
+        // In the kept jail the helper's own, handed over: the helper closes
+        // them once the program has its own (`jail.rs`); else init's copies.
+        let (stdio_fds, held_stdio) = match kept {
+            true => (stdio.map(IntoRawFd::into_raw_fd), None),
+            false => ([stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()], Some(stdio)),
         };
         let jail = Jail {
             program: cs(inside(&program.to_string_lossy()).as_bytes())?,
@@ -407,15 +434,16 @@ impl Executor {
                 .collect::<Vec<_>>(),
             tmp_size: limits.memory,
             rlimits: &rlimits,
-            core: req.core.map(cores::only),
+            // Inherited from the helper when it is on that core already.
+            core: req.core.filter(|&c| self.on_core != Some(c)).map(cores::only),
             uid: id.uid,
             gid: id.gid,
             netns: req.fresh_netns,
             ahead,
-            kept,
+            kept: self.kept.as_ref().filter(|_| kept).map(Kept::mount_namespace),
             group,
             joined_at: &watchdog.joined_at,
-            stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
+            stdio: stdio_fds,
             filter: &self.filter,
             stacks: &self.stacks,
             hangup,
@@ -427,24 +455,20 @@ impl Executor {
             Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) => Some(ns),
             _ => None,
         };
-        let kept = self.kept.as_ref().filter(|_| kept);
-        match (jail_ns, kept) {
-            (Some(_), Some(k)) => k.enter().map_err(Step::Clone.err())?,
-            (Some(ns), None) => ns.enter().map_err(Step::Clone.err())?,
-            (None, _) => {}
+        // init is cloned from the jail's namespace (a fresh jail's); the
+        // kept jail's program joins its own.
+        let jail_ns = jail_ns.filter(|_| !kept);
+        if let Some(ns) = jail_ns {
+            ns.enter().map_err(Step::Clone.err())?;
         }
         watchdog.start.set(Instant::now());
         let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
         // Back in the helper's namespace, where its paths are (else it
         // serves no more runs).
-        let returned = match (jail_ns, kept) {
-            (Some(ns), Some(k)) => k.leave(ns),
-            (Some(ns), None) => ns.leave(),
-            (None, _) => Ok(()),
-        };
+        let returned = jail_ns.map_or(Ok(()), |ns| ns.leave());
         self.stamps.mark(Mark::Resumed);
-        drop(stdio);
+        drop(held_stdio);
         if let Err(e) = returned {
             self.retiring = true;
             if let Ok((pid, _)) = spawned {
@@ -452,23 +476,28 @@ impl Executor {
             }
             return Err(Step::Clone.failed(e));
         }
-        let (pid, rep) = spawned?;
+        let (pid, mut rep) = spawned?;
+        let init = (!kept).then_some(pid);
         if !rep.done {
             // init died on the way (its PID namespace went with it): say how.
             // What it shared with this helper (heap, locks, glibc's state) may
             // be half-changed: the helper answers, then exits.
-            let how = reap(pid).map_or_else(|e| e.to_string(), |(status, _)| describe(status));
+            let how = match init {
+                Some(init) => reap(init).map_or_else(|e| e.to_string(), |(status, _)| describe(status)),
+                None => "ended".to_string(),
+            };
             tidy_after_init(group, &req.binds);
             self.retiring = true;
             return Err(Error::InitDied { how });
         }
         let usage = watchdog.usage(&rep, &baseline, wall);
+        let spent = std::mem::take(&mut rep.spent);
         drop(trees);
         // The kept jail's binds stay for the next run.
-        let binds = if kept.is_some() { Vec::new() } else { req.binds };
+        let binds = if kept { Vec::new() } else { req.binds };
         // init killed and reaped every process of the run before it was done:
         // only its own exit (the namespaces' teardown) is left, reaped later.
-        self.leftover = Some(Leftover { init: pid, binds, _slot_lock: slot_lock });
+        self.leftover = Some(Leftover { init, binds, _spent: spent, _slot_lock: slot_lock });
         if rep.hangup {
             return Err(Error::JudgeGone);
         }

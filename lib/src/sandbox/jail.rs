@@ -1,5 +1,6 @@
-//! The jail: init and the program, in the helper's kept namespaces
-//! (`kept.rs`) or a run's own, as the slot uid, under the filter (the processes are described in the sandbox's
+//! The jail: the program, in the helper's kept namespaces (`kept.rs`),
+//! supervised by the helper, or in a run's own under an init; as the slot
+//! uid, under the filter (the processes are described in the sandbox's
 //! theory of operation, `sandbox/mod.rs`).
 
 use super::cgroup::Group;
@@ -49,9 +50,12 @@ pub struct Jail<'a> {
     /// made for this run ([`Ahead`]): init is cloned into them, not into
     /// namespaces of its own `clone`.
     pub ahead: bool,
-    /// The helper's kept jail (`kept.rs`) is the run's, readied: init is
-    /// cloned into its namespaces and mounts nothing.
-    pub kept: bool,
+    /// The helper's kept jail (`kept.rs`), readied for the run: its mount
+    /// namespace. The helper supervises the run itself (no init): the
+    /// program, born in the kept PID namespace (the helper's children's),
+    /// joins the run's cgroup and that namespace before its `exec`, and the
+    /// run's processes are killed through the cgroup.
+    pub kept: Option<RawFd>,
     /// The run's cgroup, which init joins first: the helper is not in it.
     pub group: Option<&'a Group>,
     /// init's own CPU time when it had joined the group: what the group
@@ -94,6 +98,10 @@ pub struct Report {
     pub hangup: bool,
     /// init got to the end (else it died on the way: the judge's fault).
     pub done: bool,
+    /// In the kept jail, the helper's descriptors of the run (its program's
+    /// seccomp listener, their socket, the pidfd, the pipe): closed after
+    /// the reply, where their release does not hold up the answer.
+    pub spent: Vec<OwnedFd>,
 }
 
 /// The `oom_score_adj` of every process of a run: when the run's memory
@@ -121,9 +129,10 @@ pub struct Stacks {
 const INIT_STACK: usize = 1 << 20;
 const PROGRAM_STACK: usize = 256 << 10;
 
-/// Runs init (in the kept jail, or new PID, mount, IPC, UTS namespaces)
-/// through the whole run and returns its pid (to be reaped: its exit goes
-/// on) and its report.
+/// Runs the whole run and returns its report, and the pid of its init (0
+/// for none), to be reaped: its exit goes on. In the kept jail the helper
+/// supervises the run itself, the program its child; in a fresh one, init
+/// (new PID, mount, IPC, UTS namespaces) does:
 ///
 /// init shares the helper's memory, and the helper waits while it runs
 /// (`CLONE_VM | CLONE_VFORK`): no page tables to copy, no copy-on-write
@@ -138,6 +147,17 @@ const PROGRAM_STACK: usize = 256 << 10;
 /// program's `exec`, the last reaping (before, the helper could kill init
 /// there; binds are local directories, so none blocks for long).
 pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
+    if j.kept.is_some() {
+        j.stamps.mark(Mark::InitStarted);
+        let mut report = Report::default();
+        // No init: the helper is the run's supervisor (0: none to reap).
+        match supervise(j, &mut report) {
+            Ok(()) => {}
+            Err(e) => report.error = Some(e),
+        }
+        report.done = true;
+        return Ok((0, report));
+    }
     struct Init<'a, 'b> {
         j: &'a Jail<'b>,
         report: Report,
@@ -151,11 +171,7 @@ pub fn spawn(j: &Jail) -> io::Result<(libc::pid_t, Report)> {
     let mut init = Init { j, report: Report::default() };
     let own =
         libc::CLONE_NEWNS | if j.ahead { 0 } else { libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS };
-    let flags = libc::CLONE_VM
-        | libc::CLONE_VFORK
-        | if j.kept { 0 } else { own }
-        | if j.netns { libc::CLONE_NEWNET } else { 0 }
-        | libc::SIGCHLD;
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | own | if j.netns { libc::CLONE_NEWNET } else { 0 } | libc::SIGCHLD;
     let stack = stack_top(&j.stacks.init, INIT_STACK)?;
     // SAFETY: `stack` tops a mapping of INIT_STACK bytes kept for the helper's life; `init` outlives the child's use of
     // it (CLONE_VFORK suspends the helper until init exits).
@@ -219,7 +235,17 @@ fn run_init(j: &Jail, rep: &mut Report) {
     rep.done = true;
 }
 
+/// init's (or, in the kept jail, the helper's) part of a run: the program
+/// started, watched, ended, and everything it left killed and reaped.
 fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
+    if j.kept.is_none() {
+        enter_jail(j)?;
+    }
+    start_and_watch(j, rep)
+}
+
+/// In init: its cgroup, its `oom_score_adj`, its root.
+fn enter_jail(j: &Jail) -> Result<(), Error> {
     // The run's cgroup, before anything is charged: the program is born in
     // it, the helper stays out of reach of its OOM killer. Then a cgroup
     // namespace rooted there: the run's `/proc/self/cgroup` says `/`, not
@@ -239,12 +265,14 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         unsafe { libc::close(fd) };
     }
     oom_score_set.map_err(Step::OomScore.err())?;
-    match j.kept {
-        // Not PID 1 there: what the program leaves behind is still init's to reap.
-        true => nix::sys::prctl::set_child_subreaper(true).map_err(|e| Step::EnterRoot.failed(io::Error::from(e)))?,
-        false => mounts::enter_root(j.binds, j.trees, j.tmp_size).map_err(Step::EnterRoot.err())?,
-    }
+    mounts::enter_root(j.binds, j.trees, j.tmp_size).map_err(Step::EnterRoot.err())?;
     j.stamps.mark(Mark::RootEntered);
+    Ok(())
+}
+
+/// The program started (from init, or from the helper in the kept jail),
+/// watched until it exits or a limit fires, then reaped with whatever it left.
+fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     let mut sv = [0; 2];
     // SAFETY: socketpair writes two descriptors into `sv`, a live two-element array.
     if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, sv.as_mut_ptr()) } != 0 {
@@ -262,8 +290,12 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         sock: theirs.as_raw_fd(),
         err: err_w.as_raw_fd(),
         not_ours: ours.as_raw_fd(),
-        // SAFETY: getpid takes no pointer (the system call: no cached value).
-        init: unsafe { libc::syscall(libc::SYS_getpid) } as libc::pid_t,
+        parent: match j.kept {
+            // The helper, in the PID namespace above the kept one's.
+            Some(_) => 0,
+            // SAFETY: getpid takes no pointer (the system call: no cached value).
+            None => (unsafe { libc::syscall(libc::SYS_getpid) }) as libc::pid_t,
+        },
     };
     // The program shares init's memory until its `exec` (init waits,
     // `CLONE_VFORK`): no page tables copied, no copy-on-write faults, no
@@ -284,10 +316,12 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     }
     drop(theirs);
     drop(err_w);
-    // init's copies of the program's stdio: a pipe's reader (an interactor)
-    // sees its end when the program's copies are gone, not at init's exit.
+    // init's copies of the program's stdio (or the helper's, handed over in
+    // the kept jail): a pipe's reader (an interactor) sees its end when the
+    // program's copies are gone, not at the end of the run.
     for fd in j.stdio {
-        // SAFETY: init's own copies of the program's stdio (no CLONE_FILES), which nothing in init uses again.
+        // SAFETY: the caller's own copies of the program's stdio (init's: no CLONE_FILES; the helper's: given up by
+        // the executor), which nothing uses again.
         unsafe { libc::close(fd) };
     }
     let listener = recv_fd(ours.as_raw_fd());
@@ -302,8 +336,8 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         return Err(Error::CannotStart { program, during: Some(during), why: e.to_string() });
     }
     j.stamps.mark(Mark::Execed);
-    // SAFETY: pidfd_open takes no pointer.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
+    let pidfd_owned = super::sys::pidfd_open(pid);
+    let pidfd = pidfd_owned.as_ref().map_or(-1, |f| f.as_raw_fd());
     let mut listening = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
     let mut hangup = j.hangup;
     loop {
@@ -311,7 +345,7 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
             Watched::Wait(d) => d.as_millis().clamp(1, i32::MAX as u128) as libc::c_int,
             Watched::Stop(limit) => {
                 rep.fired.get_or_insert(limit);
-                kill_run();
+                kill_run(j, pid);
                 -1
             }
         };
@@ -329,12 +363,12 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         if fds[2].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             rep.hangup = true;
             hangup = -1;
-            kill_run();
+            kill_run(j, pid);
         }
         if fds[1].revents & libc::POLLIN != 0 {
             if let Some(call) = seccomp::receive(fds[1].fd) {
                 rep.denied.get_or_insert(call);
-                kill_run();
+                kill_run(j, pid);
             }
         } else if fds[1].revents != 0 {
             // Hung up: no process uses the filter any more (the program is
@@ -356,8 +390,13 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // the run is alive, and init's own exit (the namespaces' teardown) need
     // not hold up the answer. Killed again after each reaped one: a child
     // forked while the first kill went round is not waited for in vain.
-    loop {
-        kill_run();
+    // (In the kept jail, what the program left is the keeper's to reap: it
+    // is killed through the cgroup until the group holds no task.)
+    if j.kept.is_some() {
+        end_what_is_left(j.group);
+    }
+    while j.kept.is_none() {
+        kill_run(j, pid);
         // SAFETY: a null status pointer is allowed: nothing is written.
         if unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } < 0
             && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
@@ -366,6 +405,9 @@ fn supervise(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         }
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    if j.kept.is_some() {
+        rep.spent.extend([Some(ours), listener, pidfd_owned, Some(OwnedFd::from(err_r))].into_iter().flatten());
+    }
     rep.status = Some(status);
     rep.cpu_us = tv(ru.ru_utime) + tv(ru.ru_stime);
     rep.maxrss_kib = ru.ru_maxrss as u64;
@@ -386,10 +428,36 @@ fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
     io::Write::write_all(&mut f, OOM_FIRST.as_bytes())
 }
 
-/// In init: kills every process of the run (its PID namespace's), init
-/// itself aside, and the kept jail's keeper (PID 1, which `kill(-1)` spares).
-fn kill_run() {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+/// Kills every process of the run: from init, its PID namespace's, init
+/// itself aside; from the helper in the kept jail, the program and every
+/// task of the run's cgroup (a second pass, after the program's exit,
+/// waits for the group to be empty: [`end_what_is_left`]).
+fn kill_run(j: &Jail, program: libc::pid_t) {
+    match j.kept {
+        // Never kill(-1) here: the helper's is the host's PID namespace.
+        Some(_) => {
+            // SAFETY: kill takes no pointer; `program` is the helper's child, not yet reaped.
+            unsafe { libc::kill(program, libc::SIGKILL) };
+            if let Some(g) = j.group {
+                g.kill_tasks();
+            }
+        }
+        None => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// In the helper, the kept jail's program reaped: what it left behind
+/// killed through the cgroup, until the group holds no task (the keeper
+/// reaps them; 2 s at most, then the helper's cleanup kills again).
+fn end_what_is_left(group: Option<&Group>) {
+    let Some(g) = group else { return };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while g.tasks() != 0 && std::time::Instant::now() < deadline {
+        g.kill_tasks();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
 }
 
 /// What the program's side needs, made before the `clone`: sharing init's
@@ -405,14 +473,14 @@ struct Launch<'a> {
     err: RawFd,
     /// Init's end of that socket.
     not_ours: RawFd,
-    /// init's PID, as the program sees it (1 but in the kept jail).
-    init: libc::pid_t,
+    /// The program's parent's PID, as the program sees it: init's (1), or
+    /// 0 for the helper, outside the kept jail's PID namespace.
+    parent: libc::pid_t,
 }
 
 extern "C" fn launched(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is supervise's `&launch`, alive while init waits for this exec (CLONE_VFORK).
     let l = unsafe { &*(arg as *const Launch) };
-    l.j.stamps.mark(Mark::ProgramStarted);
     // SAFETY: the program's copy of init's end (no CLONE_FILES: its table is its own), unused here.
     unsafe { libc::close(l.not_ours) };
     program(l)
@@ -438,7 +506,29 @@ fn program(l: &Launch) -> ! {
     // SAFETY: between clone and exec, in init's memory: system calls only, on locals and on what init made before the
     // clone (alive: init waits); nothing allocates or locks.
     unsafe {
-        // The run's cgroup: init's, which it joined (`supervise`).
+        // The run's cgroup: init's, which it joined (`enter_jail`); in the
+        // kept jail, the program joins it here, then the jail's mount
+        // namespace, and sets its own `oom_score_adj` (a vfork child's is
+        // its own: the helper's does not change).
+        if let Some(mnt) = j.kept {
+            if let Some(g) = j.group {
+                if g.join().is_err() {
+                    fail(os());
+                }
+            }
+            let netns = if j.netns { libc::CLONE_NEWNET } else { 0 };
+            check(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWCGROUP | netns));
+            j.stamps.mark(Mark::Joined);
+            check(libc::syscall(libc::SYS_setns, mnt, libc::CLONE_NEWNS));
+            let fd = libc::openat(j.host_proc, c"self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            check(fd as libc::c_long);
+            if libc::write(fd, OOM_FIRST.as_ptr().cast(), OOM_FIRST.len()) != OOM_FIRST.len() as isize {
+                fail(os());
+            }
+            libc::close(fd);
+            j.stamps.mark(Mark::RootEntered);
+        }
+        j.stamps.mark(Mark::ProgramStarted);
         // stdio: first out of the way (they may sit on 0-2), then into place.
         let mut high = [0; 3];
         for (i, &fd) in j.stdio.iter().enumerate() {
@@ -469,7 +559,7 @@ fn program(l: &Launch) -> ! {
         check(libc::syscall(libc::SYS_setresuid, j.uid, j.uid, j.uid));
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long);
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long);
-        if libc::getppid() != l.init {
+        if libc::getppid() != l.parent {
             fail(libc::ESRCH * 1000);
         }
         j.stamps.mark(Mark::Credentials);

@@ -5,12 +5,14 @@
 //! cost the kernel (`make bench`, `tests/bench/floor.c`): a mount namespace
 //! copied and unmounted, a tmpfs and a `/proc` mounted and unmounted (each
 //! unmount waiting for an expedited RCU grace period), PID, IPC and UTS
-//! namespaces made and freed. Kept, a run finds them as a fresh set would
-//! be, because what a run can leave in them is taken away before the next:
+//! namespaces made and freed; and an init to be their PID 1, cloned and
+//! exited. Kept, a run finds them as a fresh set would be, because what a
+//! run can leave in them is taken away before the next:
 //!
-//! - **processes**: init kills and reaps every process of the run before it
-//!   reports (`jail.rs`; it is their subreaper), and the keeper, PID 1 of
-//!   the namespace, is root and invisible to the run (`hidepid`);
+//! - **processes**: the helper kills every process of the run through its
+//!   cgroup, until the group holds none, before it answers (`jail.rs`);
+//!   the keeper, PID 1 of the namespace, reaps them, and is root and
+//!   invisible to the run (`hidepid`). No run without a cgroup is kept;
 //! - **`/tmp`** (and `/dev/shm`, a link to it): a new tmpfs in place of one
 //!   a run left anything in (its root is root's, mode 1777: a run can
 //!   change nothing of it but its entries);
@@ -23,7 +25,8 @@
 //!
 //! PIDs go on counting from run to run (a run's program is not PID 2): what
 //! a run can learn from that is how many processes the runs before it on
-//! this helper made.
+//! this helper made. The program's parent, the helper, is outside the PID
+//! namespace: `getppid()` says 0 (a fresh jail's init is PID 1).
 
 use super::limits::Bind;
 use super::mounts::{self, JailNs};
@@ -45,7 +48,8 @@ pub struct Kept {
     keeper: libc::pid_t,
     mnt: OwnedFd,
     pid: OwnedFd,
-    /// The helper's own PID namespace, its children's again after init's `clone`.
+    /// The helper's own PID namespace (its children's for a run of the
+    /// basic level, [`Kept::outside`]).
     own_pid: OwnedFd,
     /// The kept `/tmp`, to see whether a run left anything in it.
     tmp: OwnedFd,
@@ -78,43 +82,69 @@ impl Kept {
         let helper = super::sys::pidfd_open(std::process::id() as libc::pid_t)
             .ok_or_else(|| io::Error::other("no pidfd of the helper for its keeper"))?;
         nix::sched::unshare(CloneFlags::CLONE_NEWPID)?;
-        if let Err(e) = ns.enter() {
-            nix::sched::setns(&own_pid, CloneFlags::CLONE_NEWPID)?;
-            return Err(e);
+        // From here the helper's children are born in the new PID namespace:
+        // the keeper first (its PID 1), then the runs' programs (the basic
+        // level's go back out, `Kept::outside`). On a failure, they are
+        // born in the helper's own again.
+        let made = Self::start_keeper(ns, ready_w, &ready_r, &helper, tmp_size);
+        drop(helper);
+        let kept = made.and_then(|keeper| {
+            let at = |what: &str| std::ffi::CString::new(format!("/proc/{keeper}/{what}")).map_err(io::Error::other);
+            let opened = (|| {
+                Ok::<_, io::Error>((
+                    open(&at("ns/mnt")?, libc::O_RDONLY)?,
+                    open(&at("ns/pid")?, libc::O_RDONLY)?,
+                    open(&at("root/tmp")?, libc::O_RDONLY | libc::O_DIRECTORY)?,
+                ))
+            })();
+            opened
+                .inspect_err(|_| {
+                    // SAFETY: kill and waitpid take no pointer but a null status.
+                    unsafe {
+                        libc::kill(keeper, libc::SIGKILL);
+                        libc::waitpid(keeper, std::ptr::null_mut(), 0);
+                    }
+                })
+                .map(|(mnt, pid, tmp)| (keeper, mnt, pid, tmp))
+        });
+        match kept {
+            Ok((keeper, mnt, pid, tmp)) => {
+                Ok(Kept { keeper, mnt, pid, own_pid, tmp, tmp_size, mqueue, attached: Vec::new() })
+            }
+            Err(e) => {
+                nix::sched::setns(&own_pid, CloneFlags::CLONE_NEWPID)?;
+                Err(e)
+            }
         }
+    }
+
+    /// Forks the keeper from the jail's mount namespace and waits until it
+    /// has made its own: its PID.
+    fn start_keeper(
+        ns: &JailNs,
+        ready_w: std::fs::File,
+        ready_r: &std::fs::File,
+        helper: &OwnedFd,
+        tmp_size: u64,
+    ) -> io::Result<libc::pid_t> {
+        ns.enter()?;
         // SAFETY: the helper is single-threaded: the child may run any code.
         let keeper = unsafe { libc::fork() };
         if keeper == 0 {
             keep(ready_w.as_raw_fd(), helper.as_raw_fd(), tmp_size);
         }
-        drop(helper);
         let forked = io::Error::last_os_error();
-        let back = ns.leave().and(Ok(nix::sched::setns(&own_pid, CloneFlags::CLONE_NEWPID)?));
+        let back = ns.leave();
         drop(ready_w);
         if keeper < 0 {
             return Err(forked);
         }
-        let started = back.and_then(|()| {
-            let mut byte = [0u8; 1];
-            match io::Read::read(&mut &ready_r, &mut byte)? {
-                1 => Ok(()),
-                _ => Err(io::Error::other("the keeper of the kept jail died making it")),
-            }
+        let mut byte = [0u8; 1];
+        let started = back.and_then(|()| match io::Read::read(&mut &*ready_r, &mut byte)? {
+            1 => Ok(keeper),
+            _ => Err(io::Error::other("the keeper of the kept jail died making it")),
         });
-        let opened = started.and_then(|()| {
-            let at = |what: &str| std::ffi::CString::new(format!("/proc/{keeper}/{what}")).map_err(io::Error::other);
-            Ok(Kept {
-                keeper,
-                mnt: open(&at("ns/mnt")?, libc::O_RDONLY)?,
-                pid: open(&at("ns/pid")?, libc::O_RDONLY)?,
-                own_pid,
-                tmp: open(&at("root/tmp")?, libc::O_RDONLY | libc::O_DIRECTORY)?,
-                tmp_size,
-                mqueue,
-                attached: Vec::new(),
-            })
-        });
-        opened.inspect_err(|_| {
+        started.inspect_err(|_| {
             // SAFETY: kill and waitpid take no pointer but a null status.
             unsafe {
                 libc::kill(keeper, libc::SIGKILL);
@@ -182,20 +212,30 @@ impl Kept {
         self.keeper > 0
     }
 
-    /// Moves the helper's children to the kept PID namespace and the
-    /// helper into the kept mount namespace, for init's `clone`.
-    pub fn enter(&self) -> io::Result<()> {
-        nix::sched::setns(&self.pid, CloneFlags::CLONE_NEWPID)?;
+    /// Moves the helper into the kept mount namespace, to change its mounts.
+    fn enter(&self) -> io::Result<()> {
         Ok(nix::sched::setns(&self.mnt, CloneFlags::CLONE_NEWNS)?)
     }
 
     /// Back from [`Kept::enter`].
-    pub fn leave(&self, ns: &JailNs) -> io::Result<()> {
-        ns.leave()?;
-        Ok(nix::sched::setns(&self.own_pid, CloneFlags::CLONE_NEWPID)?)
+    fn leave(&self, ns: &JailNs) -> io::Result<()> {
+        ns.leave()
     }
 
-    /// After a run (init reaped): takes away what it left in the kept
+    /// The kept mount namespace, which each run's program joins.
+    pub fn mount_namespace(&self) -> RawFd {
+        self.mnt.as_raw_fd()
+    }
+
+    /// The helper's next children are born in its own PID namespace (a
+    /// run of the basic level), not the kept one; `false`: in the kept one
+    /// again. `Err`: the helper serves no more runs.
+    pub fn outside(&self, out: bool) -> io::Result<()> {
+        let ns = if out { &self.own_pid } else { &self.pid };
+        Ok(nix::sched::setns(ns, CloneFlags::CLONE_NEWPID)?)
+    }
+
+    /// After a run (its processes gone): takes away what it left in the kept
     /// namespaces. `Err`: the helper serves no more runs.
     pub fn clean(&mut self, ns: &JailNs) -> io::Result<()> {
         remove_ipc_objects()?;
@@ -228,6 +268,7 @@ impl Kept {
 
 impl Drop for Kept {
     fn drop(&mut self) {
+        let _ = nix::sched::setns(&self.own_pid, CloneFlags::CLONE_NEWPID);
         if self.keeper <= 0 {
             return;
         }

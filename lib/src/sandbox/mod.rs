@@ -18,20 +18,21 @@
 //!    the helper's empty network namespace, a read-only root of
 //!    bind mounts, a private `/tmp`, the slot uid and its core (`cores.rs`),
 //!    no capabilities, `no_new_privs`, the seccomp deny list of
-//!    `seccomp.rs`). The jail's
-//!    init shares the helper's memory and the helper waits while it runs,
-//!    so init is the watchdog: every [`POLL`] (and at once when the program
+//!    `seccomp.rs`). The helper itself is the watchdog in the kept jail (a
+//!    fresh jail's init, which shares the helper's memory while the helper
+//!    waits, in a fresh one): every [`POLL`] (and at once when the program
 //!    exits, through a pidfd) it checks the CPU time (the cgroup's, else the
 //!    run's own `/proc`), the resident memory when there is no cgroup to
 //!    enforce it, the wall clock and the judge's socket, and on a limit
-//!    kills every process of the run's PID namespace; a judged program's
+//!    kills every process of the run (its cgroup's; init: its PID
+//!    namespace's); a judged program's
 //!    run ([`Watch`]) may also be ended by the idleness rule (`limits.rs`)
 //!    or by the judge, whose drain found its output can no longer match
 //!    (`streams.rs`: a stop on the socket, taken at the next look);
-//! 4. measures ([`Usage`]) and answers as soon as init is done: init kills
-//!    and reaps whatever the program left before it is, so the answer need
-//!    not wait for init's own exit: that, init's reaping, the kept jail's
-//!    cleaning and the slot's lock wait until after the reply.
+//! 4. measures ([`Usage`]) and answers as soon as the run is over: every
+//!    process the program left is killed (and reaped) first, so nothing of
+//!    the run outlives the answer; the kept jail's cleaning (a fresh one's
+//!    teardown) and the slot's lock wait until after the reply.
 //!
 //! The mechanisms in use are decided once per helper ([`Mechanisms`];
 //! `judge-exec --probe` prints them). Without root (no slot identity) or
@@ -54,7 +55,9 @@
 //!
 //! ## The jail's processes
 //!
-//! Three processes per run, below the helper (`helper.rs`), which is root in
+//! One process per run below the helper (`helper.rs`), the program, and
+//! the keeper of the helper's kept jail; two per run in a fresh jail, init
+//! and the program. The helper is root in
 //! the host's namespaces except the network: it made one empty network
 //! namespace for itself at startup, which its runs (one at a time) share.
 //! No interface is up in it, so no run reaches any socket of the host, and
@@ -66,22 +69,26 @@
 //! (the kernel registers the sysctls and `lo` of every protocol) and more
 //! CPU again for its workers to tear down: `make bench` prints the price.
 //!
-//! - **init** (cloned into the helper's kept jail, [`Kept`](kept::Kept):
-//!   its PID, mount, IPC and UTS namespaces, made once per helper with a
-//!   keeper as their PID 1, and cleaned after each run of what a run can
-//!   leave in them (`/tmp`, System V objects, message queues; its
-//!   processes are init's to kill); and into a network namespace of its
-//!   own with [`Jail::netns`](jail::Jail::netns); the subreaper of the
-//!   run's processes; root; sharing the helper's memory while the helper
+//! - **the kept jail** ([`Kept`](kept::Kept)): the helper's PID, mount,
+//!   IPC and UTS namespaces, made once per helper with a **keeper** as
+//!   their PID 1 (it reaps what is left to it, and dies with the helper),
+//!   and cleaned after each run of what a run can leave in them (`/tmp`,
+//!   System V objects, message queues). The helper's children are born in
+//!   its PID namespace. Making and tearing down a set of namespaces per run
+//!   cost the kernel more than the program's own `exec`, and init's clone
+//!   and exit most of the rest (`make bench` shows both, with
+//!   `OJ_FRESH_JAIL=1`). In the kept jail the helper is the run's
+//!   supervisor, as init is below; it kills what the program leaves
+//!   through the run's cgroup, until the group holds no task.
+//! - **init** (a fresh jail's: where the kept jail cannot be made, no
+//!   cgroup, or `OJ_FRESH_JAIL=1`): cloned into new PID, mount, IPC and UTS
+//!   namespaces, and a network one with [`Jail::netns`](jail::Jail::netns);
+//!   PID 1 of its own; root; sharing the helper's memory while the helper
 //!   waits, [`spawn`](jail::spawn); on the core of its run's slot, as the
-//!   helper is for the run, so that the run's hand-offs are wake-ups on
-//!   one core). Making and tearing down a set of namespaces per run cost
-//!   the kernel more than the program's own `exec` (`make bench` shows
-//!   both, with `OJ_FRESH_JAIL=1`). Where the kept jail cannot be made, or
-//!   with `OJ_FRESH_JAIL=1`, init is cloned into new PID, mount, IPC and
-//!   UTS namespaces (PID 1 of its own): the PID, IPC and UTS ones made by
-//!   the helper after the last run's reply ([`Ahead`](jail::Ahead)), the
-//!   mount one a copy of the jail's. init joins the run's cgroup and makes a cgroup
+//!   helper is for the run, so that the run's hand-offs are wake-ups on one
+//!   core. Its PID, IPC and UTS namespaces are made by the helper after the
+//!   last run's reply ([`Ahead`](jail::Ahead)), its mount one is a copy of
+//!   the jail's. init joins the run's cgroup and makes a cgroup
 //!   namespace there (the helper is never in the group: its OOM killer
 //!   cannot pick the judge, `cgroup.rs`), finishes the root file system (`enter_root`),
 //!   starts the program, receives its seccomp listener, and supervises it:
@@ -91,10 +98,14 @@
 //!   exited, init kills and reaps whatever it left (a background child
 //!   cannot outlive its run, `setsid` or not), leaves its [`Report`](jail::Report) in the
 //!   memory it shares with the helper, and exits; the helper goes on.
-//! - **program** (init's child; `clone` with `CLONE_VM | CLONE_VFORK`: it shares
-//!   init's memory until `exec`, so it only makes system calls): born in
-//!   the run's cgroups (init's), takes its stdio, limits,
-//!   init's `oom_score_adj` of 1000 ([`OOM_FIRST`](jail::OOM_FIRST)),
+//! - **program** (the helper's child in the kept jail, init's in a fresh
+//!   one; `clone` with `CLONE_VM | CLONE_VFORK`: it shares its parent's
+//!   memory until `exec`, so it only makes system calls): in the kept jail
+//!   it joins the run's cgroup, a cgroup namespace rooted there, the kept
+//!   mount namespace, and sets its own `oom_score_adj` of 1000
+//!   ([`OOM_FIRST`](jail::OOM_FIRST)) (a fresh jail's is born in init's
+//!   and inherits init's); its parent is outside its PID namespace
+//!   (`getppid()` says 0; a fresh jail's says 1). It takes its stdio, limits,
 //!   becomes the slot uid (which drops every capability: the bounding set
 //!   is empty since the helper's start, [`drop_bounding_set`](jail::drop_bounding_set)), sets `no_new_privs`,
 //!   installs the filter (`seccomp.rs`), passes the listener to init and
