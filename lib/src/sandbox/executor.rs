@@ -236,6 +236,12 @@ impl Executor {
                 eprintln!("ojrunner-sandbox-helper: cleaning the kept jail: {e}");
                 self.retiring = true;
             }
+            // A task that outlived every kill (stuck in the kernel) would be
+            // the next run's: a fresh helper, with a fresh group, serves next.
+            if self.group.as_ref().is_some_and(|g| g.tasks() != 0) {
+                eprintln!("ojrunner-sandbox-helper: a task of the last run is still in its cgroup");
+                self.retiring = true;
+            }
         }
         // A failure is tried again on the next run's path (`run_jailed`).
         if let Some(a) = self.ahead.as_mut() {
@@ -551,8 +557,9 @@ struct Watchdog<'a> {
     /// its messages: a stop waits for the next look, 10 ms at most).
     judge: RawFd,
     start: Cell<Instant>,
-    /// init's own CPU time when it joined the group (set by init).
-    joined_at: Cell<Duration>,
+    /// init's own CPU time when it joined the group (set by init; `None`
+    /// in the kept jail, where no supervisor is in the group).
+    joined_at: Cell<Option<Duration>>,
     /// The largest CPU time and (without a cgroup) resident memory seen.
     seen: Cell<(Duration, u64)>,
     /// How long the CPU time has stood still (the idleness rule): the
@@ -573,7 +580,7 @@ impl<'a> Watchdog<'a> {
         judge: RawFd,
     ) -> Watchdog<'a> {
         let (start, seen, anon) = (Cell::new(Instant::now()), Cell::new((Duration::ZERO, 0)), Cell::new(0));
-        let (still, joined_at) = (Cell::new(Stillness::new(idle)), Cell::new(Duration::ZERO));
+        let (still, joined_at) = (Cell::new(Stillness::new(idle)), Cell::new(None));
         Watchdog { group, limits, idle, judge, start, joined_at, seen, still, part, anon }
     }
 
@@ -582,7 +589,10 @@ impl<'a> Watchdog<'a> {
         let (mut cpu, mut memory) = self.seen.get();
         match self.group {
             Some(g) => {
-                cpu = cpu.max(g.cpu().saturating_sub(own_cpu().saturating_sub(self.joined_at.get())));
+                // init's own time since it joined, where init is the one
+                // looking (the kept jail's helper is not in the group).
+                let own = self.joined_at.get().map_or(Duration::ZERO, |at| own_cpu().saturating_sub(at));
+                cpu = cpu.max(g.cpu().saturating_sub(own));
                 self.anon.set(self.anon.get().max(anon_of(pid)));
             }
             // No cgroup: the program's tree, in the run's own /proc.
@@ -636,7 +646,10 @@ impl<'a> Watchdog<'a> {
                 };
                 // The group's time less init's since it joined (building the
                 // root, supervising): the program's tree.
-                let init = Duration::from_micros(rep.init_cpu_us).saturating_sub(self.joined_at.get());
+                let init = self
+                    .joined_at
+                    .get()
+                    .map_or(Duration::ZERO, |at| Duration::from_micros(rep.init_cpu_us).saturating_sub(at));
                 let theirs = g.cpu().saturating_sub(init);
                 (theirs.max(rusage_cpu), memory, g.oom_kills() > baseline.oom_kills)
             }

@@ -59,8 +59,8 @@ pub struct Jail<'a> {
     /// The run's cgroup, which init joins first: the helper is not in it.
     pub group: Option<&'a Group>,
     /// init's own CPU time when it had joined the group: what the group
-    /// counts of init is what it used since.
-    pub joined_at: &'a std::cell::Cell<std::time::Duration>,
+    /// counts of init is what it used since (`None`: no init in the group).
+    pub joined_at: &'a std::cell::Cell<Option<std::time::Duration>>,
     pub stdio: [RawFd; 3],
     pub filter: &'a [libc::sock_filter],
     /// The helper's stacks for init and the program.
@@ -252,7 +252,7 @@ fn enter_jail(j: &Jail) -> Result<(), Error> {
     // the host's path or the helper's pid.
     if let Some(g) = j.group {
         g.join().map_err(Step::JoinCgroup.err())?;
-        j.joined_at.set(own_cpu());
+        j.joined_at.set(Some(own_cpu()));
         nix::sched::unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| Step::JoinCgroup.failed(io::Error::from(e)))?;
     }
     j.stamps.mark(Mark::Joined);

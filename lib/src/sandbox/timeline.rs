@@ -20,9 +20,11 @@ use std::time::Duration;
 pub enum Mark {
     /// The last run's reply was sent: its cleanup began.
     LastReplied,
-    /// The last run's init exited (its namespaces torn down) and was reaped.
+    /// The last run's init exited (its namespaces torn down) and was
+    /// reaped (a fresh jail's; the kept jail has none).
     LastInitReaped,
-    /// The last run's mount points were taken from the template.
+    /// The last run's leftovers were taken away: the kept jail cleaned, or
+    /// a fresh jail's mount points taken from the template.
     LastTidied,
     /// The judge called [`run`](super::run).
     Called,
@@ -39,25 +41,30 @@ pub enum Mark {
     CgroupReset,
     /// The jail's arguments made (rlimits, strings, watchdog).
     Prepared,
-    /// init runs, in its new namespaces.
+    /// The run's supervisor runs: init, in its new namespaces, or the
+    /// helper itself in the kept jail.
     InitStarted,
-    /// init joined the run's cgroup and made its cgroup namespace.
+    /// init (or, kept, the program) joined the run's cgroup and made its
+    /// cgroup namespace.
     Joined,
-    /// init finished the run's root (`/tmp`, `/proc`, binds, `pivot_root`).
+    /// init finished the run's root (`/tmp`, `/proc`, binds, `pivot_root`);
+    /// kept, the program joined the kept mount namespace and set its
+    /// `oom_score_adj`.
     RootEntered,
-    /// The program runs (a `clone` of init sharing its memory).
+    /// The program runs (a `clone` of its supervisor sharing its memory;
+    /// kept, stamped after the two steps above, which it makes itself).
     ProgramStarted,
     /// The program's stdio, directory, rlimits and identity set.
     Credentials,
     /// The program's seccomp filter installed and its listener sent.
     Filtered,
-    /// init saw the `exec` succeed.
+    /// The supervisor saw the `exec` succeed.
     Execed,
-    /// init saw the program exit.
+    /// The supervisor saw the program exit.
     Exited,
-    /// init killed and reaped what was left, and reported.
+    /// The supervisor killed (and init reaped) what was left, and reported.
     Reaped,
-    /// The helper, resumed once init released their memory.
+    /// The helper, resumed once init released their memory (kept: at once).
     Resumed,
     /// The run measured (its cgroup read), the reply about to be sent.
     Measured,
@@ -102,24 +109,24 @@ impl Mark {
     pub fn step(self) -> Option<&'static str> {
         Some(match self {
             Mark::LastReplied | Mark::Called => return None,
-            Mark::LastInitReaped => "teardown: init's exit (namespaces), reaped",
-            Mark::LastTidied => "teardown: mount points; next run's ipc, uts, pid ns",
+            Mark::LastInitReaped => "teardown: a fresh jail's init reaped",
+            Mark::LastTidied => "teardown: the kept jail cleaned",
             Mark::Sent => "judge: seal stdin, pipes",
             Mark::Received => "the request sent and received",
             Mark::SlotLocked => "lock the slot",
             Mark::Checked => "passwd, netns check, the helper's core",
             Mark::CgroupReset => "cgroup reset",
             Mark::Prepared => "jail's arguments",
-            Mark::InitStarted => "clone init (its mount namespace)",
-            Mark::Joined => "init joins the run's cgroup (cgroup ns)",
-            Mark::RootEntered => "mounts: /tmp, /proc, binds",
-            Mark::ProgramStarted => "clone the program",
+            Mark::InitStarted => "clone init (a fresh jail's)",
+            Mark::Joined => "clone the program, join the cgroup",
+            Mark::RootEntered => "the root: setns, oom_score_adj",
+            Mark::ProgramStarted => "clone the program (a fresh jail's)",
             Mark::Credentials => "stdio, rlimits, uid, no_new_privs",
             Mark::Filtered => "seccomp filter",
             Mark::Execed => "exec",
             Mark::Exited => "the program runs (watched)",
             Mark::Reaped => "reap, report",
-            Mark::Resumed => "init releases the helper",
+            Mark::Resumed => "init releases the helper (fresh)",
             Mark::Measured => "measure (cgroup reads)",
             Mark::Answered => "reply to the judge",
             Mark::Returned => "judge: outputs drained",
