@@ -326,8 +326,8 @@ fn what_a_run_leaves_in_its_helpers_kept_jail_is_gone_at_the_next_run() {
     let (exit, seen) = run_at_work(dir.path(), &["./leftovers", "look"]);
     assert_eq!(exit, sandbox::Exit::Code(0), "{seen}");
     // The same IPC namespace (the kept jail, not a fresh one), and nothing
-    // of the first run in it: /tmp, System V objects, message queues,
-    // processes.
+    // of the first run in it: /tmp's entries and space, System V objects,
+    // message queues, processes.
     assert!(left.starts_with("ipc:["), "{left}");
     assert_eq!(seen, left, "the second run found the first's leftovers, or another jail");
 
@@ -414,4 +414,46 @@ fn a_helper_that_served_many_runs_still_ends_a_busy_loop_at_its_cpu_limit() {
     // Generous (a loaded host's ticks), yet well under what the helper's
     // own time since its start would add.
     assert!(u.cpu <= Duration::from_millis(360), "killed at {:?} of CPU for a 300 ms limit", u.cpu);
+}
+
+#[test]
+fn a_keeper_killed_during_a_run_is_the_judges_fault_not_the_programs() {
+    let Some(_one) = root_turn() else { return };
+    let dir = TempDir::new("keeper-mid-run");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let field = |pid: &str, key: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+    };
+    let uid = ojrunner::judge::Slot::for_index(70).uid;
+    let killer = std::thread::spawn(move || {
+        // The sleeper's keeper: PID 1 of the sleeper's PID namespace, a child
+        // of the sleeper's parent (the helper).
+        let (sleeper, helper) = testkit::wait_for("the sleeper", Duration::from_secs(30), || {
+            let pid = testkit::processes_of(uid).into_iter().next()?.to_string();
+            Some((pid.clone(), field(&pid, "PPid:")?))
+        });
+        let keeper = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid = e.file_name().into_string().ok()?;
+            let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+            let first = field(&pid, "NSpid:")?.split_whitespace().nth(1) == Some("1");
+            (first && field(&pid, "PPid:")? == helper && ns(&pid) == ns(&sleeper)).then_some(pid)
+        });
+        let keeper = keeper.expect("the sleeper's keeper");
+        // SAFETY: kill takes no pointer.
+        unsafe { libc::kill(keeper.parse().unwrap(), libc::SIGKILL) };
+    });
+    // The run loses its jail mid-sleep: not the program's verdict (killed)
+    // but the judge's error, which the judge tries once more (judging.rs).
+    let mut spec = slot_spec(&["/bin/sh", "-c", "sleep 1; echo slept"], dir.path(), 70, 64, 16);
+    spec.binds[0].at = Some("/work".into());
+    let got = sandbox::run(spec);
+    killer.join().unwrap();
+    match got {
+        Err(sandbox::Error::Lost { why, .. }) if matches!(*why, sandbox::Error::InitDied { .. }) => {}
+        other => panic!("a run whose keeper died: {other:?}"),
+    }
+    // The next run, in a new helper with a new kept jail, is served.
+    let (exit, said) = run_at_work(dir.path(), &["/bin/echo", "served"]);
+    assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "served\n"));
 }

@@ -94,6 +94,7 @@ const CASES: &[Case] = &[
     case("sysv_shm.c", &[AC], "clean"),
     // Denied system calls: RE, the call named.
     denied("ptrace.c", "ptrace"),
+    denied("clone_parent.c", "clone (CLONE_PARENT)"),
     denied("mount.c", "mount"),
     denied("unshare_user.c", "unshare"),
     denied("clone_newuser.c", "clone"),

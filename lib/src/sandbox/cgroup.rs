@@ -5,8 +5,8 @@
 //!
 //! | layout | when | files used |
 //! |---|---|---|
-//! | v2 | a cgroup2 mount whose root offers `memory`, `pids` and `cpu` (or no v1 memory mount beside it) | `memory.max`, `memory.peak`, `memory.stat`, `memory.events`, `pids.max`, `cpu.stat`, `cgroup.kill` |
-//! | v1 | separate `memory`, `pids` and `cpuacct` mounts under `/sys/fs/cgroup` | `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `memory.max_usage_in_bytes`, `memory.stat`, `memory.oom_control`, `pids.max`, `cpuacct.usage` |
+//! | v2 | a cgroup2 mount whose root offers `memory`, `pids` and `cpu` (or no v1 memory mount beside it) | `memory.max`, `memory.peak`, `memory.stat`, `memory.events`, `pids.max`, `pids.current`, `cpu.stat` |
+//! | v1 | separate `memory`, `pids` and `cpuacct` mounts under `/sys/fs/cgroup` | `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `memory.max_usage_in_bytes`, `memory.stat`, `memory.oom_control`, `pids.max`, `pids.current`, `cpuacct.usage` |
 //!
 //! Without either (not root, no controllers) the sandbox falls back to
 //! rlimits and `/proc` sampling alone.
@@ -28,12 +28,12 @@
 //! branch `alt/cgroup-per-run`, judged 0.77 of the cases per second of this
 //! one in interleaved runs (BENCHMARKS.md). What a fresh
 //! group would give a run, the reused one gives too: no task of the last
-//! run is left in it (init kills and reaps them all, [`Group::kill_all`] is
-//! a second belt), the peak and the CPU time start from zero (once the last
+//! run is left in it (init, or the helper in the kept jail, kills them all
+//! before answering; [`Group::kill_all`] is a second belt), the peak and the CPU time start from zero (once the last
 //! run's late-freed memory is gone, `Group::settled`), the OOM count
 //! from a baseline, and its limits are the run's own (`tests/judging.rs`).
 //!
-//! # Each run's init joins the group; the helper never does
+//! # Each run's init (or program) joins the group; the helper never does
 //!
 //! The group's OOM killer picks among the tasks in the group. Were the
 //! helper in it (as it was, to spare each run a migration), a run that
@@ -47,7 +47,9 @@
 //! program is born in the group and sees `/` as its cgroup. Its tasks are
 //! init (a vfork child sharing the helper's memory, which the OOM killer
 //! skips, and whose page faults are charged to the helper's group, the
-//! owner of that memory) and the run's.
+//! owner of that memory) and the run's. In the kept jail there is no init:
+//! the program joins the group itself before its `exec` (a vfork child of
+//! the helper's, as init was), and its tasks are the run's alone.
 //!
 //! What that costs: moving a process between cgroups (`cgroup.procs`)
 //! takes the kernel's global `cgroup_threadgroup_rwsem` for writing, which

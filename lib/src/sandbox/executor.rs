@@ -27,7 +27,7 @@ use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -308,7 +308,9 @@ impl Executor {
                 }
                 _ => {
                     let ran = self.run_direct(req, program, Handed { stdio, part }, hangup);
-                    if self.kept.as_ref().is_some_and(|k| k.outside(false).is_err()) {
+                    // Back in the kept PID namespace; the IPC namespace it
+                    // shares with the jail's runs emptied.
+                    if self.kept.as_ref().is_some_and(|k| k.outside(false).and_then(|()| k.clean_ipc()).is_err()) {
                         self.retiring = true;
                     }
                     ran
@@ -398,7 +400,13 @@ impl Executor {
             // Its keeper was killed: the next runs need a new one.
             self.kept = None;
             if let Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) = &self.jail_ready {
-                self.kept = Some(Kept::make(ns, limits.memory).map_err(Step::EnterRoot.err())?);
+                match Kept::make(ns, limits.memory) {
+                    Ok(k) => self.kept = Some(k),
+                    Err(e) => {
+                        self.retiring = true;
+                        return Err(Step::EnterRoot.failed(e));
+                    }
+                }
             }
         }
         // The kept jail's runs are killed and counted through their cgroup:
@@ -419,10 +427,8 @@ impl Executor {
         };
         // In the kept jail the helper's own, handed over: the helper closes
         // them once the program has its own (`jail.rs`); else init's copies.
-        let (stdio_fds, held_stdio) = match kept {
-            true => (stdio.map(IntoRawFd::into_raw_fd), None),
-            false => ([stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()], Some(stdio)),
-        };
+        let stdio_fds = [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()];
+        let handed = Cell::new(Some(stdio));
         let jail = Jail {
             program: cs(inside(&program.to_string_lossy()).as_bytes())?,
             argv: req.argv.iter().map(|a| cs(inside(a).as_bytes())).collect::<Result<_, _>>()?,
@@ -446,7 +452,8 @@ impl Executor {
             gid: id.gid,
             netns: req.fresh_netns,
             ahead,
-            kept: self.kept.as_ref().filter(|_| kept).map(Kept::mount_namespace),
+            kept: self.kept.as_ref().filter(|_| kept).map(Kept::run_info),
+            handed: kept.then_some(&handed),
             group,
             joined_at: &watchdog.joined_at,
             stdio: stdio_fds,
@@ -464,17 +471,29 @@ impl Executor {
         // init is cloned from the jail's namespace (a fresh jail's); the
         // kept jail's program joins its own.
         let jail_ns = jail_ns.filter(|_| !kept);
+        // A fresh jail beside a kept one (no cgroup this run): init's new
+        // PID namespace is made below the helper's own, not the kept one's.
+        let beside = (!kept).then_some(self.kept.as_ref()).flatten();
+        if let Some(k) = beside {
+            if let Err(e) = k.outside(true) {
+                self.retiring = true;
+                return Err(Step::Clone.failed(e));
+            }
+        }
         if let Some(ns) = jail_ns {
-            ns.enter().map_err(Step::Clone.err())?;
+            if let Err(e) = ns.enter() {
+                self.retiring = true;
+                return Err(Step::Clone.failed(e));
+            }
         }
         watchdog.start.set(Instant::now());
         let spawned = jail::spawn(&jail).map_err(Step::Clone.err());
         let wall = watchdog.start.get().elapsed();
         // Back in the helper's namespace, where its paths are (else it
         // serves no more runs).
-        let returned = jail_ns.map_or(Ok(()), |ns| ns.leave());
+        let returned = jail_ns.map_or(Ok(()), |ns| ns.leave()).and(beside.map_or(Ok(()), |k| k.outside(false)));
         self.stamps.mark(Mark::Resumed);
-        drop(held_stdio);
+        drop(handed.take());
         if let Err(e) = returned {
             self.retiring = true;
             if let Ok((pid, _)) = spawned {
@@ -484,6 +503,13 @@ impl Executor {
         }
         let (pid, mut rep) = spawned?;
         let init = (!kept).then_some(pid);
+        if rep.keeper_lost {
+            // The keeper died during the run (the host's OOM killer, say),
+            // and the run's processes with it: the judge's fault, not the
+            // program's; the next run, in a new helper, is judged again.
+            self.retiring = true;
+            return Err(Error::InitDied { how: "lost its kept jail (its keeper died)".into() });
+        }
         if !rep.done {
             // init died on the way (its PID namespace went with it): say how.
             // What it shared with this helper (heap, locks, glibc's state) may

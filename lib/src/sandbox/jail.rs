@@ -50,12 +50,14 @@ pub struct Jail<'a> {
     /// made for this run ([`Ahead`]): init is cloned into them, not into
     /// namespaces of its own `clone`.
     pub ahead: bool,
-    /// The helper's kept jail (`kept.rs`), readied for the run: its mount
-    /// namespace. The helper supervises the run itself (no init): the
-    /// program, born in the kept PID namespace (the helper's children's),
-    /// joins the run's cgroup and that namespace before its `exec`, and the
-    /// run's processes are killed through the cgroup.
-    pub kept: Option<RawFd>,
+    /// The helper's kept jail (`kept.rs`), readied for the run. The helper
+    /// supervises the run itself (no init): the program, born in the kept
+    /// PID namespace (the helper's children's), joins the run's cgroup and
+    /// the kept mount namespace before its `exec`.
+    pub kept: Option<KeptRun>,
+    /// In the kept jail, the helper's own stdio for the program, dropped
+    /// once the program has its copies (`stdio` are their descriptors).
+    pub handed: Option<&'a std::cell::Cell<Option<[File; 3]>>>,
     /// The run's cgroup, which init joins first: the helper is not in it.
     pub group: Option<&'a Group>,
     /// init's own CPU time when it had joined the group: what the group
@@ -73,6 +75,17 @@ pub struct Jail<'a> {
     pub watchdog: &'a dyn Fn(libc::pid_t) -> Watched,
     /// The run's steps, stamped by init and the program (`timeline.rs`).
     pub stamps: &'a Stamps,
+}
+
+/// The kept jail, for a run in it.
+#[derive(Clone, Copy, Debug)]
+pub struct KeptRun {
+    /// Its mount namespace, which the program joins.
+    pub mount_namespace: RawFd,
+    /// Its PID 1: killed, it takes every process of the namespace with it,
+    /// at once and for good (none can be born there after), which a kill
+    /// through the cgroup's list of tasks cannot promise against a `fork`.
+    pub keeper: libc::pid_t,
 }
 
 /// What init leaves the helper, in their shared memory, once the run is
@@ -98,6 +111,12 @@ pub struct Report {
     pub hangup: bool,
     /// init got to the end (else it died on the way: the judge's fault).
     pub done: bool,
+    /// The kept jail's keeper was killed to end the run's processes: the
+    /// next run needs a new kept jail.
+    pub keeper_killed: bool,
+    /// The kept jail's keeper died during the run, not by the helper's
+    /// hand (the host's OOM killer, say): the run was lost, the judge's fault.
+    pub keeper_lost: bool,
     /// In the kept jail, the helper's descriptors of the run (its program's
     /// seccomp listener, their socket, the pidfd, the pipe): closed after
     /// the reply, where their release does not hold up the answer.
@@ -316,13 +335,17 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     }
     drop(theirs);
     drop(err_w);
-    // init's copies of the program's stdio (or the helper's, handed over in
-    // the kept jail): a pipe's reader (an interactor) sees its end when the
+    // init's copies of the program's stdio (or the helper's, in the kept
+    // jail): a pipe's reader (an interactor) sees its end when the
     // program's copies are gone, not at the end of the run.
-    for fd in j.stdio {
-        // SAFETY: the caller's own copies of the program's stdio (init's: no CLONE_FILES; the helper's: given up by
-        // the executor), which nothing uses again.
-        unsafe { libc::close(fd) };
+    match j.handed {
+        Some(handed) => drop(handed.take()),
+        None => {
+            for fd in j.stdio {
+                // SAFETY: init's own copies of the program's stdio (no CLONE_FILES), which nothing in init uses again.
+                unsafe { libc::close(fd) };
+            }
+        }
     }
     let listener = recv_fd(ours.as_raw_fd());
     let mut errno = [0u8; 4];
@@ -345,7 +368,7 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
             Watched::Wait(d) => d.as_millis().clamp(1, i32::MAX as u128) as libc::c_int,
             Watched::Stop(limit) => {
                 rep.fired.get_or_insert(limit);
-                kill_run(j, pid);
+                kill_run(j, pid, rep);
                 -1
             }
         };
@@ -363,12 +386,12 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         if fds[2].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
             rep.hangup = true;
             hangup = -1;
-            kill_run(j, pid);
+            kill_run(j, pid, rep);
         }
         if fds[1].revents & libc::POLLIN != 0 {
             if let Some(call) = seccomp::receive(fds[1].fd) {
                 rep.denied.get_or_insert(call);
-                kill_run(j, pid);
+                kill_run(j, pid, rep);
             }
         } else if fds[1].revents != 0 {
             // Hung up: no process uses the filter any more (the program is
@@ -392,11 +415,12 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // forked while the first kill went round is not waited for in vain.
     // (In the kept jail, what the program left is the keeper's to reap: it
     // is killed through the cgroup until the group holds no task.)
-    if j.kept.is_some() {
-        end_what_is_left(j.group);
+    if let Some(kept) = j.kept {
+        rep.keeper_lost = !rep.keeper_killed && super::kept::keeper_dying(kept.keeper);
+        end_what_is_left(kept, j.group, rep);
     }
     while j.kept.is_none() {
-        kill_run(j, pid);
+        kill_run(j, pid, rep);
         // SAFETY: a null status pointer is allowed: nothing is written.
         if unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } < 0
             && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
@@ -429,18 +453,19 @@ fn set_oom_score_adj(host_proc: RawFd) -> io::Result<()> {
 }
 
 /// Kills every process of the run: from init, its PID namespace's, init
-/// itself aside; from the helper in the kept jail, the program and every
-/// task of the run's cgroup (a second pass, after the program's exit,
-/// waits for the group to be empty: [`end_what_is_left`]).
-fn kill_run(j: &Jail, program: libc::pid_t) {
+/// itself aside; from the helper in the kept jail, the program and the
+/// keeper, whose death ends every process of the kept PID namespace (the
+/// next run gets a new kept jail).
+fn kill_run(j: &Jail, program: libc::pid_t, rep: &mut Report) {
     match j.kept {
         // Never kill(-1) here: the helper's is the host's PID namespace.
-        Some(_) => {
-            // SAFETY: kill takes no pointer; `program` is the helper's child, not yet reaped.
-            unsafe { libc::kill(program, libc::SIGKILL) };
-            if let Some(g) = j.group {
-                g.kill_tasks();
+        Some(kept) => {
+            // SAFETY: kill takes no pointer; `program` and the keeper are the helper's children, not yet reaped.
+            unsafe {
+                libc::kill(program, libc::SIGKILL);
+                libc::kill(kept.keeper, libc::SIGKILL);
             }
+            rep.keeper_killed = true;
         }
         None => {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
@@ -448,15 +473,45 @@ fn kill_run(j: &Jail, program: libc::pid_t) {
     }
 }
 
-/// In the helper, the kept jail's program reaped: what it left behind
-/// killed through the cgroup, until the group holds no task (the keeper
-/// reaps them; 2 s at most, then the helper's cleanup kills again).
-fn end_what_is_left(group: Option<&Group>) {
+/// In the helper, the kept jail's program reaped: if it left anything in
+/// the run's cgroup, the keeper is killed (the namespace's processes go
+/// with it), and the helper reaps its own children but the keeper (a
+/// `clone(CLONE_PARENT)` of the program's is one) until the group holds
+/// no task: 2 s at most, then the helper retires after its reply.
+fn end_what_is_left(kept: KeptRun, group: Option<&Group>, rep: &mut Report) {
     let Some(g) = group else { return };
+    if g.tasks() == 0 {
+        return;
+    }
+    if !rep.keeper_killed {
+        // SAFETY: kill takes no pointer; the keeper is the helper's child, not yet reaped.
+        unsafe { libc::kill(kept.keeper, libc::SIGKILL) };
+        rep.keeper_killed = true;
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while g.tasks() != 0 && std::time::Instant::now() < deadline {
-        g.kill_tasks();
+    loop {
+        reap_all_but(kept.keeper);
+        if g.tasks() == 0 || std::time::Instant::now() >= deadline {
+            return;
+        }
         std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+/// Reaps every child of the helper that has exited, but `keep` (reaped
+/// with the kept jail it held).
+fn reap_all_but(keep: libc::pid_t) {
+    loop {
+        // SAFETY: a zeroed siginfo_t is valid for waitid to write into; it is a live local.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only `info`; WNOWAIT leaves the child to be reaped below.
+        let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+        // SAFETY: si_pid is valid for a SIGCHLD siginfo waitid filled (0 when none has exited).
+        let pid = unsafe { info.si_pid() };
+        if r != 0 || pid == 0 || pid == keep {
+            return;
+        }
+        let _ = reap(pid);
     }
 }
 
@@ -510,7 +565,7 @@ fn program(l: &Launch) -> ! {
         // kept jail, the program joins it here, then the jail's mount
         // namespace, and sets its own `oom_score_adj` (a vfork child's is
         // its own: the helper's does not change).
-        if let Some(mnt) = j.kept {
+        if let Some(KeptRun { mount_namespace: mnt, .. }) = j.kept {
             if let Some(g) = j.group {
                 if g.join().is_err() {
                     fail(os());
@@ -559,6 +614,9 @@ fn program(l: &Launch) -> ! {
         check(libc::syscall(libc::SYS_setresuid, j.uid, j.uid, j.uid));
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long);
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as libc::c_long);
+        // A session and process group of its own: a kill(0) of the run's
+        // reaches the run alone, not the judge's process group.
+        check(libc::setsid() as libc::c_long);
         if libc::getppid() != l.parent {
             fail(libc::ESRCH * 1000);
         }

@@ -9,13 +9,17 @@
 //! exited. Kept, a run finds them as a fresh set would be, because what a
 //! run can leave in them is taken away before the next:
 //!
-//! - **processes**: the helper kills every process of the run through its
-//!   cgroup, until the group holds none, before it answers (`jail.rs`);
-//!   the keeper, PID 1 of the namespace, reaps them, and is root and
-//!   invisible to the run (`hidepid`). No run without a cgroup is kept;
+//! - **processes**: a run that left one (its cgroup counts them), or that
+//!   a limit ended, is ended by killing the keeper, PID 1 of the
+//!   namespace: every process of the namespace dies with it, and none can
+//!   be born there after (a kill through the cgroup's list could miss a
+//!   `fork`); the helper waits for the group to be empty before it answers
+//!   (`jail.rs`), and the next run gets a new kept jail. The keeper is root
+//!   and invisible to the run (`hidepid`). No run without a cgroup is kept;
 //! - **`/tmp`** (and `/dev/shm`, a link to it): a new tmpfs in place of one
-//!   a run left anything in (its root is root's, mode 1777: a run can
-//!   change nothing of it but its entries);
+//!   a run changed at all: a block or an inode in use (a file unlinked but
+//!   held open in flight counts), or its root's times moved (a file made
+//!   and removed); its root is root's, mode 1777;
 //! - **System V objects and POSIX message queues**: removed, found by the
 //!   namespace's own counts (the helper is in the IPC namespace: it makes
 //!   none);
@@ -23,9 +27,11 @@
 //!   attached from run to run, any other change moves them;
 //! - the hostname: a run cannot set it (no `CAP_SYS_ADMIN`).
 //!
-//! PIDs go on counting from run to run (a run's program is not PID 2): what
-//! a run can learn from that is how many processes the runs before it on
-//! this helper made. The program's parent, the helper, is outside the PID
+//! What is left from run to run, and a run can read: the namespaces'
+//! counters. PIDs go on counting (a run's program is not PID 2), and so do
+//! System V ids: a run learns how many processes and objects the runs
+//! before it on this helper made, a few bits a run that a run could set on
+//! purpose. The program's parent, the helper, is outside the PID
 //! namespace: `getppid()` says 0 (a fresh jail's init is PID 1).
 
 use super::limits::Bind;
@@ -51,8 +57,10 @@ pub struct Kept {
     /// The helper's own PID namespace (its children's for a run of the
     /// basic level, [`Kept::outside`]).
     own_pid: OwnedFd,
-    /// The kept `/tmp`, to see whether a run left anything in it.
+    /// The kept `/tmp`, to see whether a run left anything in it, and its
+    /// state when new ([`Pristine`]).
     tmp: OwnedFd,
+    tmp_new: Pristine,
     tmp_size: u64,
     /// The helper's IPC namespace's message queues (`MQUEUE`).
     mqueue: OwnedFd,
@@ -109,7 +117,8 @@ impl Kept {
         });
         match kept {
             Ok((keeper, mnt, pid, tmp)) => {
-                Ok(Kept { keeper, mnt, pid, own_pid, tmp, tmp_size, mqueue, attached: Vec::new() })
+                let tmp_new = Pristine::of(&tmp)?;
+                Ok(Kept { keeper, mnt, pid, own_pid, tmp, tmp_new, tmp_size, mqueue, attached: Vec::new() })
             }
             Err(e) => {
                 nix::sched::setns(&own_pid, CloneFlags::CLONE_NEWPID)?;
@@ -212,6 +221,13 @@ impl Kept {
         self.keeper > 0
     }
 
+    /// Whether the keeper has died or is dying (its namespace's processes
+    /// with it): read from its `/proc/<pid>/stat` (`PF_EXITING`), as it
+    /// may not be a zombie yet when the run it ended is over.
+    pub fn dying(&self) -> bool {
+        keeper_dying(self.keeper)
+    }
+
     /// Moves the helper into the kept mount namespace, to change its mounts.
     fn enter(&self) -> io::Result<()> {
         Ok(nix::sched::setns(&self.mnt, CloneFlags::CLONE_NEWNS)?)
@@ -222,9 +238,10 @@ impl Kept {
         ns.leave()
     }
 
-    /// The kept mount namespace, which each run's program joins.
-    pub fn mount_namespace(&self) -> RawFd {
-        self.mnt.as_raw_fd()
+    /// What a run in it needs: the mount namespace its program joins, and
+    /// the keeper, whose death ends the run's processes.
+    pub fn run_info(&self) -> super::jail::KeptRun {
+        super::jail::KeptRun { mount_namespace: self.mnt.as_raw_fd(), keeper: self.keeper }
     }
 
     /// The helper's next children are born in its own PID namespace (a
@@ -238,9 +255,8 @@ impl Kept {
     /// After a run (its processes gone): takes away what it left in the kept
     /// namespaces. `Err`: the helper serves no more runs.
     pub fn clean(&mut self, ns: &JailNs) -> io::Result<()> {
-        remove_ipc_objects()?;
-        remove_mqueues(&self.mqueue)?;
-        if !is_empty(&self.tmp)? {
+        self.clean_ipc()?;
+        if Pristine::of(&self.tmp)? != self.tmp_new {
             self.enter()?;
             let fresh = mounts::fresh_tmp(self.tmp_size);
             let back = self.leave(ns);
@@ -250,8 +266,16 @@ impl Kept {
             // (A keeper gone since the run: its namespace's `/tmp` is not
             // found, and the helper retires.)
             self.tmp = open(&at, libc::O_RDONLY | libc::O_DIRECTORY)?;
+            self.tmp_new = Pristine::of(&self.tmp)?;
         }
         Ok(())
+    }
+
+    /// Removes the System V objects and message queues of the helper's IPC
+    /// namespace (a run of the basic level is in it too).
+    pub fn clean_ipc(&self) -> io::Result<()> {
+        remove_ipc_objects()?;
+        remove_mqueues(&self.mqueue)
     }
 
     /// The descriptors it holds (each leads out of a run's jail).
@@ -269,6 +293,8 @@ impl Kept {
 impl Drop for Kept {
     fn drop(&mut self) {
         let _ = nix::sched::setns(&self.own_pid, CloneFlags::CLONE_NEWPID);
+        // Its IPC namespace's queues: a new kept jail mounts its own.
+        let _ = nix::mount::umount2(MQUEUE, nix::mount::MntFlags::MNT_DETACH);
         if self.keeper <= 0 {
             return;
         }
@@ -278,6 +304,16 @@ impl Drop for Kept {
             libc::waitpid(self.keeper, std::ptr::null_mut(), 0);
         }
     }
+}
+
+/// Whether the keeper `pid` has died or is dying (see [`Kept::dying`]).
+pub(super) fn keeper_dying(pid: libc::pid_t) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let state = fields.first().copied().unwrap_or("X");
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(PF_EXITING);
+    pid <= 0 || matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
 }
 
 /// The keeper, from its `fork`: PID 1 of the kept PID namespace. Makes its
@@ -432,8 +468,29 @@ fn remove_mqueues(dir: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-fn is_empty(dir: &OwnedFd) -> io::Result<bool> {
-    Ok(entries(dir)?.is_empty())
+/// What a run could change of a tmpfs and leave readable to the next: its
+/// blocks and inodes in use (a file unlinked but held open, say by a
+/// descriptor in flight in a socket cycle, lists no entry and still takes
+/// its space), and its root's times (a file made and removed moves them).
+#[derive(Debug, PartialEq, Eq)]
+struct Pristine {
+    blocks_used: u64,
+    inodes_used: u64,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl Pristine {
+    fn of(dir: &OwnedFd) -> io::Result<Pristine> {
+        let fs = nix::sys::statfs::fstatfs(dir)?;
+        let st = nix::sys::stat::fstat(dir)?;
+        Ok(Pristine {
+            blocks_used: (fs.blocks() - fs.blocks_free()) as u64,
+            inodes_used: (fs.files() - fs.files_free()) as u64,
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+        })
+    }
 }
 
 /// The names in `dir` but `.` and `..`, read anew.

@@ -31,7 +31,9 @@
 //!    (`streams.rs`: a stop on the socket, taken at the next look);
 //! 4. measures ([`Usage`]) and answers as soon as the run is over: every
 //!    process the program left is killed (and reaped) first, so nothing of
-//!    the run outlives the answer; the kept jail's cleaning (a fresh one's
+//!    the run outlives the answer (in the kept jail, by killing its keeper:
+//!    a task still in the group 2 s later, stuck in the kernel, retires the
+//!    helper after its reply); the kept jail's cleaning (a fresh one's
 //!    teardown) and the slot's lock wait until after the reply.
 //!
 //! The mechanisms in use are decided once per helper ([`Mechanisms`];
@@ -74,12 +76,14 @@
 //!   their PID 1 (it reaps what is left to it, and dies with the helper),
 //!   and cleaned after each run of what a run can leave in them (`/tmp`,
 //!   System V objects, message queues). The helper's children are born in
-//!   its PID namespace. Making and tearing down a set of namespaces per run
+//!   its PID namespace. A run that left a process behind, or was ended by
+//!   a limit, is ended by killing the keeper, which takes every process of
+//!   the namespace with it at once (none can be born there after): the
+//!   next run gets a new kept jail. Making and tearing down a set of namespaces per run
 //!   cost the kernel more than the program's own `exec`, and init's clone
 //!   and exit most of the rest (`make bench` shows both, with
 //!   `OJ_FRESH_JAIL=1`). In the kept jail the helper is the run's
-//!   supervisor, as init is below; it kills what the program leaves
-//!   through the run's cgroup, until the group holds no task.
+//!   supervisor, as init is below, and the program's parent.
 //! - **init** (a fresh jail's: where the kept jail cannot be made, no
 //!   cgroup, or `OJ_FRESH_JAIL=1`): cloned into new PID, mount, IPC and UTS
 //!   namespaces, and a network one with [`Jail::netns`](jail::Jail::netns);
@@ -108,7 +112,8 @@
 //!   (`getppid()` says 0; a fresh jail's says 1). It takes its stdio, limits,
 //!   becomes the slot uid (which drops every capability: the bounding set
 //!   is empty since the helper's start, [`drop_bounding_set`](jail::drop_bounding_set)), sets `no_new_privs`,
-//!   installs the filter (`seccomp.rs`), passes the listener to init and
+//!   installs the filter (`seccomp.rs`), passes the listener to its
+//!   supervisor and
 //!   `exec`s. A failure before `exec` is written as an `errno` to a
 //!   close-on-exec pipe: the judge's error, not the program's.
 //!

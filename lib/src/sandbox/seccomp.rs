@@ -18,7 +18,7 @@
 //! | `preadv2`, `pwritev2` with `RWF_NOWAIT` | fail with `EOPNOTSUPP`, as on a file that cannot tell: "would block" says whether a page is cached ([`SHARED_STATE`]) |
 //! | `socket`/`socketpair` of a family other than [`FAMILIES`], or IP other than TCP or UDP streams and datagrams | **denied** (below), the family named: a network namespace does not cover `AF_VSOCK` and friends, and asking for DCCP or SCTP makes the kernel load their modules |
 //! | `fcntl` with a lock, lease or directory-notice command ([`FCNTL_DENIED`]), `setsockopt` of `IPV6_FLOWLABEL_MGR` | **denied**, the command named ([`SHARED_STATE`]) |
-//! | `clone`/`unshare` with any `CLONE_NEW*` flag, and every call in [`DENIED`] | **denied**: the supervisor (the run's init) is notified (`SECCOMP_RET_USER_NOTIF`), names the call, and kills the run: RE, with the call's name in `stderr` |
+//! | `clone`/`unshare` with any `CLONE_NEW*` flag, `clone` with `CLONE_PARENT`, and every call in [`DENIED`] | **denied**: the supervisor (the run's init, or the helper in the kept jail) is notified (`SECCOMP_RET_USER_NOTIF`), names the call, and kills the run: RE, with the call's name in `stderr` |
 //! | anything else | allowed |
 //!
 //! Namespaces, the slot uid and the dropped capabilities already make most
@@ -174,7 +174,10 @@ pub struct Call {
 pub fn name_of(call: Call) -> String {
     let nr = call.nr as libc::c_long;
     if nr == libc::SYS_clone {
-        return "clone (with a namespace flag)".into();
+        return match call.args[0] as u32 & CLONE_NEW_ANY {
+            0 => "clone (CLONE_PARENT)".into(),
+            _ => "clone (with a namespace flag)".into(),
+        };
     }
     if nr == libc::SYS_socket || nr == libc::SYS_socketpair {
         let name = if nr == libc::SYS_socket { "socket" } else { "socketpair" };
@@ -245,6 +248,11 @@ const CLONE_NEW_ANY: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP
     | 0x80) as u32; // CLONE_NEWTIME
 
+/// The `clone` flags a run may not use: a namespace of its own, and
+/// `CLONE_PARENT` (a child of its parent's, out of its reach: in the kept
+/// jail, a child of the helper's, which nothing of the run's would reap).
+const CLONE_DENIED: u32 = CLONE_NEW_ANY | libc::CLONE_PARENT as u32;
+
 // BPF opcodes.
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
@@ -285,7 +293,7 @@ enum Action {
 /// The calls whose arguments the filter reads, and what decides each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Check {
-    /// `clone`: denied with a `CLONE_NEW*` flag (argument 0).
+    /// `clone`: denied with a `CLONE_NEW*` flag or `CLONE_PARENT` (argument 0).
     Clone,
     /// `socket`, `socketpair`: allowed for [`FAMILIES`] only, IP only as TCP
     /// or UDP streams and datagrams (arguments 0 to 2).
@@ -457,7 +465,7 @@ pub fn program() -> Vec<libc::sock_filter> {
     // clone: its flags (argument 0).
     asm.bind(label(Check::Clone));
     asm.stmt(LD_W_ABS, ARG0_LOW);
-    asm.jump(JSET_K, CLONE_NEW_ANY, notify, allow);
+    asm.jump(JSET_K, CLONE_DENIED, notify, allow);
     // socket, socketpair: the family (argument 0); for IP, the type
     // (argument 1, less its flags) and the protocol (argument 2): no DCCP,
     // SCTP and the like, whose modules the kernel would load for the asking.
@@ -632,7 +640,7 @@ mod tests {
                 && [1, 2].contains(&(a1 & 0xf))
                 && [0, 6, 17].contains(&a2));
         let denied = DENIED.iter().any(|&(_, n)| n as u32 == nr)
-            || (is(libc::SYS_clone) && a0 & CLONE_NEW_ANY != 0)
+            || (is(libc::SYS_clone) && a0 & CLONE_DENIED != 0)
             || ((is(libc::SYS_socket) || is(libc::SYS_socketpair)) && !socket_allowed)
             || (is(libc::SYS_fcntl) && FCNTL_DENIED.iter().any(|&(_, c)| c == a1))
             || (is(libc::SYS_setsockopt) && a1 == SOL_IPV6 && a2 == IPV6_FLOWLABEL_MGR);
@@ -657,7 +665,7 @@ mod tests {
     /// filter reads, and the families, types, protocols, commands, levels,
     /// options and advice that matter, with flags and high values around.
     fn arguments() -> Vec<[u32; 6]> {
-        let mut args = vec![[0; 6], [u32::MAX; 6], [CLONE_NEW_ANY, 0, 0, 0, 0, 0]];
+        let mut args = vec![[0; 6], [u32::MAX; 6], [CLONE_DENIED, 0, 0, 0, 0, 0]];
         for i in 0..6 {
             args.extend((0..32).map(|bit| {
                 let mut a = [0; 6];
