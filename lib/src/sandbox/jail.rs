@@ -69,9 +69,10 @@ pub struct Jail<'a> {
     pub stacks: &'a Stacks,
     /// The judge's socket: init stops the run if it closes.
     pub hangup: RawFd,
-    /// The limits' watchdog, called by init with the program's pid (in the
-    /// run's namespace) when it starts, at each wake-up and once after the
-    /// program exited (that answer is not acted on).
+    /// The limits' watchdog, called by the run's supervisor with the
+    /// program's pid (as the supervisor sees it) when it starts, at each
+    /// wake-up and, without a cgroup, once after the program exited (that
+    /// answer is not acted on).
     pub watchdog: &'a dyn Fn(libc::pid_t) -> Watched,
     /// The run's steps, stamped by init and the program (`timeline.rs`).
     pub stamps: &'a Stamps,
@@ -405,8 +406,11 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
         }
     }
     j.stamps.mark(Mark::Exited);
-    // The last look, for what the program's tree used (not acted on).
-    let _ = (j.watchdog)(pid);
+    // The last look, for what the program's tree used (not acted on):
+    // without a cgroup only, whose counts the measure reads itself.
+    if j.group.is_none() {
+        let _ = (j.watchdog)(pid);
+    }
     let (status, ru) = reap(pid).map_err(Step::WaitProgram.err())?;
     // Whatever the program left behind (background children) is killed and
     // reaped here, before the report: once the helper has it, nothing of
@@ -416,7 +420,10 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // (In the kept jail, what the program left is the keeper's to reap: it
     // is killed through the cgroup until the group holds no task.)
     if let Some(kept) = j.kept {
-        rep.keeper_lost = !rep.keeper_killed && super::kept::keeper_dying(kept.keeper);
+        // The keeper's death kills the program: only a program killed by
+        // SIGKILL that the helper did not end is looked into.
+        let killed = libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL;
+        rep.keeper_lost = killed && !rep.keeper_killed && super::kept::keeper_dying(kept.keeper);
         end_what_is_left(kept, j.group, rep);
     }
     while j.kept.is_none() {
