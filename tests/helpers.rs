@@ -457,3 +457,18 @@ fn a_keeper_killed_during_a_run_is_the_judges_fault_not_the_programs() {
     let (exit, said) = run_at_work(dir.path(), &["/bin/echo", "served"]);
     assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "served\n"));
 }
+
+#[test]
+fn the_run_after_one_that_ended_its_kept_jail_is_served() {
+    let Some(_one) = root_turn() else { return };
+    let dir = TempDir::new("after-keeper");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for _ in 0..20 {
+        // Leftovers end the kept jail (its keeper killed); the next run at
+        // once, in the same helper, must not meet the dying one.
+        let (exit, _) = run_at_work(dir.path(), &["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 100 & done"]);
+        assert_eq!(exit, sandbox::Exit::Code(0));
+        let (exit, said) = run_at_work(dir.path(), &["/bin/echo", "next"]);
+        assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "next\n"));
+    }
+}

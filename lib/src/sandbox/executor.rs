@@ -84,6 +84,9 @@ struct Leftover {
     init: Option<libc::pid_t>,
     /// The run's descriptors the helper still holds ([`jail::Report::spent`]).
     _spent: Vec<std::os::fd::OwnedFd>,
+    /// The kept jail's keeper was killed to end the run: a new kept jail
+    /// is made after the reply.
+    remake_kept: bool,
     binds: Vec<Bind>,
     _slot_lock: Option<SlotLock>,
 }
@@ -229,19 +232,33 @@ impl Executor {
         }
         let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
-        if let (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
+        if let (true, Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) = (left.remake_kept, &self.jail_ready)
+        {
+            // Its keeper was killed: a new kept jail, here rather than on the
+            // next run's path (the old one is let go of once its keeper is
+            // reaped: a dying namespace takes no new process).
+            let size = self.kept.as_ref().map_or(64 << 20, Kept::tmp_size);
+            self.kept = None;
+            match Kept::make(ns, size) {
+                Ok(k) => self.kept = Some(k),
+                Err(e) => {
+                    eprintln!("ojrunner-sandbox-helper: a new kept jail: {e}");
+                    self.retiring = true;
+                }
+            }
+        } else if let (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
             (self.kept.as_mut(), &self.jail_ready)
         {
             if let Err(e) = k.clean(ns) {
                 eprintln!("ojrunner-sandbox-helper: cleaning the kept jail: {e}");
                 self.retiring = true;
             }
-            // A task that outlived every kill (stuck in the kernel) would be
-            // the next run's: a fresh helper, with a fresh group, serves next.
-            if self.group.as_ref().is_some_and(|g| g.tasks() != 0) {
-                eprintln!("ojrunner-sandbox-helper: a task of the last run is still in its cgroup");
-                self.retiring = true;
-            }
+        }
+        // A task that outlived every kill (stuck in the kernel) would be the
+        // next run's: a fresh helper, with a fresh group, serves next.
+        if self.kept.is_some() && self.group.as_ref().is_some_and(|g| g.tasks() != 0) {
+            eprintln!("ojrunner-sandbox-helper: a task of the last run is still in its cgroup");
+            self.retiring = true;
         }
         // A failure is tried again on the next run's path (`run_jailed`).
         if let Some(a) = self.ahead.as_mut() {
@@ -529,7 +546,8 @@ impl Executor {
         let binds = if kept { Vec::new() } else { req.binds };
         // init killed and reaped every process of the run before it was done:
         // only its own exit (the namespaces' teardown) is left, reaped later.
-        self.leftover = Some(Leftover { init, binds, _spent: spent, _slot_lock: slot_lock });
+        let remake_kept = rep.keeper_killed;
+        self.leftover = Some(Leftover { init, binds, _spent: spent, remake_kept, _slot_lock: slot_lock });
         if rep.hangup {
             return Err(Error::JudgeGone);
         }

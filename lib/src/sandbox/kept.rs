@@ -218,7 +218,13 @@ impl Kept {
             // Reaped (or not ours): its PID is no longer one to signal.
             self.keeper = 0;
         }
-        self.keeper > 0
+        // A dying keeper's namespace takes no new process either.
+        self.keeper > 0 && !keeper_dying(self.keeper)
+    }
+
+    /// The size its `/tmp` was last given.
+    pub fn tmp_size(&self) -> u64 {
+        self.tmp_size
     }
 
     /// Whether the keeper has died or is dying (its namespace's processes
