@@ -101,7 +101,7 @@ pub(super) struct Executor {
     /// (`mounts.rs`).
     jail_ready: Option<Result<JailReady, Error>>,
     /// The helper's runs' cgroup, made at its first jailed run and reset
-    /// for each (each run's init joins it; the helper never does).
+    /// for each (each run's program or init joins it; the helper never does).
     group: Option<Group>,
     leftover: Option<Leftover>,
     /// This helper must serve no more runs (see [`Executor::run_jailed`]).
@@ -232,8 +232,14 @@ impl Executor {
         }
         let reaped = now_ns();
         tidy_after_init(self.group.as_ref(), &left.binds);
-        if let (true, Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) = (left.remake_kept, &self.jail_ready)
-        {
+        // A task that outlived every kill (stuck in the kernel) would be the
+        // next run's: a fresh helper, with a fresh group, serves next.
+        if self.kept.is_some() && self.group.as_ref().is_some_and(|g| g.tasks() != 0) {
+            eprintln!("ojrunner-sandbox-helper: a task of the last run is still in its cgroup");
+            self.retiring = true;
+        }
+        let remake = left.remake_kept && !self.retiring;
+        if let (true, Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) = (remake, &self.jail_ready) {
             // Its keeper was killed: a new kept jail, here rather than on the
             // next run's path (the old one is let go of once its keeper is
             // reaped: a dying namespace takes no new process).
@@ -246,19 +252,13 @@ impl Executor {
                     self.retiring = true;
                 }
             }
-        } else if let (Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
-            (self.kept.as_mut(), &self.jail_ready)
+        } else if let (false, Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
+            (left.remake_kept, self.kept.as_mut(), &self.jail_ready)
         {
             if let Err(e) = k.clean(ns) {
                 eprintln!("ojrunner-sandbox-helper: cleaning the kept jail: {e}");
                 self.retiring = true;
             }
-        }
-        // A task that outlived every kill (stuck in the kernel) would be the
-        // next run's: a fresh helper, with a fresh group, serves next.
-        if self.kept.is_some() && self.group.as_ref().is_some_and(|g| g.tasks() != 0) {
-            eprintln!("ojrunner-sandbox-helper: a task of the last run is still in its cgroup");
-            self.retiring = true;
         }
         // A failure is tried again on the next run's path (`run_jailed`).
         if let Some(a) = self.ahead.as_mut() {
@@ -544,8 +544,9 @@ impl Executor {
         drop(trees);
         // The kept jail's binds stay for the next run.
         let binds = if kept { Vec::new() } else { req.binds };
-        // init killed and reaped every process of the run before it was done:
-        // only its own exit (the namespaces' teardown) is left, reaped later.
+        // Every process of the run was ended before the report (by init, or
+        // by the keeper's death in the kept jail): only init's own exit (the
+        // namespaces' teardown) is left, reaped later.
         let remake_kept = rep.keeper_killed;
         self.leftover = Some(Leftover { init, binds, _spent: spent, remake_kept, _slot_lock: slot_lock });
         if rep.hangup {
@@ -588,9 +589,10 @@ struct Handed<'a> {
     part: Option<Part<'a>>,
 }
 
-/// A jailed run's watchdog and measures. It runs in init, while the
-/// helper waits (they share memory: hence the cells): the CPU time is the
-/// group's less init's own since it joined the group.
+/// A jailed run's watchdog and measures. It runs in the run's supervisor:
+/// the helper in the kept jail, or a fresh jail's init while the helper
+/// waits (they share memory: hence the cells). The CPU time is the group's,
+/// less init's own since it joined the group (none in the kept jail).
 struct Watchdog<'a> {
     group: Option<&'a Group>,
     limits: &'a Limits,
@@ -628,7 +630,7 @@ impl<'a> Watchdog<'a> {
         Watchdog { group, limits, idle, judge, start, joined_at, seen, still, part, anon }
     }
 
-    /// One look, in init, at the program `pid` (in the run's namespace).
+    /// One look, by the supervisor, at the program `pid` (as it sees it).
     fn look(&self, pid: libc::pid_t) -> Watched {
         let (mut cpu, mut memory) = self.seen.get();
         match self.group {

@@ -58,7 +58,8 @@ pub struct Jail<'a> {
     /// In the kept jail, the helper's own stdio for the program, dropped
     /// once the program has its copies (`stdio` are their descriptors).
     pub handed: Option<&'a std::cell::Cell<Option<[File; 3]>>>,
-    /// The run's cgroup, which init joins first: the helper is not in it.
+    /// The run's cgroup, which init (or, kept, the program) joins first:
+    /// the helper is not in it.
     pub group: Option<&'a Group>,
     /// init's own CPU time when it had joined the group: what the group
     /// counts of init is what it used since (`None`: no init in the group).
@@ -417,8 +418,8 @@ fn start_and_watch(j: &Jail, rep: &mut Report) -> Result<(), Error> {
     // the run is alive, and init's own exit (the namespaces' teardown) need
     // not hold up the answer. Killed again after each reaped one: a child
     // forked while the first kill went round is not waited for in vain.
-    // (In the kept jail, what the program left is the keeper's to reap: it
-    // is killed through the cgroup until the group holds no task.)
+    // (In the kept jail, what the program left is ended by killing the
+    // keeper, which reaps it: `end_what_is_left`.)
     if let Some(kept) = j.kept {
         // The keeper's death kills the program: only a program killed by
         // SIGKILL that the helper did not end is looked into.
@@ -482,9 +483,9 @@ fn kill_run(j: &Jail, program: libc::pid_t, rep: &mut Report) {
 
 /// In the helper, the kept jail's program reaped: if it left anything in
 /// the run's cgroup, the keeper is killed (the namespace's processes go
-/// with it), and the helper reaps its own children but the keeper (a
-/// `clone(CLONE_PARENT)` of the program's is one) until the group holds
-/// no task: 2 s at most, then the helper retires after its reply.
+/// with it), and the helper reaps any child of its own but the keeper (a
+/// second belt: `clone(CLONE_PARENT)` is denied) until the group holds no
+/// task: 2 s at most, then the helper retires after its reply.
 fn end_what_is_left(kept: KeptRun, group: Option<&Group>, rep: &mut Report) {
     let Some(g) = group else { return };
     if g.tasks() == 0 {

@@ -13,8 +13,8 @@
 //!   a limit ended, is ended by killing the keeper, PID 1 of the
 //!   namespace: every process of the namespace dies with it, and none can
 //!   be born there after (a kill through the cgroup's list could miss a
-//!   `fork`); the helper waits for the group to be empty before it answers
-//!   (`jail.rs`), and the next run gets a new kept jail. The keeper is root
+//!   `fork`); the helper waits (2 s at most) for the group to be empty
+//!   before it answers (`jail.rs`), and makes a new kept jail after. The keeper is root
 //!   and invisible to the run (`hidepid`). No run without a cgroup is kept;
 //! - **`/tmp`** (and `/dev/shm`, a link to it): a new tmpfs in place of one
 //!   a run changed at all: a block or an inode in use (a file unlinked but
@@ -30,7 +30,7 @@
 //! What is left from run to run, and a run can read: the namespaces'
 //! counters. PIDs go on counting (a run's program is not PID 2), and so do
 //! System V ids: a run learns how many processes and objects the runs
-//! before it on this helper made, a few bits a run that a run could set on
+//! before it on this helper made: a few bits, which a run could set on
 //! purpose. The program's parent, the helper, is outside the PID
 //! namespace: `getppid()` says 0 (a fresh jail's init is PID 1).
 
@@ -104,7 +104,8 @@ impl Kept {
                     open(&at("ns/pid")?, libc::O_RDONLY)?,
                     open(&at("root/tmp")?, libc::O_RDONLY | libc::O_DIRECTORY)?,
                 ))
-            })();
+            })()
+            .and_then(|(mnt, pid, tmp)| Ok((mnt, pid, Pristine::of(&tmp)?, tmp)));
             opened
                 .inspect_err(|_| {
                     // SAFETY: kill and waitpid take no pointer but a null status.
@@ -113,11 +114,10 @@ impl Kept {
                         libc::waitpid(keeper, std::ptr::null_mut(), 0);
                     }
                 })
-                .map(|(mnt, pid, tmp)| (keeper, mnt, pid, tmp))
+                .map(|(mnt, pid, tmp_new, tmp)| (keeper, mnt, pid, tmp_new, tmp))
         });
         match kept {
-            Ok((keeper, mnt, pid, tmp)) => {
-                let tmp_new = Pristine::of(&tmp)?;
+            Ok((keeper, mnt, pid, tmp_new, tmp)) => {
                 Ok(Kept { keeper, mnt, pid, own_pid, tmp, tmp_new, tmp_size, mqueue, attached: Vec::new() })
             }
             Err(e) => {
@@ -218,20 +218,12 @@ impl Kept {
             // Reaped (or not ours): its PID is no longer one to signal.
             self.keeper = 0;
         }
-        // A dying keeper's namespace takes no new process either.
-        self.keeper > 0 && !keeper_dying(self.keeper)
+        self.keeper > 0
     }
 
     /// The size its `/tmp` was last given.
     pub fn tmp_size(&self) -> u64 {
         self.tmp_size
-    }
-
-    /// Whether the keeper has died or is dying (its namespace's processes
-    /// with it): read from its `/proc/<pid>/stat` (`PF_EXITING`), as it
-    /// may not be a zombie yet when the run it ended is over.
-    pub fn dying(&self) -> bool {
-        keeper_dying(self.keeper)
     }
 
     /// Moves the helper into the kept mount namespace, to change its mounts.
@@ -301,18 +293,28 @@ impl Drop for Kept {
         let _ = nix::sched::setns(&self.own_pid, CloneFlags::CLONE_NEWPID);
         // Its IPC namespace's queues: a new kept jail mounts its own.
         let _ = nix::mount::umount2(MQUEUE, nix::mount::MntFlags::MNT_DETACH);
+        // Its binds' mount points, made in the template for it.
+        mounts::forget(&self.attached.iter().map(|a| a.bind.clone()).collect::<Vec<_>>());
         if self.keeper <= 0 {
             return;
         }
-        // SAFETY: kill and waitpid take no pointer but a null status.
-        unsafe {
-            libc::kill(self.keeper, libc::SIGKILL);
-            libc::waitpid(self.keeper, std::ptr::null_mut(), 0);
+        // SAFETY: kill takes no pointer; the keeper is the helper's child, not reaped (`alive` zeroes it then).
+        unsafe { libc::kill(self.keeper, libc::SIGKILL) };
+        // Reaped within 2 s (its namespace's last tasks exit first); one
+        // stuck in the kernel longer is left to the helper's own exit.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        // SAFETY: waitpid with a null status writes nothing.
+        while unsafe { libc::waitpid(self.keeper, std::ptr::null_mut(), libc::WNOHANG) } == 0
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_micros(500));
         }
     }
 }
 
-/// Whether the keeper `pid` has died or is dying (see [`Kept::dying`]).
+/// Whether the keeper `pid` has died or is dying (its namespace's
+/// processes with it): read from its `/proc/<pid>/stat` (`PF_EXITING`),
+/// as it may not be a zombie yet when the run it ended is over.
 pub(super) fn keeper_dying(pid: libc::pid_t) -> bool {
     const PF_EXITING: u64 = 0x4;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
