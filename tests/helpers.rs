@@ -472,3 +472,20 @@ fn the_run_after_one_that_ended_its_kept_jail_is_served() {
         assert_eq!((exit, said.as_str()), (sandbox::Exit::Code(0), "next\n"));
     }
 }
+
+#[test]
+fn a_bind_point_goes_with_the_kept_jail_that_made_it() {
+    let Some(_one) = root_turn() else { return };
+    let dir = TempDir::new("bind-point");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |at: &str, argv: &[&str]| {
+        let mut spec = slot_spec(argv, dir.path(), 70, 64, 16);
+        spec.binds[0].at = Some(at.into());
+        sandbox::run(spec).unwrap().exit
+    };
+    // A run with its bind at /leftover-point that leaves a process: its kept
+    // jail ends, and a new one is made.
+    assert_eq!(run("/leftover-point", &["/bin/sh", "-c", "sleep 100 &"]), sandbox::Exit::Code(0));
+    // The next run's root has no /leftover-point.
+    assert_eq!(run("/work", &["/bin/sh", "-c", "test ! -e /leftover-point"]), sandbox::Exit::Code(0));
+}

@@ -244,7 +244,10 @@ impl Executor {
             // next run's path (the old one is let go of once its keeper is
             // reaped: a dying namespace takes no new process).
             let size = self.kept.as_ref().map_or(64 << 20, Kept::tmp_size);
+            let binds = self.kept.as_ref().map(Kept::attached).unwrap_or_default();
             self.kept = None;
+            // Its namespace gone, its binds' mount points can go from the template.
+            mounts::forget(&binds);
             match Kept::make(ns, size) {
                 Ok(k) => self.kept = Some(k),
                 Err(e) => {

@@ -221,6 +221,12 @@ impl Kept {
         self.keeper > 0
     }
 
+    /// The binds attached in it, whose mount points it made in the
+    /// template: to be taken out once it is gone (`mounts::forget`).
+    pub fn attached(&self) -> Vec<Bind> {
+        self.attached.iter().map(|a| a.bind.clone()).collect()
+    }
+
     /// The size its `/tmp` was last given.
     pub fn tmp_size(&self) -> u64 {
         self.tmp_size
@@ -293,8 +299,6 @@ impl Drop for Kept {
         let _ = nix::sched::setns(&self.own_pid, CloneFlags::CLONE_NEWPID);
         // Its IPC namespace's queues: a new kept jail mounts its own.
         let _ = nix::mount::umount2(MQUEUE, nix::mount::MntFlags::MNT_DETACH);
-        // Its binds' mount points, made in the template for it.
-        mounts::forget(&self.attached.iter().map(|a| a.bind.clone()).collect::<Vec<_>>());
         if self.keeper <= 0 {
             return;
         }
