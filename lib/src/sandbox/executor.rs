@@ -151,7 +151,7 @@ impl Executor {
         }
         let kept = match &jail_ready {
             Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) if kept_jail() && cgroup.is_some() => {
-                Kept::make(ns, 64 << 20)
+                Kept::make(ns, KEPT_TMP)
                     .map_err(|e| eprintln!("ojrunner-sandbox-helper: no kept jail (a new one per run): {e}"))
                     .ok()
             }
@@ -217,6 +217,19 @@ impl Executor {
         }
     }
 
+    /// A new kept jail in place of the one whose keeper is dead or killed:
+    /// the old one let go of first (its keeper reaped), then its binds'
+    /// mount points taken from the template. `Err`: the helper retires.
+    fn renew_kept(&mut self, tmp_size: u64) -> io::Result<()> {
+        let Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) = &self.jail_ready else { return Ok(()) };
+        let binds = self.kept.take().map(|k| k.attached()).unwrap_or_default();
+        mounts::forget(&binds);
+        let made = Kept::make(ns, tmp_size);
+        self.retiring |= made.is_err();
+        self.kept = Some(made?);
+        Ok(())
+    }
+
     /// Whether the helper must exit after its answer: a fresh one serves next.
     pub(super) fn retiring(&self) -> bool {
         self.retiring
@@ -239,21 +252,13 @@ impl Executor {
             self.retiring = true;
         }
         let remake = left.remake_kept && !self.retiring;
-        if let (true, Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) = (remake, &self.jail_ready) {
+        if remake {
             // Its keeper was killed: a new kept jail, here rather than on the
             // next run's path (the old one is let go of once its keeper is
             // reaped: a dying namespace takes no new process).
-            let size = self.kept.as_ref().map_or(64 << 20, Kept::tmp_size);
-            let binds = self.kept.as_ref().map(Kept::attached).unwrap_or_default();
-            self.kept = None;
-            // Its namespace gone, its binds' mount points can go from the template.
-            mounts::forget(&binds);
-            match Kept::make(ns, size) {
-                Ok(k) => self.kept = Some(k),
-                Err(e) => {
-                    eprintln!("ojrunner-sandbox-helper: a new kept jail: {e}");
-                    self.retiring = true;
-                }
+            let size = self.kept.as_ref().map_or(KEPT_TMP, Kept::tmp_size);
+            if let Err(e) = self.renew_kept(size) {
+                eprintln!("ojrunner-sandbox-helper: a new kept jail: {e}");
             }
         } else if let (false, Some(k), Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. }))) =
             (left.remake_kept, self.kept.as_mut(), &self.jail_ready)
@@ -403,6 +408,10 @@ impl Executor {
         };
         self.stamps.mark(Mark::Checked);
         let limits = &req.limits;
+        if self.kept.as_mut().is_some_and(|k| !k.alive()) {
+            // Its keeper was killed: the next runs need a new one.
+            self.renew_kept(limits.memory).map_err(Step::EnterRoot.err())?;
+        }
         let rlimits = self.within_own(rlimits(limits, true));
         self.make_group(limits);
         let group = self.group.as_ref();
@@ -416,19 +425,6 @@ impl Executor {
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
         let look = |pid| watchdog.look(pid);
-        if self.kept.as_mut().is_some_and(|k| !k.alive()) {
-            // Its keeper was killed: the next runs need a new one.
-            self.kept = None;
-            if let Some(Ok(JailReady { root: JailRoot::Namespace(ns), .. })) = &self.jail_ready {
-                match Kept::make(ns, limits.memory) {
-                    Ok(k) => self.kept = Some(k),
-                    Err(e) => {
-                        self.retiring = true;
-                        return Err(Step::EnterRoot.failed(e));
-                    }
-                }
-            }
-        }
         // The kept jail's runs are killed and counted through their cgroup:
         // without one (it could not be made), the run gets a fresh jail.
         let kept = match (&mut self.kept, &self.jail_ready) {
@@ -719,6 +715,9 @@ fn tidy_after_init(group: Option<&Group>, binds: &[Bind]) {
     }
     mounts::forget(binds);
 }
+
+/// The size of a new kept jail's `/tmp` before its first run gives its own.
+const KEPT_TMP: u64 = 64 << 20;
 
 /// Whether jailed runs share the helper's kept jail (the default) or each
 /// gets namespaces of its own (`OJ_FRESH_JAIL=1`, for `make bench` to
