@@ -37,9 +37,8 @@
 use super::limits::Bind;
 use super::mounts::{self, JailNs};
 use nix::sched::CloneFlags;
-use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 
 /// Where the helper mounts its IPC namespace's message queues, in its own
@@ -82,7 +81,7 @@ impl Kept {
     /// then the keeper, forked into a new PID namespace from the jail's
     /// mount namespace, where it makes its copy with a `/tmp` and a `/proc`.
     pub fn make(ns: &JailNs, tmp_size: u64) -> io::Result<Kept> {
-        let own_pid = open(c"/proc/self/ns/pid", libc::O_RDONLY)?;
+        let own_pid = mounts::open_path(c"/proc/self/ns/pid", libc::O_RDONLY)?;
         nix::sched::unshare(CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS)?;
         nix::unistd::sethostname("sandbox")?;
         let mqueue = mount_mqueue()?;
@@ -100,9 +99,9 @@ impl Kept {
             let at = |what: &str| std::ffi::CString::new(format!("/proc/{keeper}/{what}")).map_err(io::Error::other);
             let opened = (|| {
                 Ok::<_, io::Error>((
-                    open(&at("ns/mnt")?, libc::O_RDONLY)?,
-                    open(&at("ns/pid")?, libc::O_RDONLY)?,
-                    open(&at("root/tmp")?, libc::O_RDONLY | libc::O_DIRECTORY)?,
+                    mounts::open_path(&at("ns/mnt")?, libc::O_RDONLY)?,
+                    mounts::open_path(&at("ns/pid")?, libc::O_RDONLY)?,
+                    mounts::open_path(&at("root/tmp")?, libc::O_RDONLY | libc::O_DIRECTORY)?,
                 ))
             })()
             .and_then(|(mnt, pid, tmp)| Ok((mnt, pid, Pristine::of(&tmp)?, tmp)));
@@ -269,7 +268,7 @@ impl Kept {
             let at = std::ffi::CString::new(format!("/proc/{}/root/tmp", self.keeper)).map_err(io::Error::other)?;
             // (A keeper gone since the run: its namespace's `/tmp` is not
             // found, and the helper retires.)
-            self.tmp = open(&at, libc::O_RDONLY | libc::O_DIRECTORY)?;
+            self.tmp = mounts::open_path(&at, libc::O_RDONLY | libc::O_DIRECTORY)?;
             self.tmp_new = Pristine::of(&self.tmp)?;
         }
         Ok(())
@@ -466,7 +465,7 @@ fn mount_mqueue() -> io::Result<OwnedFd> {
         None::<&str>,
     )
     .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("mount {MQUEUE}: {e}")))?;
-    open(c"/run/ojrunner/mqueue", libc::O_RDONLY | libc::O_DIRECTORY)
+    mounts::open_path(&std::ffi::CString::new(MQUEUE).map_err(io::Error::other)?, libc::O_RDONLY | libc::O_DIRECTORY)
 }
 
 /// Unlinks every message queue a run left.
@@ -517,14 +516,4 @@ fn entries(dir: &OwnedFd) -> io::Result<Vec<std::ffi::CString>> {
             Err(e) => Some(Err(io::Error::from(e))),
         })
         .collect()
-}
-
-fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: `path` is NUL-terminated; the descriptor returned is owned at once.
-    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(super::sys::annotate(io::Error::last_os_error(), std::path::Path::new(&*path.to_string_lossy())));
-    }
-    // SAFETY: just opened; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

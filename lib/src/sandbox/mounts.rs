@@ -257,7 +257,7 @@ fn setns(ns: &OwnedFd) -> io::Result<()> {
     Ok(nix::sched::setns(ns, CloneFlags::CLONE_NEWNS)?)
 }
 
-fn open_path(path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub(super) fn open_path(path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     let flags = OFlag::from_bits_retain(flags) | OFlag::O_CLOEXEC;
     nix::fcntl::open(path, flags, Mode::empty())
         .map_err(|e| context(&format!("open {}", path.to_string_lossy()), e.into()))
