@@ -352,10 +352,7 @@ fn a_helper_whose_keeper_was_killed_makes_a_new_kept_jail() {
     assert_eq!(run_at_work(dir.path(), &["/bin/true"]).0, sandbox::Exit::Code(0));
     // The keepers of this process's helpers: their children, PID 1 of a
     // namespace below the host's.
-    let field = |pid: &str, key: &str| {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
-    };
+    let field = status_field;
     let me = std::process::id().to_string();
     let keepers: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
@@ -421,10 +418,7 @@ fn a_keeper_killed_during_a_run_is_the_judges_fault_not_the_programs() {
     let Some(_one) = root_turn() else { return };
     let dir = TempDir::new("keeper-mid-run");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let field = |pid: &str, key: &str| {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
-    };
+    let field = status_field;
     let uid = ojrunner::judge::Slot::for_index(70).uid;
     let killer = std::thread::spawn(move || {
         // The sleeper's keeper: PID 1 of the sleeper's PID namespace, a child
@@ -488,4 +482,10 @@ fn a_bind_point_goes_with_the_kept_jail_that_made_it() {
     assert_eq!(run("/leftover-point", &["/bin/sh", "-c", "sleep 100 &"]), sandbox::Exit::Code(0));
     // The next run's root has no /leftover-point.
     assert_eq!(run("/work", &["/bin/sh", "-c", "test ! -e /leftover-point"]), sandbox::Exit::Code(0));
+}
+
+/// The value of `key` (as `"PPid:"`) in `/proc/<pid>/status`.
+fn status_field(pid: &str, key: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
 }
