@@ -587,12 +587,6 @@ impl Group {
             .unwrap_or(true)
     }
 
-    /// Kills every task of the group but the caller, once (one
-    /// controller's list tells, as for [`Group::is_empty`]).
-    pub fn kill_tasks(&self) {
-        kill_procs(&self.pids);
-    }
-
     /// Kills every task of the group but the caller, until none is left
     /// (at most ~1 s).
     pub fn kill_all(&self) {
