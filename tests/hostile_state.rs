@@ -75,7 +75,11 @@ struct Hostile {
     says: &'static str,
 }
 
-const STDIO_H: &str = "/usr/include/stdio.h";
+/// A file every run sees under `/usr` and no other test reads. The test
+/// loads its pages itself, so they are charged to the test's own memory
+/// group: a page first read by a compile is charged to that compile's
+/// group, whose reclaim may evict it at any time, run or no run.
+const SHARED_FILE: &str = "/usr/share/common-licenses/GPL-3";
 
 const HOSTILE: &[Hostile] = &[
     Hostile { file: "flowlabel.c", input: "", verdict: "RE", says: "system call setsockopt (IPV6_FLOWLABEL_MGR)" },
@@ -84,7 +88,12 @@ const HOSTILE: &[Hostile] = &[
     Hostile { file: "aio_quota.c", input: "", verdict: "RE", says: "system call io_setup" },
     Hostile { file: "flock_shared.c", input: "", verdict: "RE", says: "system call flock" },
     Hostile { file: "posix_lock.c", input: "", verdict: "RE", says: "system call fcntl (F_SETLK)" },
-    Hostile { file: "page_cache.c", input: "/usr/include/stdio.h\n", verdict: "AC", says: "nowait refused\n" },
+    Hostile {
+        file: "page_cache.c",
+        input: "/usr/share/common-licenses/GPL-3\n",
+        verdict: "AC",
+        says: "nowait refused\n",
+    },
     Hostile { file: "cgroup_seen.c", input: "", verdict: "AC", says: "root only\n" },
     // Its group left full with no process of it alive: the next task the
     // group's OOM killer finds must not be the judge's (no JE).
@@ -111,6 +120,21 @@ fn cached_pages(path: &str) -> (usize, usize) {
     (vec.iter().filter(|&&b| b & 1 == 1).count(), pages)
 }
 
+/// Drops `path` from the page cache (root's advice) and reads it in again,
+/// twice (the second read makes its pages active, the last the host's own
+/// reclaim takes): the pages are then the test's, all cached.
+fn load_as_host(path: &str) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: advice on a descriptor `f` keeps open; no pointer.
+    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    for _ in 0..2 {
+        std::fs::read(path).unwrap();
+    }
+    let (cached, pages) = cached_pages(path);
+    assert_eq!(cached, pages, "{path}: the host could not cache its own read");
+}
+
 /// What is wrong with a hostile program's judging; `stdout` where known
 /// (the hub keeps none: its AC says the answer matched).
 fn check_verdict(h: &Hostile, status: &str, stdout: Option<&str>, stderr: &str, how: &str) -> Option<String> {
@@ -130,31 +154,48 @@ fn check_verdict(h: &Hostile, status: &str, stdout: Option<&str>, stderr: &str, 
     (!wrong.is_empty()).then(|| format!("{} ({how}): {}", h.file, wrong.join("; ")))
 }
 
+/// What is wrong with the `n` case lines of a `judge-exec run` of `h`.
+fn check_lines(h: &Hostile, lines: &[Value], n: usize, failures: &mut Vec<String>) {
+    if lines.len() != n {
+        failures.push(format!("{}: judge-exec run printed {} cases of {n}", h.file, lines.len()));
+    }
+    for r in lines {
+        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+        failures.extend(check_verdict(h, &s("status"), Some(&s("stdout")), &s("stderr"), "judge-exec run"));
+        if h.file == "flowlabel.c" && !s("stderr").starts_with("found 0") {
+            failures.push(format!("flowlabel.c: an earlier run's labels were listed: {:?}", s("stderr")));
+        }
+    }
+}
+
 #[test]
 fn state_that_outlives_a_run_is_refused_through_judge_exec_run() {
     let Some(work) = scratch_as_root("state-run") else { return };
     let mut failures = Vec::new();
     for h in HOSTILE {
-        // The host's pages of a shared file, cached before: a run must
-        // not evict them.
-        let _ = std::fs::read(STDIO_H);
         // Cases one after another in a helper: what one leaves, the next finds.
         let n = 3;
         let tests = cases(work.path(), h.file, n, h.input, if h.verdict == "AC" { h.says } else { "x\n" });
-        let lines = case_lines(judge_exec_run(&hostile(h.file), &tests, 65536));
-        if lines.len() != n {
-            failures.push(format!("{}: judge-exec run printed {} cases of {n}", h.file, lines.len()));
-        }
-        for r in &lines {
-            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
-            failures.extend(check_verdict(h, &s("status"), Some(&s("stdout")), &s("stderr"), "judge-exec run"));
-            if h.file == "flowlabel.c" && !s("stderr").starts_with("found 0") {
-                failures.push(format!("flowlabel.c: an earlier run's labels were listed: {:?}", s("stderr")));
+        // The host's pages of a shared file, cached before: a run must not
+        // evict them. The host's own reclaim might take one on a busy
+        // machine; a run's advice takes them every time: judged again, up
+        // to three times, before a loss is the run's.
+        let mut losses = Vec::new();
+        for attempt in 0..3 {
+            load_as_host(SHARED_FILE);
+            let lines = case_lines(judge_exec_run(&hostile(h.file), &tests, 65536));
+            let (cached, pages) = cached_pages(SHARED_FILE);
+            if attempt == 0 {
+                check_lines(h, &lines, n, &mut failures);
             }
+            if cached == pages {
+                losses.clear();
+                break;
+            }
+            losses.push(format!("{} of its {pages}", pages - cached));
         }
-        let (cached, pages) = cached_pages(STDIO_H);
-        if cached < pages {
-            failures.push(format!("{}: {STDIO_H} lost {} of its {pages} cached pages", h.file, pages - cached));
+        if !losses.is_empty() {
+            failures.push(format!("{}: {SHARED_FILE} lost cached pages each time: {}", h.file, losses.join(", ")));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -165,7 +206,7 @@ fn state_that_outlives_a_run_is_refused_through_a_runner() {
     let Some(dir) = scratch_as_root("state-runner") else { return };
     let hub = Hub::start(dir.path(), &[]);
     // Problem 1 reads a shared file's path; problem 2 reads nothing.
-    hub.add_problem(1, &one_case_problem(dir.path(), "p1", 1000, "/usr/include/stdio.h\n", "nowait refused\n"));
+    hub.add_problem(1, &one_case_problem(dir.path(), "p1", 1000, &format!("{SHARED_FILE}\n"), "nowait refused\n"));
     hub.add_problem(2, &one_case_problem(dir.path(), "p2", 1000, "", "root only\n"));
     // flowlabel.c twice: a label the first left would be listed to the second.
     let mut subs = Vec::new();
