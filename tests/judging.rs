@@ -416,6 +416,38 @@ int main(void) {
 }
 
 #[test]
+fn a_program_past_its_memory_limit_is_mle_while_its_own_file_cache_thrashes() {
+    use ojrunner::sandbox::{self, Fired};
+    if !is_root() {
+        return skip("the run's file cache is charged to its group only under the sandbox's cgroup");
+    }
+    // A file the run reads first (dropped from the host's cache), so its
+    // pages are charged to the run's group: at the group's hard limit the
+    // kernel evicts them rather than end the program, which reads them back
+    // in, again and again (an interpreter on a cold host does the same with
+    // its own files), until its CPU limit: TLE. Its own memory passed the
+    // limit first: MLE, as soon as the watchdog sees it.
+    let dir = TempDir::new("thrash");
+    let src = testkit::repo().join("tests/hostile/cache_thrash.c");
+    let built = std::process::Command::new("gcc").arg("-O2").arg("-o").arg(dir.path().join("prog")).arg(&src).status();
+    assert!(built.unwrap().success(), "gcc {}", src.display());
+    let cache = dir.path().join("cache");
+    std::fs::write(&cache, vec![7u8; 32 << 20]).unwrap();
+    let f = std::fs::File::open(&cache).unwrap();
+    f.sync_all().unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: advice on a descriptor `f` keeps open; no pointer.
+    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    let mut spec = slot_spec(&["./prog"], dir.path(), 69, 64, 16);
+    spec.limits.cpu = Duration::from_secs(3);
+    let limits = spec.limits.clone();
+    let t = Instant::now();
+    let run = sandbox::run(spec).unwrap();
+    let verdict = ojrunner::verdict::decide(&run, &limits, 0);
+    assert_eq!((verdict, run.fired), (Some(Verdict::MLE), Some(Fired::Memory)), "{run:?} in {:?}", t.elapsed());
+}
+
+#[test]
 fn a_small_program_is_not_charged_for_the_judges_memory() {
     // The judge (this test binary) is larger than the limit's slack would
     // allow if the inherited high-water mark were believed.

@@ -548,13 +548,20 @@ impl Group {
     /// Clean file-backed page cache charged to the group now (not tmpfs,
     /// not pages written and not yet on disk), bytes.
     pub fn file_cache(&self) -> u64 {
+        let (file, unwritten) = self.file_pages();
+        file.saturating_sub(unwritten)
+    }
+
+    /// File-backed page cache charged to the group now (not tmpfs), bytes,
+    /// and how much of it is written and not yet on disk.
+    pub fn file_pages(&self) -> (u64, u64) {
         // One read: the kernel makes the whole file for each (tens of µs on v1).
         let mut buf = [0u8; 8192];
         let stat = reread(&self.files.stat, &mut buf).unwrap_or("");
         let field = |name: &str| field(stat, name).unwrap_or(0);
         match self.kind {
-            Kind::V1 => field("cache").saturating_sub(field("shmem") + field("dirty") + field("writeback")),
-            Kind::V2 => field("file").saturating_sub(field("shmem") + field("file_dirty") + field("file_writeback")),
+            Kind::V1 => (field("cache").saturating_sub(field("shmem")), field("dirty") + field("writeback")),
+            Kind::V2 => (field("file").saturating_sub(field("shmem")), field("file_dirty") + field("file_writeback")),
         }
     }
 

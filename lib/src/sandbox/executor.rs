@@ -420,7 +420,7 @@ impl Executor {
             Err(e) => return Err(Step::ResetCgroup.failed(e)),
         };
         self.stamps.mark(Mark::CgroupReset);
-        let watchdog = Watchdog::new(group, limits, req.idle, part, hangup);
+        let watchdog = Watchdog::new(group, limits, req.idle, part, hangup, baseline.resident);
         let cs = |b: &[u8]| CString::new(b).map_err(|_| Error::NulByte);
         // Host paths in the command, the environment and the directory, as the run sees them.
         let inside = |s: &str| seen_inside(&req.binds, s);
@@ -614,6 +614,9 @@ struct Watchdog<'a> {
     /// With a cgroup, the program's own anonymous memory at each look: a
     /// floor for its peak (see [`Watchdog::usage`]).
     anon: Cell<u64>,
+    /// With a cgroup, what the group held at the reset that is not the
+    /// run's ([`Baseline::resident`]).
+    resident: u64,
 }
 
 impl<'a> Watchdog<'a> {
@@ -623,10 +626,11 @@ impl<'a> Watchdog<'a> {
         idle: Option<Duration>,
         part: Option<Part<'a>>,
         judge: RawFd,
+        resident: u64,
     ) -> Watchdog<'a> {
         let (start, seen, anon) = (Cell::new(Instant::now()), Cell::new((Duration::ZERO, 0)), Cell::new(0));
         let (still, joined_at) = (Cell::new(Stillness::new(idle)), Cell::new(None));
-        Watchdog { group, limits, idle, judge, start, joined_at, seen, still, part, anon }
+        Watchdog { group, limits, idle, judge, start, joined_at, seen, still, part, anon, resident }
     }
 
     /// One look, by the supervisor, at the program `pid` (as it sees it).
@@ -639,6 +643,15 @@ impl<'a> Watchdog<'a> {
                 let own = self.joined_at.get().map_or(Duration::ZERO, |at| own_cpu().saturating_sub(at));
                 cpu = cpu.max(g.cpu().saturating_sub(own));
                 self.anon.set(self.anon.get().max(anon_of(pid)));
+                // At the group's hard limit the kernel evicts the group's
+                // file cache before it ends anything: a program reading its
+                // own files back in (an interpreter's, on a cold host) would
+                // thrash there until its CPU limit. Past the limit with its
+                // files aside, it is stopped here (the stat read only then).
+                let now = g.memory_now();
+                if now > self.limits.memory.saturating_add(self.resident) {
+                    memory = memory.max(now.saturating_sub(g.file_pages().0 + self.resident));
+                }
             }
             // No cgroup: the program's tree, in the run's own /proc.
             None => {

@@ -33,8 +33,9 @@ pub struct Limits {
     /// Wall-clock time from spawn; the watchdog kills past it.
     pub wall: Duration,
     /// Memory of the whole run, bytes: the cgroup's hard limit is this +
-    /// `cgroup::SLACK`; without a cgroup the watchdog kills past it. Also
-    /// the size cap of the run's `/tmp`.
+    /// `cgroup::SLACK`; the watchdog kills past it (with a cgroup, what the
+    /// group holds but file pages; without, the tree's resident memory).
+    /// Also the size cap of the run's `/tmp`.
     pub memory: u64,
     /// `RLIMIT_AS` per process, bytes; `None`: unlimited. Only a backstop for
     /// memory the watchdog cannot see (allocated between two samples, or by
