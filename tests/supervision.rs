@@ -945,6 +945,9 @@ fn systemd_units_run_as_systemd_would_with_readiness_and_stopping_over_notify_so
     let notify = NotifySocket::new(dir.path());
     let mut cmd = exec_start(&runnerd_unit, &[("/etc/ojrunner/ojrunner.env", &conf)]);
     cmd.env("NOTIFY_SOCKET", &notify.path).env("OJ_WORKERS", "1").env("OJ_TIME_SCALE", "0.1");
+    // The suite's slot uids and the checkout's locks, as the other
+    // supervisors' tests give them: never the host's defaults.
+    cmd.envs(slot_env());
     let mut runner = Proc::of(cmd.spawn().expect("runnerd per runnerd.service"), "runnerd", None);
     let mut seen = Vec::new();
     notify.expect("READY=1", LIMIT, &mut seen);

@@ -29,8 +29,8 @@ pub use hand_runner::HandRunner;
 pub use http::http_exchange;
 pub use hub::{hub_cli, loopback, Hub, REGISTRATION_TOKEN, TESTDATA_TOKEN};
 pub use runner::{
-    drain, kill_stage, runner_env, runner_env_at, stage_comm, stage_status, start_runner, start_runner_logged,
-    start_stage,
+    drain, kill_stage, runner_env, runner_env_at, slot_env, stage_comm, stage_status, start_runner,
+    start_runner_logged, start_stage,
 };
 pub use scripted_hub::{Heard, ScriptedHub};
 

@@ -31,8 +31,16 @@ pub fn runner_env_at(url: &str, spool: &Path) -> Vec<(String, String)> {
         // time limit (slow_ab): no idleness rule (tests/early_verdicts.rs has it).
         ("OJ_IDLE_WINDOW_MS".into(), "0".into()),
         ("RUST_LOG".into(), std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into())),
-        // This suite's slot uids, and the locks every runner of the
-        // checkout shares (a supervisor may clear the environment).
+    ]
+    .into_iter()
+    .chain(slot_env())
+    .collect()
+}
+
+/// This suite's slot uids, and the locks every runner of the checkout
+/// shares: given to every runner (a supervisor may clear the environment).
+pub fn slot_env() -> [(String, String); 2] {
+    [
         ("OJ_SLOT_UID_BASE".into(), lanes::slot_uid_base().to_string()),
         ("OJ_SLOT_LOCK_DIR".into(), ojrunner::sandbox::slot_lock_dir().to_string_lossy().into_owned()),
     ]
