@@ -280,21 +280,35 @@ fn host_flowlabel() -> Result<(), String> {
         // No IPv6 on this host: no table to fill either.
         return Ok(());
     }
-    // A label of its own (below the stateless range): the last test's
-    // labels linger for seconds, and a taken one is EEXIST, not a quota.
+    // A label of its own (below the stateless range): earlier tries'
+    // labels linger for seconds, and a taken one is EEXIST, not a quota:
+    // another label is tried then.
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let label = (nanos ^ std::process::id() << 12) & 0x7_ffff | 1;
-    // IPV6_FL_A_GET, IPV6_FL_S_EXCL, IPV6_FL_F_CREATE | IPV6_FL_F_EXCL.
-    // A destination is required: ::1.
-    let mut dst = [0; 16];
-    dst[15] = 1;
-    let r = FlowLabelReq { dst, label: label.to_be(), action: 0, share: 1, flags: 3, expires: 0, linger: 0, pad: 0 };
-    let size = std::mem::size_of::<FlowLabelReq>() as libc::socklen_t;
-    // SAFETY: `r` is a live repr(C) request, passed with its size.
-    let got = unsafe {
-        libc::setsockopt(fd, libc::SOL_IPV6, libc::IPV6_FLOWLABEL_MGR, &r as *const FlowLabelReq as *const _, size)
-    };
-    let result = if got == 0 { Ok(()) } else { last_error("a flow label") };
+    let first = nanos ^ std::process::id() << 12;
+    let mut result = Ok(());
+    for attempt in 0..8 {
+        let label = (first.wrapping_add(attempt * 7919)) & 0x7_ffff | 1;
+        // IPV6_FL_A_GET, IPV6_FL_S_EXCL, IPV6_FL_F_CREATE | IPV6_FL_F_EXCL.
+        // A destination is required: ::1.
+        let mut dst = [0; 16];
+        dst[15] = 1;
+        let r =
+            FlowLabelReq { dst, label: label.to_be(), action: 0, share: 1, flags: 3, expires: 0, linger: 0, pad: 0 };
+        let size = std::mem::size_of::<FlowLabelReq>() as libc::socklen_t;
+        // SAFETY: `r` is a live repr(C) request, passed with its size.
+        let got = unsafe {
+            libc::setsockopt(fd, libc::SOL_IPV6, libc::IPV6_FLOWLABEL_MGR, &r as *const FlowLabelReq as *const _, size)
+        };
+        if got == 0 {
+            result = Ok(());
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        result = Err(format!("a flow label: {e}"));
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            break;
+        }
+    }
     // SAFETY: `fd` is the socket made above, used by nothing after.
     unsafe { libc::close(fd) };
     result

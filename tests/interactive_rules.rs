@@ -132,12 +132,10 @@ fn an_interactor_that_failed_first_is_je_whatever_the_program_did_after() {
 
 #[test]
 fn a_deadlocked_dialogue_is_idle_a_busy_interactor_is_not() {
-    // Both read first: nobody ever speaks. TL 1 s, so a wall limit of 4 s.
-    let started = std::time::Instant::now();
+    // Both read first: nobody ever speaks. TL 1 s, so a wall limit of 4 s;
+    // the idleness rule ends it first (limit "idle", not "wall").
     let runs = judge("irules-deadlock", "c11", ANSWERS_OK, &["ac"], 1000, 96);
-    let took = started.elapsed();
     assert_eq!((runs[0].result.status, runs[0].limit), (Verdict::TLE, Some("idle")), "{runs:?}");
-    assert!(took < std::time::Duration::from_secs(4), "ended before its wall limit: {took:?}");
     // The interactor works 2.5 s of CPU time before its first word, the
     // program waiting on it past its 2 s limit and the window: AC.
     let runs = judged_to(&[Verdict::AC], "irules-slow", "c11", ANSWERS_OK, &["slow"], 2000, 96);
