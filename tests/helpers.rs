@@ -92,9 +92,7 @@ fn a_socket_kept_alive_in_flight_is_not_left_to_the_next_run() {
     use ojrunner::sandbox::Exit;
     let dir = TempDir::new("inflight");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let src = testkit::repo().join("tests/hostile/socket_in_flight.c");
-    let built = std::process::Command::new("gcc").arg("-o").arg(dir.path().join("prog")).arg(&src).status().unwrap();
-    assert!(built.success(), "gcc {}", src.display());
+    testkit::built_hostile("socket_in_flight.c", dir.path());
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     // One after another, in one helper (the idle ones are taken last in,
     // first out): each leaves its socket, and must find none left. Whether

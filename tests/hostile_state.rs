@@ -124,10 +124,7 @@ fn cached_pages(path: &str) -> (usize, usize) {
 /// twice (the second read makes its pages active, the last the host's own
 /// reclaim takes): the pages are then the test's, all cached.
 fn load_as_host(path: &str) {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(path).unwrap();
-    // SAFETY: advice on a descriptor `f` keeps open; no pointer.
-    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    uncache(Path::new(path));
     for _ in 0..2 {
         std::fs::read(path).unwrap();
     }

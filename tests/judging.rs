@@ -428,16 +428,10 @@ fn a_program_past_its_memory_limit_is_mle_while_its_own_file_cache_thrashes() {
     // its own files), until its CPU limit: TLE. Its own memory passed the
     // limit first: MLE, as soon as the watchdog sees it.
     let dir = TempDir::new("thrash");
-    let src = testkit::repo().join("tests/hostile/cache_thrash.c");
-    let built = std::process::Command::new("gcc").arg("-O2").arg("-o").arg(dir.path().join("prog")).arg(&src).status();
-    assert!(built.unwrap().success(), "gcc {}", src.display());
+    testkit::built_hostile("cache_thrash.c", dir.path());
     let cache = dir.path().join("cache");
     std::fs::write(&cache, vec![7u8; 32 << 20]).unwrap();
-    let f = std::fs::File::open(&cache).unwrap();
-    f.sync_all().unwrap();
-    use std::os::fd::AsRawFd;
-    // SAFETY: advice on a descriptor `f` keeps open; no pointer.
-    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    testkit::uncache(&cache);
     let mut spec = slot_spec(&["./prog"], dir.path(), 69, 64, 16);
     spec.limits.cpu = Duration::from_secs(3);
     let limits = spec.limits.clone();

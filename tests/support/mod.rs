@@ -8,7 +8,7 @@
 mod layout;
 mod scratch;
 pub use layout::{bin, bin_dir, examples, repo, suite};
-pub use scratch::{source_dir, staged_source, write_file, TempDir};
+pub use scratch::{source_dir, staged_source, uncache, write_file, TempDir};
 
 // Waiting with deadlines.
 mod wait;
@@ -49,7 +49,7 @@ mod disk;
 mod lanes;
 mod sandbox;
 pub use disk::SmallDisk;
-pub use sandbox::{judge_cases, judge_exec_cmd, judge_exec_run, runs_cgroups, slot_spec};
+pub use sandbox::{built_hostile, judge_cases, judge_exec_cmd, judge_exec_run, runs_cgroups, slot_spec};
 
 // Skips written down; dice; what the benchmarks share.
 mod bench;

@@ -7,6 +7,15 @@ use super::scratch::staged_source;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `tests/hostile/<name>` (C) built by the host's gcc as `dir/prog`, for a
+/// run in `dir` to start as `./prog`; optimised, as the judge compiles C.
+pub fn built_hostile(name: &str, dir: &Path) {
+    let src = super::layout::repo().join("tests/hostile").join(name);
+    let built =
+        std::process::Command::new("gcc").arg("-O2").arg("-o").arg(dir.join("prog")).arg(&src).status().unwrap();
+    assert!(built.success(), "gcc {}", src.display());
+}
+
 /// A run in `dir` (its cwd and only bind, read-only) as slot `slot`, stdio
 /// on /dev/null, with a memory and a task limit and roomy times.
 pub fn slot_spec(argv: &[&str], dir: &Path, slot: usize, memory_mib: u64, processes: u64) -> ojrunner::sandbox::Spec {

@@ -56,3 +56,14 @@ pub fn source_dir(dir: &Path, name: &str, text: &str) -> PathBuf {
 pub fn staged_source(dir: &Path, name: &str, text: &str) -> ojrunner::workspace::Workspace {
     ojrunner::workspace::Workspace::stage(&source_dir(dir, name, text)).unwrap()
 }
+
+/// Drops `path`'s pages from the host's page cache (written to disk first;
+/// root's advice): its next reader reads them in, charged to that reader's
+/// memory group.
+pub fn uncache(path: &Path) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: advice on a descriptor `f` keeps open; no pointer.
+    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+}
