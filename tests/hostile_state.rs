@@ -79,7 +79,9 @@ struct Hostile {
 /// loads its pages itself, so they are charged to the test's own memory
 /// group: a page first read by a compile is charged to that compile's
 /// group, whose reclaim may evict it at any time, run or no run.
-const SHARED_FILE: &str = "/usr/share/common-licenses/GPL-3";
+const SHARED_FILE: &str = SHARED_INPUT.trim_ascii_end();
+/// [`SHARED_FILE`] as `page_cache.c` reads it, on a line of its own.
+const SHARED_INPUT: &str = "/usr/share/common-licenses/GPL-3\n";
 
 const HOSTILE: &[Hostile] = &[
     Hostile { file: "flowlabel.c", input: "", verdict: "RE", says: "system call setsockopt (IPV6_FLOWLABEL_MGR)" },
@@ -88,12 +90,7 @@ const HOSTILE: &[Hostile] = &[
     Hostile { file: "aio_quota.c", input: "", verdict: "RE", says: "system call io_setup" },
     Hostile { file: "flock_shared.c", input: "", verdict: "RE", says: "system call flock" },
     Hostile { file: "posix_lock.c", input: "", verdict: "RE", says: "system call fcntl (F_SETLK)" },
-    Hostile {
-        file: "page_cache.c",
-        input: "/usr/share/common-licenses/GPL-3\n",
-        verdict: "AC",
-        says: "nowait refused\n",
-    },
+    Hostile { file: "page_cache.c", input: SHARED_INPUT, verdict: "AC", says: "nowait refused\n" },
     Hostile { file: "cgroup_seen.c", input: "", verdict: "AC", says: "root only\n" },
     // Its group left full with no process of it alive: the next task the
     // group's OOM killer finds must not be the judge's (no JE).
@@ -203,7 +200,7 @@ fn state_that_outlives_a_run_is_refused_through_a_runner() {
     let Some(dir) = scratch_as_root("state-runner") else { return };
     let hub = Hub::start(dir.path(), &[]);
     // Problem 1 reads a shared file's path; problem 2 reads nothing.
-    hub.add_problem(1, &one_case_problem(dir.path(), "p1", 1000, &format!("{SHARED_FILE}\n"), "nowait refused\n"));
+    hub.add_problem(1, &one_case_problem(dir.path(), "p1", 1000, SHARED_INPUT, "nowait refused\n"));
     hub.add_problem(2, &one_case_problem(dir.path(), "p2", 1000, "", "root only\n"));
     // flowlabel.c twice: a label the first left would be listed to the second.
     let mut subs = Vec::new();
